@@ -1,0 +1,55 @@
+//! The `tierlab` command line. Kept thin: argument parsing, output
+//! formatting, and calls into the library crates. Also linked into the
+//! Python extension so `pip install` puts the same `tierlab` on PATH.
+
+mod trace_cmd;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "tierlab", version, about = "Simulate, replay and run hybrid block storage", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Read, convert, slice and summarise block IO traces.
+    #[command(subcommand)]
+    Trace(trace_cmd::TraceCommand),
+}
+
+/// Runs the CLI with explicit arguments (the first is the program name).
+pub fn main_with_args<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let result = match cli.command {
+        Command::Trace(cmd) => trace_cmd::run(cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tierlab: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+pub type CliResult<T = ()> = Result<T, Box<dyn std::error::Error>>;

@@ -1,0 +1,182 @@
+//! Format detection from the first bytes of the (decompressed) input.
+//! Rules, in order (documented in docs/trace-formats.md):
+//! native magic; fio header; SYSTOR header; binary data (VSCSI v2/v1 by
+//! version field, then oracleGeneral by its invariants); blkparse lines
+//! (`maj,min` first field); CSV by field count and the op field; whitespace
+//! text by field count and time/size shapes.
+
+use std::path::Path;
+
+use crate::format::Format;
+use crate::formats::{fio, native, oracle, vscsi};
+
+/// Lines examined for text formats.
+const SAMPLE_LINES: usize = 32;
+
+pub fn detect(head: &[u8], path: &Path) -> Result<Format, String> {
+    if head.is_empty() {
+        return Err("the input is empty: cannot detect its format (pass --format)".into());
+    }
+    if head.starts_with(native::MAGIC) {
+        return Ok(Format::Native);
+    }
+    let name = path.to_string_lossy().to_ascii_lowercase();
+    if is_binary(head) {
+        if name.contains("oraclegeneral") && head.len() >= oracle::RECORD_BYTES {
+            return Ok(Format::OracleGeneral);
+        }
+        if vscsi::detect_version(head).is_some() {
+            return Ok(Format::Vscsi);
+        }
+        if oracle::looks_like(head) {
+            return Ok(Format::OracleGeneral);
+        }
+        return Err(
+            "binary data that is not a tierlab native, VSCSI or oracleGeneral trace; pass --format"
+                .into(),
+        );
+    }
+    let text = String::from_utf8_lossy(head);
+    let mut lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    // The last line may be cut by the sniff limit.
+    if head.len() == crate::reader::SNIFF_BYTES && lines.len() > 1 {
+        lines.pop();
+    }
+    let first = lines.first().map(|l| l.trim()).unwrap_or("");
+    if first == fio::HEADER_V2 || first == fio::HEADER_V3 {
+        return Ok(Format::FioIolog);
+    }
+    if first.starts_with("Timestamp,Response,IOType,LUN,Offset,Size") {
+        return Ok(Format::Systor);
+    }
+    let data: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("ts_record"))
+        .take(SAMPLE_LINES)
+        .collect();
+    if data.is_empty() {
+        return Err("no data lines to detect a format from; pass --format".into());
+    }
+    let words0: Vec<&str> = data[0].split_whitespace().collect();
+    if words0.len() >= 7 && is_maj_min(words0[0]) {
+        return Ok(Format::Blkparse);
+    }
+    if data[0].contains(',') {
+        return detect_csv(&data);
+    }
+    detect_words(&data)
+}
+
+fn is_binary(head: &[u8]) -> bool {
+    let sample = &head[..head.len().min(4096)];
+    sample
+        .iter()
+        .any(|&b| b == 0 || (b < 0x20 && !matches!(b, b'\n' | b'\r' | b'\t')))
+}
+
+fn is_maj_min(s: &str) -> bool {
+    match s.split_once(',') {
+        Some((a, b)) => {
+            !a.is_empty() && !b.is_empty() && a.bytes().chain(b.bytes()).all(|c| c.is_ascii_digit())
+        }
+        None => false,
+    }
+}
+
+fn is_uint(s: &str) -> bool {
+    let s = s.trim();
+    !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit())
+}
+
+fn is_decimal(s: &str) -> bool {
+    let s = s.trim();
+    !s.is_empty()
+        && s.bytes().filter(|&c| c == b'.').count() <= 1
+        && s.bytes().all(|c| c.is_ascii_digit() || c == b'.')
+        && s != "."
+}
+
+fn all<F: Fn(&[&str]) -> bool>(rows: &[Vec<&str>], f: F) -> bool {
+    rows.iter().all(|r| f(r))
+}
+
+fn detect_csv(data: &[&str]) -> Result<Format, String> {
+    let rows: Vec<Vec<&str>> = data
+        .iter()
+        .map(|l| l.split(',').map(str::trim).collect())
+        .collect();
+    let n = rows[0].len();
+    if n == 7
+        && all(&rows, |r| {
+            r.len() == 7
+                && is_uint(r[0])
+                && (r[3].eq_ignore_ascii_case("read") || r[3].eq_ignore_ascii_case("write"))
+        })
+    {
+        return Ok(Format::Msr);
+    }
+    if n == 6
+        && all(&rows, |r| {
+            r.len() == 6 && is_decimal(r[0]) && matches!(r[2], "R" | "W" | "r" | "w")
+        })
+    {
+        return Ok(Format::Systor);
+    }
+    if n == 7 && all(&rows, |r| r.len() == 7 && r.iter().all(|f| is_decimal(f))) {
+        return Ok(Format::Flashnet);
+    }
+    if n >= 5
+        && all(&rows, |r| {
+            r.len() >= 5 && is_uint(r[0]) && matches!(r[3], "r" | "w" | "R" | "W")
+        })
+    {
+        return Ok(Format::Umass);
+    }
+    if n == 5
+        && all(&rows, |r| {
+            r.len() == 5 && r.iter().all(|f| is_uint(f)) && matches!(r[3], "0" | "1")
+        })
+    {
+        return Ok(Format::Tencent);
+    }
+    Err(format!(
+        "comma-separated lines with {n} fields that match no known format (first line: {:?}); pass --format",
+        data[0]
+    ))
+}
+
+fn detect_words(data: &[&str]) -> Result<Format, String> {
+    let rows: Vec<Vec<&str>> = data
+        .iter()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let n = rows[0].len();
+    if n == 4 && all(&rows, |r| r.len() == 4 && r.iter().all(|f| is_uint(f))) {
+        return Ok(Format::Arc);
+    }
+    if n == 5
+        && all(&rows, |r| {
+            r.len() == 5 && is_decimal(r[0]) && r[1..].iter().all(|f| is_uint(f))
+        })
+    {
+        let decimal_time = rows.iter().any(|r| r[0].contains('.'));
+        if !decimal_time {
+            return Ok(Format::Disksim);
+        }
+        // Replayer sizes are bytes (whole sectors); DiskSim sizes are sectors.
+        let byte_sizes = all(&rows, |r| {
+            let size: u64 = r[3].parse().unwrap_or(0);
+            size >= 512 && size % 512 == 0 && matches!(r[4], "0" | "1")
+        });
+        return Ok(if byte_sizes {
+            Format::Replayer
+        } else {
+            Format::DisksimMs
+        });
+    }
+    Err(format!(
+        "whitespace-separated lines with {n} fields that match no known format (first line: {:?}); pass --format",
+        data[0]
+    ))
+}

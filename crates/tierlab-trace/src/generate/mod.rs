@@ -1,0 +1,1 @@
+//! Deterministic workload generators (filled in by the generators work).

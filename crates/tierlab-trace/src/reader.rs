@@ -1,0 +1,385 @@
+//! Streaming trace readers: one generic driver for line formats and one for
+//! fixed-size binary records; each format only parses one record.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::detect;
+use crate::error::{FieldError, Location, Result, TraceError};
+use crate::format::Format;
+use crate::formats;
+use crate::input::{self, LineReader, RecordReader};
+use crate::record::{DeviceTable, IoRecord, TimeBase};
+
+/// Anything that yields records: a trace reader, a generator, a filter.
+pub trait RecordStream {
+    fn next_record(&mut self) -> Result<Option<IoRecord>>;
+    fn devices(&self) -> &DeviceTable;
+    fn time_base(&self) -> TimeBase;
+}
+
+impl<S: RecordStream + ?Sized> RecordStream for Box<S> {
+    fn next_record(&mut self) -> Result<Option<IoRecord>> {
+        (**self).next_record()
+    }
+    fn devices(&self) -> &DeviceTable {
+        (**self).devices()
+    }
+    fn time_base(&self) -> TimeBase {
+        (**self).time_base()
+    }
+}
+
+/// What parsing one line produced.
+pub enum Parsed {
+    Record(IoRecord),
+    /// A header, comment, or an event that is not an IO (counted, not an error).
+    Skip,
+}
+
+/// One text format: turns a line into a record.
+pub trait LineParser: Send {
+    fn parse(&mut self, line: &[u8], devices: &mut DeviceTable) -> Result<Parsed, FieldError>;
+    /// Records held back by the parser (blkparse buffers Q events until it
+    /// knows whether D events exist). Called before each new line.
+    fn pending(&mut self) -> Option<IoRecord> {
+        None
+    }
+    /// Called once at the end of the input; may release pending records.
+    fn end_of_input(&mut self) {}
+    fn time_base(&self) -> TimeBase;
+}
+
+/// One binary format: turns a fixed-size record into an IO record.
+pub trait BinaryParser: Send {
+    fn record_size(&self) -> usize;
+    /// Records to read before stopping (the native format has a trailer).
+    fn record_limit(&self) -> Option<u64> {
+        None
+    }
+    fn parse(&mut self, record: &[u8], devices: &mut DeviceTable) -> Result<Parsed, FieldError>;
+    fn time_base(&self) -> TimeBase;
+}
+
+enum Source {
+    Lines {
+        lines: LineReader,
+        parser: Box<dyn LineParser>,
+        ended: bool,
+    },
+    Binary {
+        records: RecordReader,
+        parser: Box<dyn BinaryParser>,
+        /// Records left before `record_limit` is reached.
+        left: u64,
+    },
+}
+
+/// Options for opening a trace.
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    /// Force a format instead of detecting it.
+    pub format: Option<Format>,
+    /// Skip malformed records (counted in `TraceReader::skipped_bad`).
+    pub skip_bad: bool,
+    /// blkparse: which event marks an IO (default: D if the trace has any, else Q).
+    pub blkparse_event: Option<formats::blkparse::Event>,
+}
+
+/// A streaming reader over one trace file (or stdin).
+pub struct TraceReader {
+    path: PathBuf,
+    format: Format,
+    devices: DeviceTable,
+    source: Source,
+    skip_bad: bool,
+    skipped_bad: u64,
+    skipped_other: u64,
+    records: u64,
+}
+
+/// Bytes sniffed from the head of a stream to detect its format.
+pub const SNIFF_BYTES: usize = 64 * 1024;
+
+impl TraceReader {
+    pub fn open(path: impl AsRef<Path>, options: &ReadOptions) -> Result<TraceReader> {
+        let path = path.as_ref();
+        let (mut stream, compression) = input::open_decompressed(path)?;
+        let shown = input::display_path(path);
+        let head = input::read_head(&mut stream, SNIFF_BYTES)
+            .map_err(|e| TraceError::io(&shown, Location::Input, e))?;
+        let format = match options.format {
+            Some(f) => f,
+            None => detect::detect(&head, path).map_err(|message| TraceError::Format {
+                path: shown.clone(),
+                message,
+            })?,
+        };
+        if format == Format::Native {
+            return Self::open_native(path, shown, compression, stream, head, options);
+        }
+        Self::from_stream(shown, format, stream, head, options)
+    }
+
+    /// Native traces keep device names in a trailer, so they are read from an
+    /// uncompressed, seekable file (they are meant to be memory-mapped anyway).
+    fn open_native(
+        path: &Path,
+        shown: PathBuf,
+        compression: input::Compression,
+        stream: Box<dyn Read + Send>,
+        head: Vec<u8>,
+        options: &ReadOptions,
+    ) -> Result<TraceReader> {
+        let fail = |message: String| TraceError::Format {
+            path: shown.clone(),
+            message,
+        };
+        if compression != input::Compression::None || path == Path::new("-") {
+            return Err(fail(format!(
+                "native traces must be read from an uncompressed file (this one is {}): they are meant to be memory-mapped",
+                if path == Path::new("-") {
+                    "standard input"
+                } else {
+                    compression.name()
+                }
+            )));
+        }
+        let header = formats::native::Header::parse(&head).map_err(&fail)?;
+        let mut file =
+            std::fs::File::open(path).map_err(|e| TraceError::io(&shown, Location::Input, e))?;
+        let names = header.read_names(&mut file).map_err(&fail)?;
+        let devices: DeviceTable = names.into_iter().collect();
+        let device_count = devices.len();
+        let mut records = RecordReader::with_prefix(stream, head);
+        records
+            .skip(formats::native::HEADER_BYTES)
+            .map_err(|e| TraceError::io(&shown, Location::Input, e))?;
+        let parser = formats::native::NativeParser::new(header, device_count);
+        let left = parser.record_limit_value();
+        Ok(TraceReader {
+            path: shown,
+            format: Format::Native,
+            devices,
+            source: Source::Binary {
+                records,
+                parser: Box::new(parser),
+                left,
+            },
+            skip_bad: options.skip_bad,
+            skipped_bad: 0,
+            skipped_other: 0,
+            records: 0,
+        })
+    }
+
+    /// Reads an already-open stream whose first bytes are `head`.
+    pub fn from_stream(
+        path: PathBuf,
+        format: Format,
+        stream: Box<dyn Read + Send>,
+        head: Vec<u8>,
+        options: &ReadOptions,
+    ) -> Result<TraceReader> {
+        let mut devices = DeviceTable::new();
+        let source = match formats::parser_for(format, &head, options, &mut devices) {
+            formats::AnyParser::Lines(parser) => Source::Lines {
+                lines: LineReader::with_prefix(stream, head),
+                parser,
+                ended: false,
+            },
+            formats::AnyParser::Binary {
+                parser,
+                header_bytes,
+            } => {
+                let mut records = RecordReader::with_prefix(stream, head);
+                if header_bytes > 0 {
+                    let complete = records
+                        .skip(header_bytes)
+                        .map_err(|e| TraceError::io(&path, Location::Input, e))?;
+                    if !complete {
+                        return Err(TraceError::Format {
+                            path,
+                            message: format!(
+                                "{format} header is truncated ({header_bytes} bytes expected)"
+                            ),
+                        });
+                    }
+                }
+                let left = parser.record_limit().unwrap_or(u64::MAX);
+                Source::Binary {
+                    records,
+                    parser,
+                    left,
+                }
+            }
+            formats::AnyParser::Invalid(message) => {
+                return Err(TraceError::Format { path, message });
+            }
+        };
+        Ok(TraceReader {
+            path,
+            format,
+            devices,
+            source,
+            skip_bad: options.skip_bad,
+            skipped_bad: 0,
+            skipped_other: 0,
+            records: 0,
+        })
+    }
+
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Malformed records skipped under `skip_bad`.
+    pub fn skipped_bad(&self) -> u64 {
+        self.skipped_bad
+    }
+
+    /// Lines that are not IOs (headers, comments, non-IO events).
+    pub fn skipped_other(&self) -> u64 {
+        self.skipped_other
+    }
+
+    /// Records returned so far.
+    pub fn records_read(&self) -> u64 {
+        self.records
+    }
+
+    fn next_inner(&mut self) -> Result<Option<IoRecord>> {
+        match &mut self.source {
+            Source::Lines {
+                lines,
+                parser,
+                ended,
+            } => loop {
+                if let Some(r) = parser.pending() {
+                    return Ok(Some(r));
+                }
+                if *ended {
+                    return Ok(None);
+                }
+                let line = match lines.next_line() {
+                    Ok(Some(line)) => line,
+                    Ok(None) => {
+                        *ended = true;
+                        parser.end_of_input();
+                        continue;
+                    }
+                    Err(e) => {
+                        return Err(TraceError::io(
+                            &self.path,
+                            Location::Line(lines.line_no + 1),
+                            e,
+                        ));
+                    }
+                };
+                if line.iter().all(|b| b.is_ascii_whitespace()) {
+                    self.skipped_other += 1;
+                    continue;
+                }
+                match parser.parse(line, &mut self.devices) {
+                    Ok(Parsed::Record(r)) => return Ok(Some(r)),
+                    Ok(Parsed::Skip) => self.skipped_other += 1,
+                    Err(error) if self.skip_bad => {
+                        let _ = error;
+                        self.skipped_bad += 1;
+                    }
+                    Err(error) => {
+                        return Err(TraceError::Parse {
+                            path: self.path.clone(),
+                            location: Location::Line(lines.line_no),
+                            error,
+                        });
+                    }
+                }
+            },
+            Source::Binary {
+                records,
+                parser,
+                left,
+            } => loop {
+                if *left == 0 {
+                    return Ok(None);
+                }
+                let size = parser.record_size();
+                let rec = match records.next_record(size) {
+                    Ok(Some(rec)) => rec,
+                    Ok(None) if *left != u64::MAX => {
+                        return Err(TraceError::io(
+                            &self.path,
+                            Location::Byte(records.offset),
+                            std::io::Error::new(
+                                std::io::ErrorKind::UnexpectedEof,
+                                format!("the trace ends {} records early", *left),
+                            ),
+                        ));
+                    }
+                    Ok(None) => return Ok(None),
+                    Err(e) => {
+                        return Err(TraceError::io(
+                            &self.path,
+                            Location::Byte(records.offset + size as u64),
+                            e,
+                        ));
+                    }
+                };
+                if *left != u64::MAX {
+                    *left -= 1;
+                }
+                match parser.parse(rec, &mut self.devices) {
+                    Ok(Parsed::Record(r)) => return Ok(Some(r)),
+                    Ok(Parsed::Skip) => self.skipped_other += 1,
+                    Err(_) if self.skip_bad => self.skipped_bad += 1,
+                    Err(error) => {
+                        return Err(TraceError::Parse {
+                            path: self.path.clone(),
+                            location: Location::Byte(records.offset),
+                            error,
+                        });
+                    }
+                }
+            },
+        }
+    }
+}
+
+impl RecordStream for TraceReader {
+    fn next_record(&mut self) -> Result<Option<IoRecord>> {
+        let r = self.next_inner()?;
+        if r.is_some() {
+            self.records += 1;
+        }
+        Ok(r)
+    }
+
+    fn devices(&self) -> &DeviceTable {
+        &self.devices
+    }
+
+    fn time_base(&self) -> TimeBase {
+        match &self.source {
+            Source::Lines { parser, .. } => parser.time_base(),
+            Source::Binary { parser, .. } => parser.time_base(),
+        }
+    }
+}
+
+impl Iterator for TraceReader {
+    type Item = Result<IoRecord>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_record().transpose()
+    }
+}
+
+/// Opens a trace with default options (format detected).
+pub fn open(path: impl AsRef<Path>) -> Result<TraceReader> {
+    TraceReader::open(path, &ReadOptions::default())
+}
