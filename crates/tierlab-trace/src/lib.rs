@@ -12,6 +12,7 @@ pub mod parse;
 pub mod reader;
 pub mod record;
 pub mod stats;
+pub mod writer;
 
 pub use error::{FieldError, Location, Result, TraceError};
 pub use format::Format;
