@@ -2,7 +2,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use tierlab_trace::formats::blkparse;
-use tierlab_trace::{Format, ReadOptions, TraceReader, stats};
+use tierlab_trace::slice::{Rebase, Slice, SliceSpec, find_densest};
+use tierlab_trace::units::{format_size_bytes, parse_size_bytes};
+use tierlab_trace::writer::{WriteOptions, WriteSummary, write_trace};
+use tierlab_trace::{Format, ReadOptions, RecordStream, TraceReader, stats};
 
 use crate::CliResult;
 
@@ -43,8 +46,123 @@ pub fn report_skipped(reader: &TraceReader) {
     }
 }
 
+#[derive(Args, Clone)]
+pub struct OutputArgs {
+    /// Output file (`-` for stdout, except native). Text outputs ending in
+    /// .gz/.bz2/.xz/.zst are compressed.
+    pub output: PathBuf,
+    /// Output format: fio, msr, disksim or native (default: from the output
+    /// name — .iolog → fio, .csv → msr, .disksim → disksim, .tlt/.native → native).
+    #[arg(long)]
+    pub to: Option<Format>,
+    /// fio: file name to write for each device (`{device}`, `{id}` are replaced).
+    #[arg(long, value_name = "TEMPLATE")]
+    pub fio_filename: Option<String>,
+}
+
+impl OutputArgs {
+    pub fn format(&self) -> CliResult<Format> {
+        if let Some(f) = self.to {
+            return Ok(f);
+        }
+        let name = self.output.to_string_lossy().to_ascii_lowercase();
+        let stem = ["gz", "bz2", "xz", "zst"]
+            .iter()
+            .find_map(|ext| name.strip_suffix(&format!(".{ext}")))
+            .unwrap_or(&name);
+        let by_ext = [
+            (".iolog", Format::FioIolog),
+            (".csv", Format::Msr),
+            (".disksim", Format::Disksim),
+            (".tlt", Format::Native),
+            (".native", Format::Native),
+        ];
+        by_ext
+            .iter()
+            .find(|(ext, _)| stem.ends_with(ext))
+            .map(|(_, f)| *f)
+            .ok_or_else(|| {
+                format!(
+                    "cannot tell the output format from {:?}; pass --to (fio, msr, disksim or native)",
+                    self.output
+                )
+                .into()
+            })
+    }
+
+    pub fn write(&self, stream: &mut dyn RecordStream) -> CliResult<WriteSummary> {
+        let format = self.format()?;
+        let options = WriteOptions {
+            fio_filename: self.fio_filename.clone(),
+        };
+        let summary = write_trace(stream, &self.output, format, &options)?;
+        if summary.retimed > 0 {
+            eprintln!(
+                "tierlab: note: {} records were earlier than the record before them; fio replays in order, so they were written at their predecessor's time",
+                summary.retimed
+            );
+        }
+        Ok(summary)
+    }
+}
+
+fn parse_range<T>(
+    text: &str,
+    what: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> CliResult<(T, T)> {
+    let (a, b) = text
+        .split_once(['-', ':', '\u{2013}'])
+        .ok_or_else(|| format!("invalid {what} {text:?}: expected START-END, e.g. 1920-2020"))?;
+    Ok((parse(a.trim())?, parse(b.trim())?))
+}
+
 #[derive(Subcommand)]
 pub enum TraceCommand {
+    /// List the trace formats tierlab reads and writes.
+    Formats,
+    /// Convert a trace to another format.
+    Convert {
+        #[command(flatten)]
+        input: InputArgs,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Keep part of a trace: a time window, an LBA range, the first N records, one device.
+    Slice {
+        #[command(flatten)]
+        input: InputArgs,
+        #[command(flatten)]
+        output: OutputArgs,
+        /// Time window in minutes from the first record, START-END (e.g. 1920-2020).
+        #[arg(long, value_name = "START-END")]
+        minutes: Option<String>,
+        /// Byte range START-END that a record's offset must fall in (units allowed: 0-800GiB).
+        #[arg(long, value_name = "START-END")]
+        lba: Option<String>,
+        /// Keep at most this many records.
+        #[arg(long, value_name = "N")]
+        first: Option<u64>,
+        /// Keep one device (by its name in the trace, e.g. hm_0 or 8,0).
+        #[arg(long)]
+        device: Option<String>,
+    },
+    /// Cut the contiguous region of SIZE holding the most IOs, re-based to offset 0.
+    Densest {
+        #[command(flatten)]
+        input: InputArgs,
+        #[command(flatten)]
+        output: OutputArgs,
+        /// Region size (e.g. 800GiB).
+        #[arg(long)]
+        size: String,
+        /// Region alignment and counting granularity.
+        #[arg(long, default_value = "1GiB")]
+        granule: String,
+        /// Only consider this device.
+        #[arg(long)]
+        device: Option<String>,
+    },
     /// Summary statistics of a trace.
     Stats {
         #[command(flatten)]
@@ -57,6 +175,103 @@ pub enum TraceCommand {
 
 pub fn run(cmd: TraceCommand) -> CliResult {
     match cmd {
+        TraceCommand::Formats => {
+            for f in Format::ALL {
+                let w = if f.is_writable() {
+                    "read/write"
+                } else {
+                    "read"
+                };
+                println!("{:<11} {:<10} {}", f.name(), w, f.description());
+            }
+            Ok(())
+        }
+        TraceCommand::Convert { input, output } => {
+            let mut reader = input.open()?;
+            let summary = output.write(&mut reader)?;
+            report_skipped(&reader);
+            eprintln!(
+                "tierlab: wrote {} records ({} -> {})",
+                summary.records,
+                reader.format(),
+                output.format()?
+            );
+            Ok(())
+        }
+        TraceCommand::Slice {
+            input,
+            output,
+            minutes,
+            lba,
+            first,
+            device,
+        } => {
+            let spec = SliceSpec {
+                minutes: minutes
+                    .map(|m| {
+                        parse_range(&m, "minute window", |x| {
+                            x.parse::<f64>()
+                                .map_err(|_| format!("invalid minute {x:?}"))
+                        })
+                    })
+                    .transpose()?,
+                offset_range_bytes: lba
+                    .map(|r| parse_range(&r, "LBA range", parse_size_bytes))
+                    .transpose()?,
+                first,
+                device,
+            };
+            let reader = input.open()?;
+            let mut slice = Slice::new(reader, spec)?;
+            let summary = output.write(&mut slice)?;
+            eprintln!(
+                "tierlab: kept {} of {} records read",
+                summary.records, slice.seen
+            );
+            Ok(())
+        }
+        TraceCommand::Densest {
+            input,
+            output,
+            size,
+            granule,
+            device,
+        } => {
+            let size_bytes = parse_size_bytes(&size)?;
+            let granule_bytes = parse_size_bytes(&granule)?;
+            if input.input.as_os_str() == "-" {
+                return Err("densest reads the trace twice: give a file, not stdin".into());
+            }
+            let mut first_pass = input.open()?;
+            let region = find_densest(
+                &mut first_pass,
+                size_bytes,
+                granule_bytes,
+                device.as_deref(),
+            )?;
+            report_skipped(&first_pass);
+            eprintln!(
+                "tierlab: densest {} region: device {:?} bytes {}..{} ({}..{}) holds {} of {} IOs ({:.1} %)",
+                format_size_bytes(size_bytes),
+                region.device,
+                region.offset_bytes,
+                region.offset_bytes + region.size_bytes,
+                format_size_bytes(region.offset_bytes),
+                format_size_bytes(region.offset_bytes + region.size_bytes),
+                region.ios_inside,
+                region.ios_total,
+                100.0 * region.ios_inside as f64 / region.ios_total as f64
+            );
+            let mut rebase = Rebase::new(input.open()?, region);
+            output.write(&mut rebase)?;
+            if rebase.clipped > 0 {
+                eprintln!(
+                    "tierlab: note: {} IOs ran past the region's end and were clipped to it",
+                    rebase.clipped
+                );
+            }
+            Ok(())
+        }
         TraceCommand::Stats { input, json } => {
             let mut reader = input.open()?;
             let s = stats::compute(&mut reader)?;

@@ -11,7 +11,9 @@ pub mod input;
 pub mod parse;
 pub mod reader;
 pub mod record;
+pub mod slice;
 pub mod stats;
+pub mod units;
 pub mod writer;
 
 pub use error::{FieldError, Location, Result, TraceError};
