@@ -97,8 +97,20 @@ fn is_decimal(s: &str) -> bool {
         && s != "."
 }
 
-fn all<F: Fn(&[&str]) -> bool>(rows: &[Vec<&str>], f: F) -> bool {
-    rows.iter().all(|r| f(r))
+type RowTest = fn(&[&str]) -> bool;
+
+/// The candidate matching the most sample rows, if it matches at least half
+/// of them (so one malformed line does not hide the format: it is reported
+/// by the parser with its line number instead). Ties go to the earlier one.
+fn best(rows: &[Vec<&str>], candidates: &[(Format, RowTest)]) -> Option<Format> {
+    let mut best: Option<(Format, usize)> = None;
+    for &(format, test) in candidates {
+        let score = rows.iter().filter(|r| test(r)).count();
+        if score * 2 >= rows.len() && score > 0 && best.is_none_or(|(_, b)| score > b) {
+            best = Some((format, score));
+        }
+    }
+    best.map(|(f, _)| f)
 }
 
 fn detect_csv(data: &[&str]) -> Result<Format, String> {
@@ -106,44 +118,32 @@ fn detect_csv(data: &[&str]) -> Result<Format, String> {
         .iter()
         .map(|l| l.split(',').map(str::trim).collect())
         .collect();
-    let n = rows[0].len();
-    if n == 7
-        && all(&rows, |r| {
+    let candidates: [(Format, RowTest); 5] = [
+        (Format::Msr, |r| {
             r.len() == 7
                 && is_uint(r[0])
                 && (r[3].eq_ignore_ascii_case("read") || r[3].eq_ignore_ascii_case("write"))
-        })
-    {
-        return Ok(Format::Msr);
-    }
-    if n == 6
-        && all(&rows, |r| {
+        }),
+        (Format::Systor, |r| {
             r.len() == 6 && is_decimal(r[0]) && matches!(r[2], "R" | "W" | "r" | "w")
-        })
-    {
-        return Ok(Format::Systor);
-    }
-    if n == 7 && all(&rows, |r| r.len() == 7 && r.iter().all(|f| is_decimal(f))) {
-        return Ok(Format::Flashnet);
-    }
-    if n >= 5
-        && all(&rows, |r| {
+        }),
+        (Format::Flashnet, |r| {
+            r.len() == 7 && r.iter().all(|f| is_decimal(f))
+        }),
+        (Format::Umass, |r| {
             r.len() >= 5 && is_uint(r[0]) && matches!(r[3], "r" | "w" | "R" | "W")
-        })
-    {
-        return Ok(Format::Umass);
-    }
-    if n == 5
-        && all(&rows, |r| {
+        }),
+        (Format::Tencent, |r| {
             r.len() == 5 && r.iter().all(|f| is_uint(f)) && matches!(r[3], "0" | "1")
-        })
-    {
-        return Ok(Format::Tencent);
-    }
-    Err(format!(
-        "comma-separated lines with {n} fields that match no known format (first line: {:?}); pass --format",
-        data[0]
-    ))
+        }),
+    ];
+    best(&rows, &candidates).ok_or_else(|| {
+        format!(
+            "comma-separated lines with {} fields that match no known format (first line: {:?}); pass --format",
+            rows[0].len(),
+            data[0]
+        )
+    })
 }
 
 fn detect_words(data: &[&str]) -> Result<Format, String> {
@@ -151,32 +151,37 @@ fn detect_words(data: &[&str]) -> Result<Format, String> {
         .iter()
         .map(|l| l.split_whitespace().collect())
         .collect();
-    let n = rows[0].len();
-    if n == 4 && all(&rows, |r| r.len() == 4 && r.iter().all(|f| is_uint(f))) {
-        return Ok(Format::Arc);
-    }
-    if n == 5
-        && all(&rows, |r| {
-            r.len() == 5 && is_decimal(r[0]) && r[1..].iter().all(|f| is_uint(f))
-        })
-    {
-        let decimal_time = rows.iter().any(|r| r[0].contains('.'));
-        if !decimal_time {
-            return Ok(Format::Disksim);
-        }
+    let candidates: [(Format, RowTest); 4] = [
+        (Format::Arc, |r| {
+            r.len() == 4 && r.iter().all(|f| is_uint(f))
+        }),
+        // MQSim: integer nanoseconds.
+        (Format::Disksim, |r| {
+            r.len() == 5 && r.iter().all(|f| is_uint(f))
+        }),
         // Replayer sizes are bytes (whole sectors); DiskSim sizes are sectors.
-        let byte_sizes = all(&rows, |r| {
-            let size: u64 = r[3].parse().unwrap_or(0);
-            size >= 512 && size % 512 == 0 && matches!(r[4], "0" | "1")
-        });
-        return Ok(if byte_sizes {
-            Format::Replayer
-        } else {
-            Format::DisksimMs
-        });
-    }
-    Err(format!(
-        "whitespace-separated lines with {n} fields that match no known format (first line: {:?}); pass --format",
-        data[0]
-    ))
+        (Format::Replayer, |r| {
+            r.len() == 5
+                && r[0].contains('.')
+                && is_decimal(r[0])
+                && r[1..].iter().all(|f| is_uint(f))
+                && r[3]
+                    .parse::<u64>()
+                    .is_ok_and(|size| size >= 512 && size % 512 == 0)
+                && matches!(r[4], "0" | "1")
+        }),
+        (Format::DisksimMs, |r| {
+            r.len() == 5
+                && r[0].contains('.')
+                && is_decimal(r[0])
+                && r[1..].iter().all(|f| is_uint(f))
+        }),
+    ];
+    best(&rows, &candidates).ok_or_else(|| {
+        format!(
+            "whitespace-separated lines with {} fields that match no known format (first line: {:?}); pass --format",
+            rows[0].len(),
+            data[0]
+        )
+    })
 }
