@@ -1,14 +1,529 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! `tierlab._native`: the Rust side of the `tierlab` Python package.
+//!
+//! Kept small and columnar: readers fill one contiguous buffer per column
+//! with the GIL released and hand each to Python as a `bytearray`, which
+//! `numpy.frombuffer` wraps without per-record Python objects. The pandas
+//! frames, the native-format memmap and the documentation of the public API
+//! live in `python/tierlab/`.
+
+use std::ffi::OsString;
+use std::io::{ErrorKind, Write as _};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{
+    PyFileNotFoundError, PyIsADirectoryError, PyOSError, PyPermissionError, PyValueError,
+};
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyDict, PyList};
+use tierlab_trace::formats::blkparse;
+use tierlab_trace::stats::{self, TraceStats};
+use tierlab_trace::writer::{self, WriteOptions, WriteSummary};
+use tierlab_trace::{
+    DeviceTable, Format, IoRecord, Op, ReadOptions, RecordStream, TimeBase, TraceReader,
+};
+
+create_exception!(
+    tierlab,
+    TraceError,
+    PyValueError,
+    "A trace could not be read, converted or written: a malformed record, an \
+     undetectable or unsupported format, a truncated compressed stream, or a \
+     record the output format cannot hold. The message is the one the `tierlab` \
+     CLI prints, e.g. `trace.csv:12: field `Size`: expected ..., found \"x\"`."
+);
+
+/// Turns a library error into the Python exception a user expects: missing
+/// or unreadable files are `OSError`s, everything about the content is a
+/// `TraceError`. The message is exactly the CLI's.
+fn to_py_err(e: tierlab_trace::TraceError) -> PyErr {
+    let message = e.to_string();
+    if let tierlab_trace::TraceError::Io { source, .. } = &e {
+        return match source.kind() {
+            ErrorKind::NotFound => PyFileNotFoundError::new_err(message),
+            ErrorKind::PermissionDenied => PyPermissionError::new_err(message),
+            ErrorKind::IsADirectory => PyIsADirectoryError::new_err(message),
+            // Truncated or corrupt compressed streams: a problem with the data.
+            ErrorKind::UnexpectedEof | ErrorKind::InvalidData | ErrorKind::InvalidInput => {
+                TraceError::new_err(message)
+            }
+            _ => PyOSError::new_err(message),
+        };
+    }
+    TraceError::new_err(message)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+fn parse_format(name: Option<&str>) -> PyResult<Option<Format>> {
+    name.map(|n| n.parse::<Format>().map_err(PyValueError::new_err))
+        .transpose()
+}
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
+fn read_options(
+    format: Option<&str>,
+    skip_bad: bool,
+    blk_event: Option<&str>,
+) -> PyResult<ReadOptions> {
+    let blkparse_event = blk_event
+        .map(|e| e.parse::<blkparse::Event>().map_err(PyValueError::new_err))
+        .transpose()?;
+    Ok(ReadOptions {
+        format: parse_format(format)?,
+        skip_bad,
+        blkparse_event,
+    })
+}
+
+fn time_base_name(t: TimeBase) -> &'static str {
+    match t {
+        TimeBase::UnixEpoch => "unix_epoch",
+        TimeBase::Relative => "relative",
+        TimeBase::None => "none",
     }
+}
+
+fn parse_time_base(name: &str) -> PyResult<TimeBase> {
+    match name {
+        "unix_epoch" => Ok(TimeBase::UnixEpoch),
+        "relative" => Ok(TimeBase::Relative),
+        "none" => Ok(TimeBase::None),
+        other => Err(PyValueError::new_err(format!(
+            "unknown time base {other:?}; expected unix_epoch, relative or none"
+        ))),
+    }
+}
+
+/// A fixed-size number stored in native byte order in a column buffer.
+trait Scalar: Copy {
+    const BYTES: usize;
+    fn put(self, out: &mut [u8]);
+    fn get(bytes: &[u8]) -> Self;
+}
+
+macro_rules! scalar {
+    ($($t:ty),*) => {$(
+        impl Scalar for $t {
+            const BYTES: usize = std::mem::size_of::<$t>();
+            #[inline]
+            fn put(self, out: &mut [u8]) {
+                out.copy_from_slice(&self.to_ne_bytes());
+            }
+            #[inline]
+            fn get(bytes: &[u8]) -> Self {
+                let mut b = [0u8; std::mem::size_of::<$t>()];
+                b.copy_from_slice(bytes);
+                <$t>::from_ne_bytes(b)
+            }
+        }
+    )*};
+}
+scalar!(u8, u32, u64);
+
+/// Copies a column into a new `bytearray` (one memcpy-like pass; numpy then
+/// wraps it without copying).
+fn to_bytearray<'py, T: Scalar>(
+    py: Python<'py>,
+    values: &[T],
+) -> PyResult<Bound<'py, PyByteArray>> {
+    let len = values
+        .len()
+        .checked_mul(T::BYTES)
+        .ok_or_else(|| PyValueError::new_err("column too large"))?;
+    PyByteArray::new_with(py, len, |buf| {
+        for (chunk, v) in buf.chunks_exact_mut(T::BYTES).zip(values) {
+            v.put(chunk);
+        }
+        Ok(())
+    })
+}
+
+/// Decodes a native-byte-order column passed from numpy (`arr.tobytes()`).
+fn from_bytes<T: Scalar>(name: &str, bytes: &[u8], rows: usize) -> PyResult<Vec<T>> {
+    if bytes.len() != rows.saturating_mul(T::BYTES) {
+        return Err(PyValueError::new_err(format!(
+            "column {name}: {} bytes for {rows} rows of {} bytes each",
+            bytes.len(),
+            T::BYTES
+        )));
+    }
+    Ok(bytes.chunks_exact(T::BYTES).map(T::get).collect())
+}
+
+#[derive(Default)]
+struct Columns {
+    time_ns: Vec<u64>,
+    offset_bytes: Vec<u64>,
+    size_bytes: Vec<u32>,
+    device_id: Vec<u32>,
+    op: Vec<u8>,
+    response_ns: Vec<u64>,
+    /// 1 where the record has no response time.
+    response_missing: Vec<u8>,
+}
+
+impl Columns {
+    #[inline]
+    fn push(&mut self, r: &IoRecord) {
+        self.time_ns.push(r.time_ns);
+        self.offset_bytes.push(r.offset_bytes);
+        self.size_bytes.push(r.size_bytes);
+        self.device_id.push(r.device_id);
+        self.op.push(r.op as u8);
+        self.response_ns.push(r.response_ns.unwrap_or(0));
+        self.response_missing.push(r.response_ns.is_none() as u8);
+    }
+}
+
+struct ReadResult {
+    columns: Columns,
+    devices: Vec<String>,
+    time_base: TimeBase,
+    format: Format,
+    skipped_bad: u64,
+}
+
+fn read_all(
+    path: PathBuf,
+    options: ReadOptions,
+    limit: Option<u64>,
+) -> Result<ReadResult, tierlab_trace::TraceError> {
+    let mut reader = TraceReader::open(&path, &options)?;
+    let mut columns = Columns::default();
+    let limit = limit.unwrap_or(u64::MAX);
+    let mut n = 0u64;
+    while n < limit {
+        match reader.next_record()? {
+            Some(r) => columns.push(&r),
+            None => break,
+        }
+        n += 1;
+    }
+    Ok(ReadResult {
+        columns,
+        devices: reader.devices().names().to_vec(),
+        time_base: reader.time_base(),
+        format: reader.format(),
+        skipped_bad: reader.skipped_bad(),
+    })
+}
+
+/// Reads a trace into column buffers (the GIL is released while reading).
+///
+/// Returns a dict: `records`, `time_ns` (u64), `offset_bytes` (u64),
+/// `size_bytes` (u32), `device_id` (u32), `op` (u8 codes 0 read, 1 write,
+/// 2 trim, 3 flush), `response_ns` (u64), `response_missing` (u8 0/1) — each
+/// a `bytearray` in native byte order — and `devices`, `time_base`,
+/// `format`, `skipped_bad`.
+#[pyfunction]
+#[pyo3(signature = (path, format=None, skip_bad=false, limit=None, blk_event=None))]
+fn read_columns<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    format: Option<&str>,
+    skip_bad: bool,
+    limit: Option<u64>,
+    blk_event: Option<&str>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let options = read_options(format, skip_bad, blk_event)?;
+    let result = py
+        .detach(move || read_all(path, options, limit))
+        .map_err(to_py_err)?;
+    let ReadResult {
+        columns,
+        devices,
+        time_base,
+        format,
+        skipped_bad,
+    } = result;
+    let out = PyDict::new(py);
+    out.set_item("records", columns.time_ns.len())?;
+    out.set_item("time_ns", to_bytearray(py, &columns.time_ns)?)?;
+    drop(columns.time_ns);
+    out.set_item("offset_bytes", to_bytearray(py, &columns.offset_bytes)?)?;
+    drop(columns.offset_bytes);
+    out.set_item("size_bytes", to_bytearray(py, &columns.size_bytes)?)?;
+    drop(columns.size_bytes);
+    out.set_item("device_id", to_bytearray(py, &columns.device_id)?)?;
+    drop(columns.device_id);
+    out.set_item("op", to_bytearray(py, &columns.op)?)?;
+    drop(columns.op);
+    out.set_item("response_ns", to_bytearray(py, &columns.response_ns)?)?;
+    drop(columns.response_ns);
+    out.set_item(
+        "response_missing",
+        to_bytearray(py, &columns.response_missing)?,
+    )?;
+    out.set_item("devices", PyList::new(py, devices)?)?;
+    out.set_item("time_base", time_base_name(time_base))?;
+    out.set_item("format", format.name())?;
+    out.set_item("skipped_bad", skipped_bad)?;
+    Ok(out)
+}
+
+/// The statistics of `tierlab trace stats --json`, as a dict with the same
+/// keys (the GIL is released while reading).
+#[pyfunction]
+#[pyo3(signature = (path, format=None, skip_bad=false, blk_event=None))]
+fn trace_stats<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    format: Option<&str>,
+    skip_bad: bool,
+    blk_event: Option<&str>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let options = read_options(format, skip_bad, blk_event)?;
+    let (s, format, skipped_bad) = py
+        .detach(move || {
+            let mut reader = TraceReader::open(&path, &options)?;
+            let s = stats::compute(&mut reader)?;
+            Ok((s, reader.format(), reader.skipped_bad()))
+        })
+        .map_err(to_py_err)?;
+    // Destructured without `..`: a new statistic fails to compile here until
+    // it is exposed to Python too (the key set must match the CLI's JSON).
+    let TraceStats {
+        requests,
+        reads,
+        writes,
+        trims,
+        flushes,
+        read_bytes,
+        write_bytes,
+        trim_bytes,
+        footprint_4k_blocks,
+        span_s,
+        devices,
+        first_time_ns,
+        min_time_ns,
+        max_time_ns,
+        out_of_order,
+        mean_read_bytes,
+        mean_write_bytes,
+        write_ratio,
+        max_offset_end_bytes,
+        mean_response_ns,
+        time_base,
+    } = s;
+    let d = PyDict::new(py);
+    d.set_item("requests", requests)?;
+    d.set_item("reads", reads)?;
+    d.set_item("writes", writes)?;
+    d.set_item("trims", trims)?;
+    d.set_item("flushes", flushes)?;
+    d.set_item("read_bytes", read_bytes)?;
+    d.set_item("write_bytes", write_bytes)?;
+    d.set_item("trim_bytes", trim_bytes)?;
+    d.set_item("footprint_4k_blocks", footprint_4k_blocks)?;
+    d.set_item("span_s", span_s)?;
+    d.set_item("devices", devices)?;
+    d.set_item("first_time_ns", first_time_ns)?;
+    d.set_item("min_time_ns", min_time_ns)?;
+    d.set_item("max_time_ns", max_time_ns)?;
+    d.set_item("out_of_order", out_of_order)?;
+    d.set_item("mean_read_bytes", mean_read_bytes)?;
+    d.set_item("mean_write_bytes", mean_write_bytes)?;
+    d.set_item("write_ratio", write_ratio)?;
+    d.set_item("max_offset_end_bytes", max_offset_end_bytes)?;
+    d.set_item("mean_response_ns", mean_response_ns)?;
+    d.set_item("time_base", time_base)?;
+    d.set_item("format", format.name())?;
+    d.set_item("skipped_bad", skipped_bad)?;
+    Ok(d)
+}
+
+fn parse_output_format(to: &str) -> PyResult<Format> {
+    let format = to.parse::<Format>().map_err(PyValueError::new_err)?;
+    if !format.is_writable() {
+        let names: Vec<&str> = Format::WRITABLE.iter().map(|f| f.name()).collect();
+        return Err(PyValueError::new_err(format!(
+            "tierlab does not write {format}; it writes {}",
+            names.join(", ")
+        )));
+    }
+    Ok(format)
+}
+
+fn summary_dict<'py>(
+    py: Python<'py>,
+    summary: &WriteSummary,
+    format: Format,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("records", summary.records)?;
+    d.set_item("retimed", summary.retimed)?;
+    d.set_item("format", format.name())?;
+    Ok(d)
+}
+
+/// Converts a trace file to another format (the GIL is released). Returns
+/// `{records, retimed, format, input_format, skipped_bad}`.
+#[pyfunction]
+#[pyo3(signature = (path, out, to, format=None, skip_bad=false, blk_event=None, fio_filename=None))]
+#[allow(clippy::too_many_arguments)]
+fn convert<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    out: PathBuf,
+    to: &str,
+    format: Option<&str>,
+    skip_bad: bool,
+    blk_event: Option<&str>,
+    fio_filename: Option<String>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let options = read_options(format, skip_bad, blk_event)?;
+    let to = parse_output_format(to)?;
+    let write_options = WriteOptions { fio_filename };
+    let (summary, input_format, skipped_bad) = py
+        .detach(move || {
+            let mut reader = TraceReader::open(&path, &options)?;
+            let summary = writer::write_trace(&mut reader, &out, to, &write_options)?;
+            Ok((summary, reader.format(), reader.skipped_bad()))
+        })
+        .map_err(to_py_err)?;
+    let d = summary_dict(py, &summary, to)?;
+    d.set_item("input_format", input_format.name())?;
+    d.set_item("skipped_bad", skipped_bad)?;
+    Ok(d)
+}
+
+/// Records held in columns (from a DataFrame), streamed to a writer.
+struct ColumnStream {
+    columns: Columns,
+    devices: DeviceTable,
+    time_base: TimeBase,
+    next: usize,
+}
+
+impl RecordStream for ColumnStream {
+    fn next_record(&mut self) -> tierlab_trace::Result<Option<IoRecord>> {
+        let i = self.next;
+        let c = &self.columns;
+        if i >= c.time_ns.len() {
+            return Ok(None);
+        }
+        self.next += 1;
+        let code = c.op[i];
+        let op = Op::from_code(code).ok_or_else(|| {
+            tierlab_trace::TraceError::Invalid(format!(
+                "row {i}: op code {code} is not 0 (read), 1 (write), 2 (trim) or 3 (flush)"
+            ))
+        })?;
+        let device_id = c.device_id[i];
+        if device_id as usize >= self.devices.len() {
+            return Err(tierlab_trace::TraceError::Invalid(format!(
+                "row {i}: device_id {device_id} has no name ({} device names given)",
+                self.devices.len()
+            )));
+        }
+        Ok(Some(IoRecord {
+            time_ns: c.time_ns[i],
+            offset_bytes: c.offset_bytes[i],
+            size_bytes: c.size_bytes[i],
+            device_id,
+            op,
+            response_ns: (c.response_missing[i] == 0).then_some(c.response_ns[i]),
+        }))
+    }
+
+    fn devices(&self) -> &DeviceTable {
+        &self.devices
+    }
+
+    fn time_base(&self) -> TimeBase {
+        self.time_base
+    }
+}
+
+/// Writes records given as native-byte-order column bytes (see
+/// `tierlab.write_trace`). Returns `{records, retimed, format}`.
+#[pyfunction]
+#[pyo3(signature = (columns, devices, time_base, out, to, fio_filename=None))]
+fn write_columns<'py>(
+    py: Python<'py>,
+    columns: &Bound<'py, PyDict>,
+    devices: Vec<String>,
+    time_base: &str,
+    out: PathBuf,
+    to: &str,
+    fio_filename: Option<String>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let to = parse_output_format(to)?;
+    let time_base = parse_time_base(time_base)?;
+    let rows: usize = columns
+        .get_item("records")?
+        .ok_or_else(|| PyValueError::new_err("columns: missing `records`"))?
+        .extract()?;
+    let bytes = |name: &str| -> PyResult<Vec<u8>> {
+        let item = columns
+            .get_item(name)?
+            .ok_or_else(|| PyValueError::new_err(format!("columns: missing `{name}`")))?;
+        let b: &[u8] = item
+            .extract::<&[u8]>()
+            .map_err(|_| PyValueError::new_err(format!("columns: `{name}` must be bytes")))?;
+        Ok(b.to_vec())
+    };
+    let table: DeviceTable = devices.iter().cloned().collect();
+    if table.len() != devices.len() {
+        return Err(PyValueError::new_err("device names must be distinct"));
+    }
+    let cols = Columns {
+        time_ns: from_bytes("time_ns", &bytes("time_ns")?, rows)?,
+        offset_bytes: from_bytes("offset_bytes", &bytes("offset_bytes")?, rows)?,
+        size_bytes: from_bytes("size_bytes", &bytes("size_bytes")?, rows)?,
+        device_id: from_bytes("device_id", &bytes("device_id")?, rows)?,
+        op: from_bytes("op", &bytes("op")?, rows)?,
+        response_ns: from_bytes("response_ns", &bytes("response_ns")?, rows)?,
+        response_missing: from_bytes("response_missing", &bytes("response_missing")?, rows)?,
+    };
+    let mut stream = ColumnStream {
+        columns: cols,
+        devices: table,
+        time_base,
+        next: 0,
+    };
+    let write_options = WriteOptions { fio_filename };
+    let summary = py
+        .detach(move || writer::write_trace(&mut stream, &out, to, &write_options))
+        .map_err(to_py_err)?;
+    summary_dict(py, &summary, to)
+}
+
+/// Every format tierlab knows: a list of `(name, description, writable)`.
+#[pyfunction]
+fn formats() -> Vec<(&'static str, &'static str, bool)> {
+    Format::ALL
+        .iter()
+        .map(|f| (f.name(), f.description(), f.is_writable()))
+        .collect()
+}
+
+/// Runs the `tierlab` command line in this process and returns its exit
+/// code. `args` excludes the program name. The GIL is released meanwhile.
+#[pyfunction]
+fn run_cli(py: Python<'_>, args: Vec<OsString>) -> i32 {
+    let code = py.detach(move || {
+        let argv = std::iter::once(OsString::from("tierlab")).chain(args);
+        let code = tierlab_cli::main_with_args(argv);
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        code
+    });
+    // `ExitCode` is opaque; the CLI builds it from a u8, so find which one.
+    (0..=u8::MAX)
+        .find(|&c| ExitCode::from(c) == code)
+        .map_or(1, i32::from)
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("TraceError", py.get_type::<TraceError>())?;
+    m.add_function(wrap_pyfunction!(read_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(convert, m)?)?;
+    m.add_function(wrap_pyfunction!(write_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(formats, m)?)?;
+    m.add_function(wrap_pyfunction!(run_cli, m)?)?;
+    Ok(())
 }

@@ -1,0 +1,74 @@
+"""tierlab: simulate, replay and run hybrid block storage.
+
+The Python layer is thin: the readers, writers and statistics are the Rust
+crates behind the ``tierlab`` CLI (``tierlab._native``), and this package
+turns their output into numpy arrays and pandas DataFrames.
+
+Traces
+    :func:`read_trace`   any supported trace file -> pandas DataFrame
+    :func:`trace_stats`  the numbers of ``tierlab trace stats --json``
+    :func:`convert`      trace file -> fio iolog / MSR CSV / DiskSim / native
+    :func:`write_trace`  DataFrame -> trace file
+    :func:`formats`      every format name, its description, whether writable
+
+Native binary traces (zero-copy)
+    :data:`NATIVE_DTYPE`, :func:`load_native`, :class:`NativeTrace`
+
+Workload generators
+    :func:`generate`, :func:`generate_to`
+
+Errors in trace content raise :class:`TraceError` (a ``ValueError``) with
+the same message the CLI prints (``file:line: field `X`: expected ...,
+found "..."``); missing or unreadable files raise the matching ``OSError``.
+
+numpy and pandas are imported on first use, so ``import tierlab`` (and the
+``tierlab`` console script) stay fast.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from . import _native
+from ._cli import run_cli
+from ._generators import generate, generate_to
+from ._native import TraceError
+from ._traces import convert, formats, read_trace, trace_stats, write_trace
+
+if TYPE_CHECKING:
+    from .native import NATIVE_DTYPE, NativeTrace, load_native
+
+__version__: str = _native.__version__
+
+__all__ = [
+    "NATIVE_DTYPE",
+    "NativeTrace",
+    "TraceError",
+    "__version__",
+    "convert",
+    "formats",
+    "generate",
+    "generate_to",
+    "load_native",
+    "read_trace",
+    "run_cli",
+    "trace_stats",
+    "write_trace",
+]
+
+# Names that need numpy: imported from tierlab.native on first access.
+_LAZY_NATIVE = ("NATIVE_DTYPE", "NativeTrace", "load_native")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_NATIVE:
+        from . import native
+
+        value = getattr(native, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tierlab' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY_NATIVE))

@@ -1,0 +1,40 @@
+"""Type stubs of the Rust extension module (crates/tierlab-py/src/lib.rs)."""
+
+from typing import Any
+
+__version__: str
+
+class TraceError(ValueError): ...
+
+def read_columns(
+    path: str,
+    format: str | None = None,
+    skip_bad: bool = False,
+    limit: int | None = None,
+    blk_event: str | None = None,
+) -> dict[str, Any]: ...
+def trace_stats(
+    path: str,
+    format: str | None = None,
+    skip_bad: bool = False,
+    blk_event: str | None = None,
+) -> dict[str, Any]: ...
+def convert(
+    path: str,
+    out: str,
+    to: str,
+    format: str | None = None,
+    skip_bad: bool = False,
+    blk_event: str | None = None,
+    fio_filename: str | None = None,
+) -> dict[str, Any]: ...
+def write_columns(
+    columns: dict[str, Any],
+    devices: list[str],
+    time_base: str,
+    out: str,
+    to: str,
+    fio_filename: str | None = None,
+) -> dict[str, Any]: ...
+def formats() -> list[tuple[str, str, bool]]: ...
+def run_cli(args: list[str]) -> int: ...
