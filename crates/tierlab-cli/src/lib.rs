@@ -2,6 +2,8 @@
 //! formatting, and calls into the library crates. Also linked into the
 //! Python extension so `pip install` puts the same `tierlab` on PATH.
 
+mod bench_cmd;
+mod gen_bench;
 mod trace_cmd;
 
 use std::ffi::OsString;
@@ -21,6 +23,8 @@ enum Command {
     /// Read, convert, slice and summarise block IO traces.
     #[command(subcommand)]
     Trace(trace_cmd::TraceCommand),
+    /// Measure trace parsing and generation throughput (see docs/benchmarks.md).
+    Bench(bench_cmd::BenchArgs),
 }
 
 /// Runs the CLI with explicit arguments (the first is the program name).
@@ -42,6 +46,7 @@ where
     };
     let result = match cli.command {
         Command::Trace(cmd) => trace_cmd::run(cmd),
+        Command::Bench(args) => bench_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -53,10 +53,6 @@ pub trait LineParser: Send {
 /// One binary format: turns a fixed-size record into an IO record.
 pub trait BinaryParser: Send {
     fn record_size(&self) -> usize;
-    /// Records to read before stopping (the native format has a trailer).
-    fn record_limit(&self) -> Option<u64> {
-        None
-    }
     fn parse(&mut self, record: &[u8], devices: &mut DeviceTable) -> Result<Parsed, FieldError>;
     fn time_base(&self) -> TimeBase;
 }
@@ -70,8 +66,15 @@ enum Source {
     Binary {
         records: RecordReader,
         parser: Box<dyn BinaryParser>,
-        /// Records left before `record_limit` is reached.
-        left: u64,
+    },
+    /// Native traces are memory-mapped and decoded in place: no copy, no
+    /// dynamic dispatch per record (the ≥ 50 M records/s path).
+    Native {
+        map: memmap2::Mmap,
+        pos: usize,
+        end: usize,
+        device_count: u32,
+        time_base: TimeBase,
     },
 }
 
@@ -150,22 +153,33 @@ impl TraceReader {
             std::fs::File::open(path).map_err(|e| TraceError::io(&shown, Location::Input, e))?;
         let names = header.read_names(&mut file).map_err(&fail)?;
         let devices: DeviceTable = names.into_iter().collect();
-        let device_count = devices.len();
-        let mut records = RecordReader::with_prefix(stream, head);
-        records
-            .skip(formats::native::HEADER_BYTES)
+        drop(stream);
+        // SAFETY: the map is read-only; a file truncated underneath us would
+        // fault, so the file length is checked against the header first.
+        let len = file
+            .metadata()
+            .map_err(|e| TraceError::io(&shown, Location::Input, e))?
+            .len();
+        if len < header.names_offset + header.names_bytes {
+            return Err(fail(format!(
+                "native trace is truncated: {len} bytes, the header promises {}",
+                header.names_offset + header.names_bytes
+            )));
+        }
+        let map = unsafe { memmap2::Mmap::map(&file) }
             .map_err(|e| TraceError::io(&shown, Location::Input, e))?;
-        let parser = formats::native::NativeParser::new(header, device_count);
-        let left = parser.record_limit_value();
+        let _ = head;
         Ok(TraceReader {
             path: shown,
             format: Format::Native,
-            devices,
-            source: Source::Binary {
-                records,
-                parser: Box::new(parser),
-                left,
+            source: Source::Native {
+                map,
+                pos: formats::native::HEADER_BYTES,
+                end: header.names_offset as usize,
+                device_count: devices.len() as u32,
+                time_base: header.time_base,
             },
+            devices,
             skip_bad: options.skip_bad,
             skipped_bad: 0,
             skipped_other: 0,
@@ -206,12 +220,7 @@ impl TraceReader {
                         });
                     }
                 }
-                let left = parser.record_limit().unwrap_or(u64::MAX);
-                Source::Binary {
-                    records,
-                    parser,
-                    left,
-                }
+                Source::Binary { records, parser }
             }
             formats::AnyParser::Invalid(message) => {
                 return Err(TraceError::Format { path, message });
@@ -254,6 +263,38 @@ impl TraceReader {
 
     fn next_inner(&mut self) -> Result<Option<IoRecord>> {
         match &mut self.source {
+            Source::Native {
+                map,
+                pos,
+                end,
+                device_count,
+                ..
+            } => loop {
+                if *pos >= *end {
+                    return Ok(None);
+                }
+                let at = *pos;
+                *pos += formats::native::RECORD_BYTES;
+                let bytes = &map[at..at + formats::native::RECORD_BYTES];
+                let error = match formats::native::decode_record(bytes) {
+                    Ok(r) if r.device_id < *device_count => return Ok(Some(r)),
+                    Ok(r) => FieldError::new(
+                        "device_id",
+                        r.device_id.to_string().as_bytes(),
+                        format!("a device id below {device_count} (the trailer's device count)"),
+                    ),
+                    Err(e) => e,
+                };
+                if self.skip_bad {
+                    self.skipped_bad += 1;
+                    continue;
+                }
+                return Err(TraceError::Parse {
+                    path: self.path.clone(),
+                    location: Location::Byte(at as u64),
+                    error,
+                });
+            },
             Source::Lines {
                 lines,
                 parser,
@@ -300,27 +341,10 @@ impl TraceReader {
                     }
                 }
             },
-            Source::Binary {
-                records,
-                parser,
-                left,
-            } => loop {
-                if *left == 0 {
-                    return Ok(None);
-                }
+            Source::Binary { records, parser } => loop {
                 let size = parser.record_size();
                 let rec = match records.next_record(size) {
                     Ok(Some(rec)) => rec,
-                    Ok(None) if *left != u64::MAX => {
-                        return Err(TraceError::io(
-                            &self.path,
-                            Location::Byte(records.offset),
-                            std::io::Error::new(
-                                std::io::ErrorKind::UnexpectedEof,
-                                format!("the trace ends {} records early", *left),
-                            ),
-                        ));
-                    }
                     Ok(None) => return Ok(None),
                     Err(e) => {
                         return Err(TraceError::io(
@@ -330,9 +354,6 @@ impl TraceReader {
                         ));
                     }
                 };
-                if *left != u64::MAX {
-                    *left -= 1;
-                }
                 match parser.parse(rec, &mut self.devices) {
                     Ok(Parsed::Record(r)) => return Ok(Some(r)),
                     Ok(Parsed::Skip) => self.skipped_other += 1,
@@ -367,6 +388,7 @@ impl RecordStream for TraceReader {
         match &self.source {
             Source::Lines { parser, .. } => parser.time_base(),
             Source::Binary { parser, .. } => parser.time_base(),
+            Source::Native { time_base, .. } => *time_base,
         }
     }
 }

@@ -30,8 +30,7 @@
 use std::io::{Read, Seek, SeekFrom, Write};
 
 use crate::error::{FieldError, TraceError};
-use crate::reader::{BinaryParser, Parsed};
-use crate::record::{DeviceTable, IoRecord, Op, TimeBase};
+use crate::record::{IoRecord, Op, TimeBase};
 
 pub const MAGIC: &[u8; 8] = b"TIERLAB\0";
 pub const VERSION: u32 = 1;
@@ -178,53 +177,6 @@ pub fn decode_record(b: &[u8]) -> Result<IoRecord, FieldError> {
         device_id: u16::from_le_bytes([b[28], b[29]]) as u32,
         op,
     })
-}
-
-pub struct NativeParser {
-    header: Header,
-    device_count: usize,
-}
-
-impl NativeParser {
-    pub fn new(header: Header, device_count: usize) -> Self {
-        NativeParser {
-            header,
-            device_count,
-        }
-    }
-
-    pub fn record_limit_value(&self) -> u64 {
-        self.header.record_count
-    }
-}
-
-impl BinaryParser for NativeParser {
-    fn record_size(&self) -> usize {
-        RECORD_BYTES
-    }
-
-    fn record_limit(&self) -> Option<u64> {
-        Some(self.header.record_count)
-    }
-
-    fn parse(&mut self, record: &[u8], _devices: &mut DeviceTable) -> Result<Parsed, FieldError> {
-        let r = decode_record(record)?;
-        if r.device_id as usize >= self.device_count {
-            return Err(FieldError::new(
-                "device_id",
-                r.device_id.to_string().as_bytes(),
-                format!(
-                    "a device id below {} (the trailer's device count)",
-                    self.device_count
-                ),
-            ));
-        }
-        Ok(Parsed::Record(r))
-    }
-
-    fn time_base(&self) -> TimeBase {
-        self.header.time_base
-    }
 }
 
 /// Writes a native trace to a seekable output; `finish` appends the device
