@@ -279,7 +279,8 @@ def _uint_column(name: str, values: Any, dtype: str) -> np.ndarray:
         lo, hi = arr.min(), arr.max()
         if lo < 0 or int(hi) > np.iinfo(target).max:
             raise ValueError(
-                f"column {name!r} has values in [{lo}, {hi}], outside 0..{np.iinfo(target).max}"
+                f"column {name!r} must hold non-negative integers up to {np.iinfo(target).max} "
+                f"({target}); it has values in [{lo}, {hi}]"
             )
     return np.ascontiguousarray(arr.astype(target, copy=False))
 
