@@ -23,15 +23,17 @@ export PATH=$VENV/bin:$PATH
 # --- Rust ----------------------------------------------------------------------
 # Every workspace crate but the Python extension, which maturin builds (its
 # cdylib cannot link a test harness without libpython) and pytest tests.
+# A failure here is reported at the end, after the Python tests also ran.
+failed=()
 crates=(--workspace --exclude tierlab-py)
 if cargo nextest --version >/dev/null 2>&1; then
     step "cargo nextest run ${crates[*]}"
-    cargo nextest run "${crates[@]}"
+    cargo nextest run --no-fail-fast "${crates[@]}" || failed+=("cargo nextest")
     step "cargo test --doc ${crates[*]}"
-    cargo test --doc "${crates[@]}"
+    cargo test --doc "${crates[@]}" || failed+=("cargo doctests")
 else
     step "cargo test ${crates[*]}"
-    cargo test "${crates[@]}"
+    cargo test --no-fail-fast "${crates[@]}" || failed+=("cargo test")
 fi
 
 # --- Python --------------------------------------------------------------------
@@ -58,8 +60,11 @@ set -e
 if [[ $rc -eq 5 ]]; then
     # pytest's "no tests collected" (e.g. a -k that matches nothing) is not a failure.
     echo "test: note: pytest collected no tests"
-    rc=0
+elif [[ $rc -ne 0 ]]; then
+    failed+=("pytest")
 fi
-[[ $rc -eq 0 ]] || die "pytest failed (exit $rc)"
 
+if ((${#failed[@]})); then
+    die "failed: ${failed[*]} (after $((SECONDS - started)) s)"
+fi
 step "all tests passed in $((SECONDS - started)) s"
