@@ -160,12 +160,3 @@ def test_missing_file_and_bad_arguments(tmp_path: Path) -> None:
         tierlab.write_trace(pd.DataFrame({"time_ns": [-1], "offset_bytes": [0], "size_bytes": [512], "op": ["read"]}), tmp_path / "x.tlt")
     with pytest.raises(ValueError, match="lacks columns"):
         tierlab.write_trace(pd.DataFrame({"time_ns": [0]}), tmp_path / "x.tlt")
-
-
-def test_generate_is_a_named_spot() -> None:
-    """Generators are bound when tierlab_trace::generate exposes them; until
-    then the call says so instead of failing obscurely."""
-    if hasattr(tierlab._native, "generate_columns"):
-        pytest.skip("generators are bound: covered by test_generate.py")
-    with pytest.raises(NotImplementedError, match="generators"):
-        tierlab.generate("uniform", seed=1, count=10)

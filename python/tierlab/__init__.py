@@ -14,8 +14,10 @@ Traces
 Native binary traces (zero-copy)
     :data:`NATIVE_DTYPE`, :func:`load_native`, :class:`NativeTrace`
 
-Workload generators
-    :func:`generate`, :func:`generate_to`
+Workload generators (deterministic by seed)
+    :func:`generate`     name + parameters -> DataFrame
+    :func:`generate_to`  name + parameters -> trace file, streamed
+    :func:`generators`, :func:`presets`  what exists, with parameter docs
 
 Errors in trace content raise :class:`TraceError` (a ``ValueError``) with
 the same message the CLI prints (``file:line: field `X`: expected ...,
@@ -31,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _native
 from ._cli import run_cli
-from ._generators import generate, generate_to
+from ._generators import generate, generate_to, generators, presets
 from ._native import TraceError
 from ._traces import convert, formats, read_trace, trace_stats, write_trace
 
@@ -49,7 +51,9 @@ __all__ = [
     "formats",
     "generate",
     "generate_to",
+    "generators",
     "load_native",
+    "presets",
     "read_trace",
     "run_cli",
     "trace_stats",

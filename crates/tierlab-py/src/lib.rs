@@ -18,6 +18,7 @@ use pyo3::exceptions::{
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyList};
 use tierlab_trace::formats::blkparse;
+use tierlab_trace::generate::{self, KvParams};
 use tierlab_trace::stats::{self, TraceStats};
 use tierlab_trace::writer::{self, WriteOptions, WriteSummary};
 use tierlab_trace::{
@@ -178,8 +179,24 @@ struct ReadResult {
     columns: Columns,
     devices: Vec<String>,
     time_base: TimeBase,
-    format: Format,
+    /// The trace format (`None` for generated records).
+    format: Option<Format>,
     skipped_bad: u64,
+}
+
+/// Drains up to `limit` records of a stream into columns.
+fn collect(stream: &mut dyn RecordStream, limit: Option<u64>) -> tierlab_trace::Result<Columns> {
+    let mut columns = Columns::default();
+    let limit = limit.unwrap_or(u64::MAX);
+    let mut n = 0u64;
+    while n < limit {
+        match stream.next_record()? {
+            Some(r) => columns.push(&r),
+            None => break,
+        }
+        n += 1;
+    }
+    Ok(columns)
 }
 
 fn read_all(
@@ -188,21 +205,12 @@ fn read_all(
     limit: Option<u64>,
 ) -> Result<ReadResult, tierlab_trace::TraceError> {
     let mut reader = TraceReader::open(&path, &options)?;
-    let mut columns = Columns::default();
-    let limit = limit.unwrap_or(u64::MAX);
-    let mut n = 0u64;
-    while n < limit {
-        match reader.next_record()? {
-            Some(r) => columns.push(&r),
-            None => break,
-        }
-        n += 1;
-    }
+    let columns = collect(&mut reader, limit)?;
     Ok(ReadResult {
         columns,
         devices: reader.devices().names().to_vec(),
         time_base: reader.time_base(),
-        format: reader.format(),
+        format: Some(reader.format()),
         skipped_bad: reader.skipped_bad(),
     })
 }
@@ -228,6 +236,13 @@ fn read_columns<'py>(
     let result = py
         .detach(move || read_all(path, options, limit))
         .map_err(to_py_err)?;
+    columns_dict(py, result)
+}
+
+/// The dict `read_columns` and `generate_columns` return. Each column is
+/// copied into its `bytearray` and freed before the next, so the peak is
+/// the columns plus one.
+fn columns_dict(py: Python<'_>, result: ReadResult) -> PyResult<Bound<'_, PyDict>> {
     let ReadResult {
         columns,
         devices,
@@ -255,7 +270,7 @@ fn read_columns<'py>(
     )?;
     out.set_item("devices", PyList::new(py, devices)?)?;
     out.set_item("time_base", time_base_name(time_base))?;
-    out.set_item("format", format.name())?;
+    out.set_item("format", format.map(Format::name))?;
     out.set_item("skipped_bad", skipped_bad)?;
     Ok(out)
 }
@@ -488,6 +503,101 @@ fn write_columns<'py>(
     summary_dict(py, &summary, to)
 }
 
+fn generator_spec(name: &str, count: Option<u64>, params: Vec<String>) -> PyResult<KvParams> {
+    let mut kv = KvParams::parse(&params).map_err(to_py_err)?;
+    if let Some(count) = count {
+        kv.set("count", &count.to_string()).map_err(to_py_err)?;
+    }
+    // Resolve now, with the GIL, so a bad name or parameter fails before any work.
+    generate::resolve(name, &kv).map_err(to_py_err)?;
+    Ok(kv)
+}
+
+/// Generates a workload into column buffers (the dict of `read_columns`,
+/// with `format` None). `params` are `key=value` strings as on the CLI;
+/// `count`, when given, is added as `count=N`. The GIL is released.
+#[pyfunction]
+#[pyo3(signature = (name, seed=0, count=None, params=Vec::new()))]
+fn generate_columns<'py>(
+    py: Python<'py>,
+    name: String,
+    seed: u64,
+    count: Option<u64>,
+    params: Vec<String>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let kv = generator_spec(&name, count, params)?;
+    let result = py
+        .detach(move || -> tierlab_trace::Result<ReadResult> {
+            let mut stream = generate::from_spec(&name, &kv, seed)?;
+            let columns = collect(&mut stream, None)?;
+            Ok(ReadResult {
+                columns,
+                devices: stream.devices().names().to_vec(),
+                time_base: stream.time_base(),
+                format: None,
+                skipped_bad: 0,
+            })
+        })
+        .map_err(to_py_err)?;
+    columns_dict(py, result)
+}
+
+/// Streams a generated workload to a trace file in format `to` (memory does
+/// not grow with the record count). Returns `{records, retimed, format}`.
+#[pyfunction]
+#[pyo3(signature = (path, to, name, seed=0, count=None, params=Vec::new(), fio_filename=None))]
+#[allow(clippy::too_many_arguments)]
+fn generate_to<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    to: &str,
+    name: String,
+    seed: u64,
+    count: Option<u64>,
+    params: Vec<String>,
+    fio_filename: Option<String>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let to = parse_output_format(to)?;
+    let kv = generator_spec(&name, count, params)?;
+    let write_options = WriteOptions { fio_filename };
+    let summary = py
+        .detach(move || {
+            let mut stream = generate::from_spec(&name, &kv, seed)?;
+            writer::write_trace(&mut stream, &path, to, &write_options)
+        })
+        .map_err(to_py_err)?;
+    summary_dict(py, &summary, to)
+}
+
+/// `(name, unit, default, help)` of one generator parameter.
+type ParamTuple = (&'static str, &'static str, &'static str, &'static str);
+
+/// Every generator: a list of `(name, description, [(param, unit, default,
+/// help), ...])`.
+#[pyfunction]
+fn generators() -> Vec<(&'static str, &'static str, Vec<ParamTuple>)> {
+    generate::generators()
+        .into_iter()
+        .map(|g| {
+            let params = g
+                .params
+                .iter()
+                .map(|p| (p.name, p.unit, p.default, p.help))
+                .collect();
+            (g.name, g.description, params)
+        })
+        .collect()
+}
+
+/// Every preset: a list of `(name, generator, description)`.
+#[pyfunction]
+fn presets() -> Vec<(&'static str, &'static str, String)> {
+    generate::presets()
+        .into_iter()
+        .map(|p| (p.name, p.generator, p.description))
+        .collect()
+}
+
 /// Every format tierlab knows: a list of `(name, description, writable)`.
 #[pyfunction]
 fn formats() -> Vec<(&'static str, &'static str, bool)> {
@@ -524,6 +634,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(write_columns, m)?)?;
     m.add_function(wrap_pyfunction!(formats, m)?)?;
+    m.add_function(wrap_pyfunction!(generate_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(generate_to, m)?)?;
+    m.add_function(wrap_pyfunction!(generators, m)?)?;
+    m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     Ok(())
 }
