@@ -13,11 +13,12 @@ use std::collections::BinaryHeap;
 
 use serde::Deserialize;
 
+use super::common::show_bytes;
 use super::common::{
     ArrivalKind, Chance, GIB, KIB, Limit, MIB, NS_PER_S, Rng, SizeMix, SizeSampler,
     check_alignment, ensure, ensure_positive, ensure_probability, positions,
 };
-use super::params::{KvParams, ParamInfo, param};
+use super::params::{KvList, KvParams, ParamInfo, param, show_opt};
 use crate::error::Result;
 use crate::reader::RecordStream;
 use crate::record::{DeviceTable, IoRecord, Op, TimeBase};
@@ -40,6 +41,15 @@ impl std::str::FromStr for VmLayout {
             "lun" => Ok(Self::Lun),
             _ => Err(format!("`{s}` is not a VM layout; known: devices, lun")),
         }
+    }
+}
+
+impl std::fmt::Display for VmLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            VmLayout::Devices => "devices",
+            VmLayout::Lun => "lun",
+        })
     }
 }
 
@@ -170,6 +180,26 @@ pub(crate) const PARAMS: &[ParamInfo] = &[
 ];
 
 impl BootStormParams {
+    pub(crate) fn to_kv(&self) -> KvList {
+        vec![
+            ("vms", self.vms.to_string()),
+            ("layout", self.layout.to_string()),
+            ("vm_stride_bytes", show_bytes(self.vm_stride_bytes)),
+            ("image_size_bytes", show_bytes(self.image_size_bytes)),
+            ("scratch_size_bytes", show_bytes(self.scratch_size_bytes)),
+            ("start_window_s", self.start_window_s.to_string()),
+            ("vm_rate_iops", self.vm_rate_iops.to_string()),
+            ("arrival", self.arrival.to_string()),
+            ("read_size_bytes", self.read_size_bytes.to_string()),
+            ("write_size_bytes", self.write_size_bytes.to_string()),
+            ("write_ratio", self.write_ratio.to_string()),
+            ("random_read_share", self.random_read_share.to_string()),
+            ("alignment_bytes", show_bytes(self.alignment_bytes)),
+            ("count", show_opt(&self.count)),
+            ("duration_s", show_opt(&self.duration_s)),
+        ]
+    }
+
     pub(crate) fn apply_kv(&mut self, kv: &KvParams, generator: &str) -> Result<()> {
         let r = kv.reader(generator);
         r.u32("vms", &mut self.vms)?;

@@ -13,11 +13,12 @@ use std::io::{self, Write};
 
 use serde::Deserialize;
 
+use super::common::show_bytes;
 use super::common::{
     ArrivalKind, Arrivals, Chance, GIB, KIB, Limit, NS_PER_S, Rng, SizeMix, SizeSampler,
     check_alignment, ensure, ensure_positive, ensure_probability, positions,
 };
-use super::params::{KvParams, ParamInfo, param};
+use super::params::{KvList, KvParams, ParamInfo, param, show_opt};
 use crate::error::Result;
 use crate::reader::RecordStream;
 use crate::record::{DeviceTable, IoRecord, Op, TimeBase};
@@ -70,6 +71,25 @@ impl std::str::FromStr for DriftDirection {
                 "`{s}` is not a drift direction; known: up, down, random"
             )),
         }
+    }
+}
+
+impl std::fmt::Display for DurationDistribution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Exponential => "exponential",
+            Self::Lognormal => "lognormal",
+        })
+    }
+}
+
+impl std::fmt::Display for DriftDirection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Up => "up",
+            Self::Down => "down",
+            Self::Random => "random",
+        })
     }
 }
 
@@ -244,6 +264,41 @@ pub(crate) const PARAMS: &[ParamInfo] = &[
 ];
 
 impl IoConcentrationParams {
+    pub(crate) fn to_kv(&self) -> KvList {
+        let groups: Vec<String> = self
+            .group_sub_luns
+            .iter()
+            .map(|(n, w)| format!("{n}:{w}"))
+            .collect();
+        vec![
+            ("sub_luns", self.sub_luns.to_string()),
+            ("sub_lun_size_bytes", show_bytes(self.sub_lun_size_bytes)),
+            ("duration_s", self.duration_s.to_string()),
+            ("count", show_opt(&self.count)),
+            ("arrival", self.arrival.to_string()),
+            ("rate_iops", self.rate_iops.to_string()),
+            ("write_ratio", self.write_ratio.to_string()),
+            ("size_bytes", self.size_bytes.to_string()),
+            ("alignment_bytes", show_bytes(self.alignment_bytes)),
+            ("concentration_share", self.concentration_share.to_string()),
+            ("mean_active", self.mean_active.to_string()),
+            (
+                "duration_distribution",
+                self.duration_distribution.to_string(),
+            ),
+            ("mean_duration_s", self.mean_duration_s.to_string()),
+            ("duration_sigma", self.duration_sigma.to_string()),
+            ("group_sub_luns", groups.join(",")),
+            ("drift_share", self.drift_share.to_string()),
+            (
+                "drift_sub_luns_per_min",
+                self.drift_sub_luns_per_min.to_string(),
+            ),
+            ("drift_direction", self.drift_direction.to_string()),
+            ("arbitrary_share", self.arbitrary_share.to_string()),
+        ]
+    }
+
     pub(crate) fn apply_kv(&mut self, kv: &KvParams, generator: &str) -> Result<()> {
         let r = kv.reader(generator);
         r.u32("sub_luns", &mut self.sub_luns)?;
@@ -601,22 +656,26 @@ impl Iterator for ConcentrationSchedule {
 }
 
 /// Writes the ground truth as CSV: one row per concentration, times in
-/// seconds relative to the window start (negative = started before it).
+/// seconds relative to the window start (negative = started before it);
+/// `first_sub_lun` is the place at the start, `first_sub_lun_at_window_start`
+/// the place when the window opens (they differ for drifting concentrations
+/// that started earlier).
 pub fn write_truth_csv(schedule: ConcentrationSchedule, out: &mut dyn Write) -> io::Result<u64> {
     writeln!(
         out,
-        "id,start_s,duration_s,end_s,first_sub_lun,size_sub_luns,drift_sub_luns_per_min,drift_step_s,revisit"
+        "id,start_s,duration_s,end_s,first_sub_lun,first_sub_lun_at_window_start,size_sub_luns,drift_sub_luns_per_min,drift_step_s,revisit"
     )?;
     let mut rows = 0;
     for c in schedule {
         writeln!(
             out,
-            "{},{:.9},{:.9},{:.9},{},{},{},{:.9},{}",
+            "{},{:.9},{:.9},{:.9},{},{},{},{},{:.9},{}",
             c.id,
             c.start_ns as f64 / NS_PER_S,
             c.duration_ns as f64 / NS_PER_S,
             c.end_ns() as f64 / NS_PER_S,
             c.first_sub_lun,
+            c.first_sub_lun_at(c.start_ns.max(0)),
             c.size_sub_luns,
             c.drift_sub_luns_per_min(),
             c.drift_step_ns as f64 / NS_PER_S,
@@ -1145,6 +1204,8 @@ mod tests {
             write_truth_csv(IoConcentrationGen::ground_truth(&p, 1).unwrap(), &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.lines().count() as u64, rows + 1);
-        assert!(text.starts_with("id,start_s,duration_s,end_s,first_sub_lun,size_sub_luns,"));
+        assert!(text.starts_with(
+            "id,start_s,duration_s,end_s,first_sub_lun,first_sub_lun_at_window_start,size_sub_luns,"
+        ));
     }
 }

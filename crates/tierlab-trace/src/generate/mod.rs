@@ -31,7 +31,7 @@ pub use concentration::{
     Concentration, ConcentrationSchedule, DriftDirection, DurationDistribution, IoConcentrationGen,
     IoConcentrationParams, write_truth_csv,
 };
-pub use params::{KvParams, ParamInfo};
+pub use params::{KvList, KvParams, ParamInfo};
 pub use qos::{BackupParams, FileShareParams, ZonedGen};
 pub use synthetic::{
     CommonParams, MixComponent, MixedParams, Pattern, SequentialParams, SyntheticGen,
@@ -158,6 +158,23 @@ pub enum GeneratorParams {
 }
 
 impl GeneratorParams {
+    /// The parameters as `key=value` pairs that `resolve` turns back into
+    /// these parameters (mixed: per-component overrides are not expressible
+    /// this way and are left out).
+    pub fn to_kv(&self) -> KvList {
+        match self {
+            GeneratorParams::Uniform(p) => p.common.to_kv(),
+            GeneratorParams::Zipf(p) => p.to_kv(),
+            GeneratorParams::Sequential(p) => p.to_kv(),
+            GeneratorParams::Mixed(p) => p.to_kv(),
+            GeneratorParams::IoConcentration(p) => p.to_kv(),
+            GeneratorParams::BootStorm(p) => p.to_kv(),
+            GeneratorParams::FileShare(p) => p.to_kv(),
+            GeneratorParams::Backup(p) => p.to_kv(),
+            GeneratorParams::TraceLike(p) => p.to_kv(),
+        }
+    }
+
     /// Builds the stream.
     pub fn build(&self, seed: u64) -> Result<Box<dyn RecordStream + Send>> {
         Ok(match self {
@@ -337,6 +354,27 @@ mod tests {
             let with_defaults = resolve(g.name, &kv).unwrap();
             let plain = resolve(g.name, &KvParams::new()).unwrap();
             assert_eq!(with_defaults, plain, "generator {}", g.name);
+        }
+    }
+
+    /// Rendering parameters as key=value and resolving them again gives
+    /// the same parameters, for every generator and preset.
+    #[test]
+    fn parameters_round_trip_through_key_value() {
+        let names = generators()
+            .iter()
+            .map(|g| g.name)
+            .chain(presets().iter().map(|p| p.name))
+            .collect::<Vec<_>>();
+        for name in names {
+            let resolved = resolve(name, &KvParams::new()).unwrap();
+            let kv = resolved.to_kv();
+            let kv = KvParams::parse(kv.iter().map(|(k, v)| format!("{k}={v}"))).unwrap();
+            let base = presets()
+                .iter()
+                .find(|p| p.name == name)
+                .map_or(name, |p| p.generator);
+            assert_eq!(resolve(base, &kv).unwrap(), resolved, "{name}");
         }
     }
 

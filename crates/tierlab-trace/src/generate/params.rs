@@ -32,6 +32,14 @@ pub(crate) const fn param(
     }
 }
 
+/// Parameter values rendered back as `key=value` text (what `resolve`
+/// accepts), for listings and reproducibility.
+pub type KvList = Vec<(&'static str, String)>;
+
+pub(crate) fn show_opt<T: std::fmt::Display>(v: &Option<T>) -> String {
+    v.as_ref().map_or_else(|| "-".to_owned(), T::to_string)
+}
+
 /// Parameters given as `key=value` pairs, in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KvParams {

@@ -7,11 +7,12 @@
 
 use serde::Deserialize;
 
+use super::common::show_bytes;
 use super::common::{
     Alias, ArrivalKind, Arrivals, Chance, GIB, KIB, Limit, Rng, SizeMix, SizeSampler,
     check_alignment, ensure, ensure_positive, ensure_probability, positions,
 };
-use super::params::{KvParams, ParamInfo, param};
+use super::params::{KvList, KvParams, ParamInfo, param, show_opt};
 use super::synthetic::DEFAULT_COUNT;
 use crate::error::Result;
 use crate::reader::RecordStream;
@@ -197,6 +198,23 @@ pub(crate) const BACKUP_PARAMS: &[ParamInfo] = &[
 ];
 
 impl FileShareParams {
+    pub(crate) fn to_kv(&self) -> KvList {
+        vec![
+            ("count", show_opt(&self.count)),
+            ("duration_s", show_opt(&self.duration_s)),
+            ("arrival", self.arrival.to_string()),
+            ("rate_iops", self.rate_iops.to_string()),
+            ("read_ratio", self.read_ratio.to_string()),
+            ("size_bytes", self.size_bytes.to_string()),
+            ("alignment_bytes", show_bytes(self.alignment_bytes)),
+            ("region_offset_bytes", show_bytes(self.region_offset_bytes)),
+            ("region_size_bytes", show_bytes(self.region_size_bytes)),
+            ("hot_zones", self.hot_zones.to_string()),
+            ("hot_zone_size_bytes", show_bytes(self.hot_zone_size_bytes)),
+            ("hot_share", self.hot_share.to_string()),
+        ]
+    }
+
     pub(crate) fn apply_kv(&mut self, kv: &KvParams, generator: &str) -> Result<()> {
         let r = kv.reader(generator);
         r.opt_u64("count", &mut self.count)?;
@@ -215,6 +233,28 @@ impl FileShareParams {
 }
 
 impl BackupParams {
+    pub(crate) fn to_kv(&self) -> KvList {
+        let zones: Vec<String> = self
+            .zone_offsets_bytes
+            .iter()
+            .map(|&z| show_bytes(z))
+            .collect();
+        vec![
+            ("count", show_opt(&self.count)),
+            ("duration_s", show_opt(&self.duration_s)),
+            ("arrival", self.arrival.to_string()),
+            ("rate_iops", self.rate_iops.to_string()),
+            ("read_ratio", self.read_ratio.to_string()),
+            ("size_bytes", self.size_bytes.to_string()),
+            ("alignment_bytes", show_bytes(self.alignment_bytes)),
+            ("region_offset_bytes", show_bytes(self.region_offset_bytes)),
+            ("region_size_bytes", show_bytes(self.region_size_bytes)),
+            ("zone_offsets_bytes", zones.join(",")),
+            ("zone_size_bytes", show_bytes(self.zone_size_bytes)),
+            ("sequential", self.sequential.to_string()),
+        ]
+    }
+
     pub(crate) fn apply_kv(&mut self, kv: &KvParams, generator: &str) -> Result<()> {
         let r = kv.reader(generator);
         r.opt_u64("count", &mut self.count)?;

@@ -9,11 +9,12 @@
 
 use serde::Deserialize;
 
+use super::common::show_bytes;
 use super::common::{
     Alias, ArrivalKind, Arrivals, Chance, GIB, Limit, Rng, SizeMix, SizeSampler, check_alignment,
     ensure, ensure_positive, ensure_probability, positions,
 };
-use super::params::{KvParams, ParamInfo, param};
+use super::params::{KvList, KvParams, ParamInfo, param, show_opt};
 use super::zipf::{Permutation, Zipf};
 use crate::error::Result;
 use crate::reader::RecordStream;
@@ -116,6 +117,21 @@ pub(crate) const COMMON_PARAMS: &[ParamInfo] = &[
 ];
 
 impl CommonParams {
+    pub(crate) fn to_kv(&self) -> KvList {
+        vec![
+            ("count", show_opt(&self.count)),
+            ("duration_s", show_opt(&self.duration_s)),
+            ("arrival", self.arrival.to_string()),
+            ("rate_iops", self.rate_iops.to_string()),
+            ("read_ratio", self.read_ratio.to_string()),
+            ("size_bytes", self.size_bytes.to_string()),
+            ("alignment_bytes", show_bytes(self.alignment_bytes)),
+            ("region_offset_bytes", show_bytes(self.region_offset_bytes)),
+            ("region_size_bytes", show_bytes(self.region_size_bytes)),
+            ("devices", self.devices.to_string()),
+        ]
+    }
+
     pub(crate) fn apply_kv(&mut self, kv: &KvParams, generator: &str) -> Result<()> {
         let r = kv.reader(generator);
         r.opt_u64("count", &mut self.count)?;
@@ -309,6 +325,13 @@ pub(crate) const MIXED_PARAMS: &[ParamInfo] = &[
 ];
 
 impl ZipfParams {
+    pub(crate) fn to_kv(&self) -> KvList {
+        let mut kv = self.common.to_kv();
+        kv.push(("theta", self.theta.to_string()));
+        kv.push(("scramble", self.scramble.to_string()));
+        kv
+    }
+
     pub(crate) fn apply_kv(&mut self, kv: &KvParams, generator: &str) -> Result<()> {
         self.common.apply_kv(kv, generator)?;
         let r = kv.reader(generator);
@@ -318,6 +341,12 @@ impl ZipfParams {
 }
 
 impl SequentialParams {
+    pub(crate) fn to_kv(&self) -> KvList {
+        let mut kv = self.common.to_kv();
+        kv.push(("streams", self.streams.to_string()));
+        kv
+    }
+
     pub(crate) fn apply_kv(&mut self, kv: &KvParams, generator: &str) -> Result<()> {
         self.common.apply_kv(kv, generator)?;
         kv.reader(generator).u32("streams", &mut self.streams)
@@ -325,6 +354,31 @@ impl SequentialParams {
 }
 
 impl MixedParams {
+    /// Only the common parameters and the weights can be written as
+    /// key=value; per-component read ratios and sizes (config files only)
+    /// are left out.
+    pub(crate) fn to_kv(&self) -> KvList {
+        let mut kv = self.common.to_kv();
+        let mut weights = Vec::new();
+        for c in &self.components {
+            let name = match &c.pattern {
+                Pattern::Uniform => "uniform",
+                Pattern::Zipf { theta, scramble } => {
+                    kv.push(("theta", theta.to_string()));
+                    kv.push(("scramble", scramble.to_string()));
+                    "zipf"
+                }
+                Pattern::Sequential { streams } => {
+                    kv.push(("streams", streams.to_string()));
+                    "sequential"
+                }
+            };
+            weights.push(format!("{name}:{}", c.weight));
+        }
+        kv.push(("weights", weights.join(",")));
+        kv
+    }
+
     /// `key=value` form: one zipf, one uniform and one sequential component at
     /// most, weighted by `weights`, sharing the common parameters.
     pub(crate) fn apply_kv(&mut self, kv: &KvParams, generator: &str) -> Result<()> {

@@ -13,11 +13,12 @@
 
 use serde::Deserialize;
 
+use super::common::show_bytes;
 use super::common::{
     ArrivalKind, Arrivals, Chance, GIB, KIB, Limit, MIB, Rng, SizeMix, SizeSampler, ensure,
     ensure_positive, ensure_probability,
 };
-use super::params::{KvParams, ParamInfo, param};
+use super::params::{KvList, KvParams, ParamInfo, param};
 use crate::error::Result;
 use crate::reader::RecordStream;
 use crate::record::{DeviceTable, IoRecord, Op, TimeBase};
@@ -99,6 +100,23 @@ pub(crate) const PARAMS: &[ParamInfo] = &[
 ];
 
 impl TraceLikeParams {
+    pub(crate) fn to_kv(&self) -> KvList {
+        vec![
+            ("count", self.count.to_string()),
+            ("scale", self.scale.to_string()),
+            ("arrival", self.arrival.to_string()),
+            ("rate_iops", self.rate_iops.to_string()),
+            ("write_ratio", self.write_ratio.to_string()),
+            ("mean_read_bytes", self.mean_read_bytes.to_string()),
+            ("mean_write_bytes", self.mean_write_bytes.to_string()),
+            ("footprint_bytes", show_bytes(self.footprint_bytes)),
+            ("min_size_bytes", show_bytes(self.min_size_bytes as u64)),
+            ("max_size_bytes", show_bytes(self.max_size_bytes as u64)),
+            ("alignment_bytes", show_bytes(self.alignment_bytes)),
+            ("device_name", self.device_name.clone()),
+        ]
+    }
+
     pub(crate) fn apply_kv(&mut self, kv: &KvParams, generator: &str) -> Result<()> {
         let r = kv.reader(generator);
         r.u64("count", &mut self.count)?;
