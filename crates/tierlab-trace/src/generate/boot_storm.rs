@@ -53,6 +53,9 @@ impl std::fmt::Display for VmLayout {
     }
 }
 
+/// Most VMs a boot storm will simulate.
+pub const MAX_VMS: u32 = 1 << 20;
+
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BootStormParams {
@@ -220,7 +223,10 @@ impl BootStormParams {
     }
 
     pub fn validate(&self) -> Result<()> {
-        ensure(self.vms >= 1, || "`vms` must be at least 1".into())?;
+        // Memory grows with the VM count (one heap entry and name each).
+        ensure((1..=MAX_VMS).contains(&self.vms), || {
+            format!("`vms` must be between 1 and {MAX_VMS}, got {}", self.vms)
+        })?;
         check_alignment(self.alignment_bytes)?;
         self.read_size_bytes.validate("read_size_bytes")?;
         self.write_size_bytes.validate("write_size_bytes")?;

@@ -409,6 +409,25 @@ mod tests {
         }
     }
 
+    /// Same spec and seed ⇒ byte-identical trace files.
+    #[test]
+    fn written_files_are_byte_identical() {
+        let dir = std::env::temp_dir().join(format!("tierlab-generate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kv = KvParams::parse(["count=20000"]).unwrap();
+        let mut files = Vec::new();
+        for (i, seed) in [(0, 9u64), (1, 9), (2, 10)] {
+            let path = dir.join(format!("{i}.bin"));
+            let mut s = from_spec("atsmf.src1_0", &kv, seed).unwrap();
+            crate::writer::write_trace(&mut *s, &path, crate::Format::Native, &Default::default())
+                .unwrap();
+            files.push(std::fs::read(&path).unwrap());
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(files[0], files[1]);
+        assert_ne!(files[0], files[2]);
+    }
+
     #[test]
     fn errors_name_the_problem() {
         let kv = KvParams::parse(["x=1"]).unwrap();
@@ -439,6 +458,15 @@ mod tests {
                 .to_string()
                 .contains("unknown pattern `random`")
         );
+        for (name, kv) in [
+            ("uniform", "devices=4000000000"),
+            ("boot-storm", "vms=4000000000"),
+            ("file-share", "hot_zones=100000000"),
+            ("trace-like", "max_size_bytes=1g"),
+        ] {
+            let kv = KvParams::parse([kv]).unwrap();
+            assert!(from_spec(name, &kv, 0).is_err(), "{name} {kv:?}");
+        }
         let kv = KvParams::parse(["drift_direction=left"]).unwrap();
         assert!(
             from_spec("atsmf.src1_0", &kv, 0)

@@ -340,6 +340,9 @@ impl ZonedGen {
         };
         shared.validate()?;
         ensure_probability("hot_share", p.hot_share)?;
+        ensure(p.hot_zones <= 1 << 16, || {
+            format!("`hot_zones` must be at most 65536, got {}", p.hot_zones)
+        })?;
         ensure(p.hot_zones >= 1 || p.hot_share == 0.0, || {
             "`hot_zones` must be at least 1 when `hot_share` > 0".into()
         })?;

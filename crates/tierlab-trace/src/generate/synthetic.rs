@@ -20,6 +20,9 @@ use crate::error::Result;
 use crate::reader::RecordStream;
 use crate::record::{DeviceTable, IoRecord, Op, TimeBase};
 
+/// Most devices a synthetic generator will name.
+pub const MAX_DEVICES: u32 = 1 << 20;
+
 /// Records generated when neither `count` nor `duration_s` is given.
 pub const DEFAULT_COUNT: u64 = 1_000_000;
 
@@ -163,7 +166,13 @@ impl CommonParams {
                 .is_some(),
             || "the region ends beyond 2^64 bytes".into(),
         )?;
-        ensure(self.devices >= 1, || "`devices` must be at least 1".into())
+        // Each device has a name in memory: keep that bounded.
+        ensure((1..=MAX_DEVICES).contains(&self.devices), || {
+            format!(
+                "`devices` must be between 1 and {MAX_DEVICES}, got {}",
+                self.devices
+            )
+        })
     }
 
     fn device_table(&self) -> DeviceTable {

@@ -281,6 +281,14 @@ impl TraceLikeGen {
                 )
             },
         )?;
+        // The footprint fit sums over blocks near the region's edges, as
+        // many as the largest request spans: keep that bounded.
+        ensure(p.max_size_bytes as u64 <= 64 * MIB, || {
+            format!(
+                "`max_size_bytes` must be at most 64 MiB, got {}",
+                p.max_size_bytes
+            )
+        })?;
         let (lo, hi) = (
             p.min_size_bytes as f64,
             largest_size(p.min_size_bytes, p.max_size_bytes) as f64,
