@@ -273,6 +273,14 @@ def _uint_column(name: str, values: Any, dtype: str) -> np.ndarray:
     target = np.dtype(dtype)
     if arr.dtype.kind == "b":
         arr = arr.astype(target)
+    elif arr.dtype.kind == "O":
+        # e.g. Python ints above 2**63, which pandas keeps as objects
+        try:
+            arr = np.array(arr.tolist(), dtype=target)
+        except (OverflowError, TypeError, ValueError):
+            raise ValueError(
+                f"column {name!r} must hold non-negative integers up to {np.iinfo(target).max} ({target})"
+            ) from None
     if arr.dtype.kind not in "uif" or (arr.dtype.kind == "f" and len(arr) and not np.all(arr == np.floor(arr))):
         raise ValueError(f"column {name!r} must hold non-negative integers, not {arr.dtype}")
     if len(arr):

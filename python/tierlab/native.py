@@ -63,7 +63,7 @@ _HEADER = struct.Struct("<8sIIQQB7xQQ8x")
 assert _HEADER.size == HEADER_BYTES
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class NativeTrace:
     """A native trace mapped into memory.
 
