@@ -189,11 +189,31 @@ pub enum Pattern {
     /// Position popularity follows Zipf(theta) by rank; with `scramble` the
     /// ranks are spread over the region by a seeded permutation, otherwise
     /// rank 0 is the region's first position.
-    Zipf { theta: f64, scramble: bool },
+    Zipf {
+        #[serde(default = "default_theta")]
+        theta: f64,
+        #[serde(default = "default_true")]
+        scramble: bool,
+    },
     /// `streams` sequential streams, each over its own equal slice of the
     /// region (stream s on device s mod devices), wrapping at the slice end;
     /// each request picks a stream uniformly at random.
-    Sequential { streams: u32 },
+    Sequential {
+        #[serde(default = "default_streams")]
+        streams: u32,
+    },
+}
+
+fn default_theta() -> f64 {
+    0.99
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_streams() -> u32 {
+    1
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
@@ -240,7 +260,8 @@ impl Default for SequentialParams {
 /// One part of a mixture: its pattern and, optionally, its own read ratio
 /// and sizes (else the common ones).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+// No deny_unknown_fields here: serde does not support it with `flatten`;
+// `Pattern` rejects the unknown fields instead.
 pub struct MixComponent {
     pub weight: f64,
     #[serde(flatten)]
