@@ -4,6 +4,7 @@
 
 mod bench_cmd;
 mod gen_bench;
+mod gen_cmd;
 mod trace_cmd;
 
 use std::ffi::OsString;

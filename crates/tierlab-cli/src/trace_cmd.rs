@@ -121,6 +121,8 @@ fn parse_range<T>(
 pub enum TraceCommand {
     /// List the trace formats tierlab reads and writes.
     Formats,
+    /// Generate a synthetic workload or a preset as a trace file.
+    Gen(crate::gen_cmd::GenArgs),
     /// Convert a trace to another format.
     Convert {
         #[command(flatten)]
@@ -175,6 +177,7 @@ pub enum TraceCommand {
 
 pub fn run(cmd: TraceCommand) -> CliResult {
     match cmd {
+        TraceCommand::Gen(args) => crate::gen_cmd::run(args),
         TraceCommand::Formats => {
             for f in Format::ALL {
                 let w = if f.is_writable() {
