@@ -367,62 +367,8 @@ impl SizeSampler {
     }
 }
 
-/// Parses a byte count: a plain integer or one with a binary suffix
-/// (`k`/`KiB`, `m`/`MiB`, `g`/`GiB`, `t`/`TiB`, case-insensitive). Decimal
-/// `KB`/`MB`/`GB` are refused because their meaning is ambiguous.
-pub fn parse_bytes(text: &str) -> std::result::Result<u64, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
-        .unwrap_or(t.len());
-    let (number, suffix) = t.split_at(split);
-    let number = number.replace('_', "");
-    let multiplier: u64 = match suffix.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kib" => KIB,
-        "m" | "mib" => MIB,
-        "g" | "gib" => GIB,
-        "t" | "tib" => 1024 * GIB,
-        "kb" | "mb" | "gb" | "tb" => {
-            return Err(format!(
-                "`{t}`: decimal units are ambiguous here; write KiB/MiB/GiB/TiB (or k/m/g/t), which are binary"
-            ));
-        }
-        _ => {
-            return Err(format!(
-                "`{t}` is not a byte count (examples: 4096, 4k, 64KiB, 1.5g)"
-            ));
-        }
-    };
-    if number.is_empty() {
-        return Err(format!(
-            "`{t}` is not a byte count (examples: 4096, 4k, 64KiB, 1.5g)"
-        ));
-    }
-    if let Ok(n) = number.parse::<u64>() {
-        return n
-            .checked_mul(multiplier)
-            .ok_or_else(|| format!("`{t}` is too large"));
-    }
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{t}` is not a byte count (examples: 4096, 4k, 64KiB, 1.5g)"))?;
-    let bytes = value * multiplier as f64;
-    if bytes.fract() != 0.0 || bytes >= u64::MAX as f64 {
-        return Err(format!("`{t}` is not a whole number of bytes"));
-    }
-    Ok(bytes as u64)
-}
-
-/// The shortest exact binary-suffixed form of a byte count (`4k`, `1g`).
-pub fn show_bytes(bytes: u64) -> String {
-    for (unit, name) in [(1024 * GIB, "t"), (GIB, "g"), (MIB, "m"), (KIB, "k")] {
-        if bytes >= unit && bytes % unit == 0 {
-            return format!("{}{name}", bytes / unit);
-        }
-    }
-    bytes.to_string()
-}
+// One size syntax across tierlab (CLI flags and generator parameters).
+pub use crate::units::{format_size_bytes as show_bytes, parse_size_bytes as parse_bytes};
 
 /// How request arrival times are spaced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
