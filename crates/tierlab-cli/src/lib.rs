@@ -3,6 +3,7 @@
 //! Python extension so `pip install` puts the same `tierlab` on PATH.
 
 mod bench_cmd;
+mod demo_cmd;
 mod gen_bench;
 mod gen_cmd;
 mod trace_cmd;
@@ -24,6 +25,8 @@ enum Command {
     /// Read, convert, slice and summarise block IO traces.
     #[command(subcommand)]
     Trace(trace_cmd::TraceCommand),
+    /// The one-minute tour on data tierlab generates itself (what setup.sh runs).
+    Demo(demo_cmd::DemoArgs),
     /// Measure trace parsing and generation throughput (see docs/benchmarks.md).
     Bench(bench_cmd::BenchArgs),
 }
@@ -48,6 +51,7 @@ where
     let result = match cli.command {
         Command::Trace(cmd) => trace_cmd::run(cmd),
         Command::Bench(args) => bench_cmd::run(args),
+        Command::Demo(args) => demo_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
