@@ -147,7 +147,7 @@ pub fn run(args: DemoArgs) -> CliResult {
         "  {} IOs over {:.1} min on a {} GiB LUN; write ratio {:.2}; footprint {:.1} GiB",
         written.records,
         trace_stats.span_s.unwrap_or(0.0) / 60.0,
-        lun_sub_luns * sub_lun_bytes >> 30,
+        (lun_sub_luns * sub_lun_bytes) >> 30,
         trace_stats.write_ratio.unwrap_or(0.0),
         trace_stats.footprint_4k_blocks as f64 * 4096.0 / (1u64 << 30) as f64
     );
