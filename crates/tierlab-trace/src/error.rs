@@ -79,7 +79,11 @@ impl TraceError {
     }
 }
 
-fn show_location(f: &mut fmt::Formatter<'_>, path: &std::path::Path, location: &Location) -> fmt::Result {
+fn show_location(
+    f: &mut fmt::Formatter<'_>,
+    path: &std::path::Path,
+    location: &Location,
+) -> fmt::Result {
     write!(f, "{}", path.display())?;
     match location {
         Location::Line(n) => write!(f, ":{n}"),
