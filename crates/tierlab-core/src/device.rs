@@ -1,0 +1,75 @@
+//! Device models: sans-IO state machines that turn submitted IOs into
+//! completion times.
+//!
+//! Contract (the executor relies on it; `tests` in tierlab-devices check it):
+//! - `submit(now, io)` queues an IO arriving at `now`. It never completes an
+//!   IO by itself: completions are only reported by `advance`.
+//! - `next_event_ns()` is the earliest time at which the model's state
+//!   changes (an IO completes, or an internal step such as the next queued
+//!   IO starting service). `None` when idle with nothing queued.
+//! - `advance(now, done)` moves the model to `now` (never earlier than a
+//!   previous `now`) and appends every IO that completed at or before
+//!   `now`, in completion order, ties in submission order.
+//! - Same inputs ⇒ same outputs: models draw randomness only from a seeded
+//!   generator they own.
+
+use crate::{Completion, DeviceIo, TimeNs};
+
+/// What a device is doing, for state timelines (VCD waveforms).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum DeviceState {
+    Idle = 0,
+    Read = 1,
+    Write = 2,
+    /// Positioning (HDD seek + rotation).
+    Seek = 3,
+    Erase = 4,
+    /// Garbage collection / background cleaning.
+    Gc = 5,
+    /// Degraded or failed.
+    Failed = 6,
+}
+
+impl DeviceState {
+    pub const ALL: [DeviceState; 7] = [
+        DeviceState::Idle,
+        DeviceState::Read,
+        DeviceState::Write,
+        DeviceState::Seek,
+        DeviceState::Erase,
+        DeviceState::Gc,
+        DeviceState::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeviceState::Idle => "IDLE",
+            DeviceState::Read => "READ",
+            DeviceState::Write => "WRITE",
+            DeviceState::Seek => "SEEK",
+            DeviceState::Erase => "ERASE",
+            DeviceState::Gc => "GC",
+            DeviceState::Failed => "FAILED",
+        }
+    }
+}
+
+pub trait DeviceModel {
+    /// Queues an IO arriving at `now_ns`.
+    fn submit(&mut self, now_ns: TimeNs, io: DeviceIo);
+    /// The next time the model's state changes, if any.
+    fn next_event_ns(&self) -> Option<TimeNs>;
+    /// Moves to `now_ns`, appending IOs completed at or before it.
+    fn advance(&mut self, now_ns: TimeNs, done: &mut Vec<Completion>);
+    /// Addressable bytes.
+    fn capacity_bytes(&self) -> u64;
+    /// What the device is doing now (after the last `advance`/`submit`).
+    fn state(&self) -> DeviceState;
+    /// IOs submitted and not yet reported complete.
+    fn in_flight(&self) -> usize;
+    /// Members of a composite device (RAID), for per-member metrics.
+    fn members(&self) -> Vec<&dyn DeviceModel> {
+        Vec::new()
+    }
+}
