@@ -1,0 +1,271 @@
+//! Drivers turn workloads into host IO arrivals: open loop (trace timestamps,
+//! scaled by a speed factor, like btreplay and fio's replay_scale) and closed
+//! loop (N outstanding IOs, fio iodepth semantics, stopping after a total
+//! size, a duration, or the end of the workload). A tenant wraps a driver
+//! with its own region of the volume and an optional IOPS cap (a per-second
+//! token bucket, as in spec/qos.md: count the tenant's IOs and hold the rest
+//! of each second once the cap is reached).
+
+use std::collections::VecDeque;
+
+use tierlab_core::{NS_PER_S, Op, TimeNs};
+use tierlab_trace::{IoRecord, RecordStream};
+
+/// How a tenant issues IOs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DriverMode {
+    /// Each record arrives at `(time - first_time) / speed`.
+    OpenLoop { speed: f64 },
+    /// Keep `iodepth` IOs outstanding, in workload order, ignoring timestamps.
+    ClosedLoop { iodepth: u32 },
+}
+
+/// When a closed-loop tenant stops issuing (it also stops at the end of its workload).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StopAfter {
+    pub total_bytes: Option<u64>,
+    pub duration_ns: Option<TimeNs>,
+    pub ios: Option<u64>,
+}
+
+/// A tenant's region: offsets from the workload are folded into it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    pub offset_bytes: u64,
+    pub size_bytes: u64,
+}
+
+/// An IO ready to enter the stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arrival {
+    pub time_ns: TimeNs,
+    pub op: Op,
+    pub offset_bytes: u64,
+    pub size_bytes: u32,
+}
+
+pub struct Tenant {
+    pub name: String,
+    workload: Box<dyn RecordStream + Send>,
+    mode: DriverMode,
+    stop: StopAfter,
+    region: Option<Region>,
+    /// IOs per second, `None` for uncapped.
+    iops_cap: Option<f64>,
+    /// Token bucket: the current one-second window and IOs issued in it.
+    window_start_ns: TimeNs,
+    window_ios: u64,
+    /// Open loop: trace time of the first record.
+    first_time_ns: Option<TimeNs>,
+    last_arrival_ns: TimeNs,
+    /// Records read ahead (open loop: the next one; held back by the cap).
+    pending: VecDeque<Arrival>,
+    exhausted: bool,
+    pub outstanding: u32,
+    pub issued_ios: u64,
+    pub issued_bytes: u64,
+    pub completed_ios: u64,
+    /// Open loop: records whose time ran backwards and were issued at their predecessor's time.
+    pub retimed: u64,
+    /// Records whose range was folded or clipped to fit the region.
+    pub folded: u64,
+}
+
+impl Tenant {
+    pub fn new(
+        name: impl Into<String>,
+        workload: Box<dyn RecordStream + Send>,
+        mode: DriverMode,
+        stop: StopAfter,
+        region: Option<Region>,
+        iops_cap: Option<f64>,
+    ) -> Result<Tenant, String> {
+        let name = name.into();
+        match &mode {
+            DriverMode::OpenLoop { speed } if !(speed.is_finite() && *speed > 0.0) => {
+                return Err(format!(
+                    "tenant {name}: speed must be a positive number, not {speed}"
+                ));
+            }
+            DriverMode::ClosedLoop { iodepth: 0 } => {
+                return Err(format!("tenant {name}: iodepth must be at least 1"));
+            }
+            _ => {}
+        }
+        if let Some(cap) = iops_cap {
+            if !(cap.is_finite() && cap > 0.0) {
+                return Err(format!(
+                    "tenant {name}: iops_cap must be a positive number, not {cap}"
+                ));
+            }
+        }
+        if let Some(r) = region {
+            if r.size_bytes < 4096 {
+                return Err(format!(
+                    "tenant {name}: region size {} bytes is smaller than 4 KiB",
+                    r.size_bytes
+                ));
+            }
+        }
+        Ok(Tenant {
+            name,
+            workload,
+            mode,
+            stop,
+            region,
+            iops_cap,
+            window_start_ns: 0,
+            window_ios: 0,
+            first_time_ns: None,
+            last_arrival_ns: 0,
+            pending: VecDeque::new(),
+            exhausted: false,
+            outstanding: 0,
+            issued_ios: 0,
+            issued_bytes: 0,
+            completed_ios: 0,
+            retimed: 0,
+            folded: 0,
+        })
+    }
+
+    pub fn set_iops_cap(&mut self, cap: Option<f64>) {
+        self.iops_cap = cap.filter(|c| c.is_finite() && *c > 0.0);
+    }
+
+    pub fn iops_cap(&self) -> Option<f64> {
+        self.iops_cap
+    }
+
+    fn fold(&mut self, r: &IoRecord) -> (u64, u32) {
+        let Some(region) = self.region else {
+            return (r.offset_bytes, r.size_bytes);
+        };
+        let size = (r.size_bytes as u64).min(region.size_bytes);
+        let mut offset = r.offset_bytes % region.size_bytes;
+        if offset + size > region.size_bytes {
+            offset = region.size_bytes - size;
+        }
+        if offset != r.offset_bytes || size != r.size_bytes as u64 {
+            self.folded += 1;
+        }
+        (region.offset_bytes + offset, size as u32)
+    }
+
+    /// Reads the next workload record as an arrival (time per the mode).
+    fn pull(&mut self, now_ns: TimeNs) -> tierlab_trace::Result<Option<Arrival>> {
+        if self.exhausted {
+            return Ok(None);
+        }
+        let limit_hit = self
+            .stop
+            .ios
+            .is_some_and(|n| self.issued_ios + self.pending.len() as u64 >= n)
+            || self
+                .stop
+                .total_bytes
+                .is_some_and(|b| self.issued_bytes >= b);
+        if limit_hit {
+            self.exhausted = true;
+            return Ok(None);
+        }
+        let Some(r) = self.workload.next_record()? else {
+            self.exhausted = true;
+            return Ok(None);
+        };
+        let (offset_bytes, size_bytes) = self.fold(&r);
+        let time_ns = match self.mode {
+            DriverMode::OpenLoop { speed } => {
+                let first = *self.first_time_ns.get_or_insert(r.time_ns);
+                let t = if r.time_ns >= first {
+                    ((r.time_ns - first) as f64 / speed).round() as TimeNs
+                } else {
+                    0
+                };
+                if t < self.last_arrival_ns {
+                    self.retimed += 1;
+                }
+                let t = t.max(self.last_arrival_ns);
+                self.last_arrival_ns = t;
+                t
+            }
+            DriverMode::ClosedLoop { .. } => now_ns,
+        };
+        if let Some(d) = self.stop.duration_ns {
+            if time_ns >= d {
+                self.exhausted = true;
+                return Ok(None);
+            }
+        }
+        Ok(Some(Arrival {
+            time_ns,
+            op: r.op,
+            offset_bytes,
+            size_bytes,
+        }))
+    }
+
+    /// The earliest time this tenant wants to issue an IO, given the cap.
+    pub fn next_issue_ns(&mut self, now_ns: TimeNs) -> tierlab_trace::Result<Option<TimeNs>> {
+        if let DriverMode::ClosedLoop { iodepth } = self.mode {
+            if self.outstanding >= iodepth {
+                return Ok(None);
+            }
+        }
+        if self.pending.is_empty() {
+            match self.pull(now_ns)? {
+                Some(a) => self.pending.push_back(a),
+                None => return Ok(None),
+            }
+        }
+        let want = self.pending.front().map(|a| a.time_ns).unwrap_or(now_ns);
+        let at = self.cap_delay(want);
+        if self.stop.duration_ns.is_some_and(|d| at >= d) {
+            // Held by the cap past the end: the run is over for this tenant.
+            self.pending.clear();
+            self.exhausted = true;
+            return Ok(None);
+        }
+        Ok(Some(at))
+    }
+
+    /// The earliest time ≥ `t` at which the token bucket allows an IO.
+    fn cap_delay(&self, t: TimeNs) -> TimeNs {
+        let Some(cap) = self.iops_cap else { return t };
+        let window = t / NS_PER_S * NS_PER_S;
+        if window > self.window_start_ns {
+            return t; // a fresh window
+        }
+        if (self.window_ios as f64) < cap.floor().max(1.0) {
+            t
+        } else {
+            self.window_start_ns + NS_PER_S
+        }
+    }
+
+    /// Takes the next IO to issue at `now_ns` (which `next_issue_ns` allowed).
+    pub fn issue(&mut self, now_ns: TimeNs) -> Option<Arrival> {
+        let mut a = self.pending.pop_front()?;
+        a.time_ns = now_ns;
+        let window = now_ns / NS_PER_S * NS_PER_S;
+        if window != self.window_start_ns {
+            self.window_start_ns = window;
+            self.window_ios = 0;
+        }
+        self.window_ios += 1;
+        self.outstanding += 1;
+        self.issued_ios += 1;
+        self.issued_bytes += a.size_bytes as u64;
+        Some(a)
+    }
+
+    pub fn complete(&mut self) {
+        self.outstanding -= 1;
+        self.completed_ios += 1;
+    }
+
+    /// Nothing left to issue and nothing outstanding.
+    pub fn finished(&self) -> bool {
+        self.exhausted && self.pending.is_empty() && self.outstanding == 0
+    }
+}

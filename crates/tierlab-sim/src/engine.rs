@@ -1,0 +1,362 @@
+//! The discrete-event loop. Virtual time in integer ns; deterministic: at
+//! equal times, device events are handled in device order, then timers in
+//! (time, set order), then arrivals in tenant order; nothing depends on hash
+//! order or wall-clock time.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use tierlab_core::device::{DeviceModel, DeviceState};
+use tierlab_core::policy::{Action, HostIo, Outbox, Policy};
+use tierlab_core::{Completion, DeviceIo, Op, TimeNs};
+
+use crate::driver::Tenant;
+use crate::slab::Slab;
+
+/// What the loop reports, for metrics. Implemented by the metrics recorder;
+/// a no-op implementation measures the bare loop.
+pub trait Observer {
+    fn host_io(
+        &mut self,
+        arrival_ns: TimeNs,
+        done_ns: TimeNs,
+        op: Op,
+        size_bytes: u32,
+        tier: u16,
+        tenant: u32,
+    );
+    fn device_submit(&mut self, device: usize, now_ns: TimeNs);
+    fn device_complete(
+        &mut self,
+        device: usize,
+        submit_ns: TimeNs,
+        done_ns: TimeNs,
+        op: Op,
+        size_bytes: u32,
+    );
+    fn device_state(&mut self, device: usize, now_ns: TimeNs, state: DeviceState);
+}
+
+/// Counts only; for benchmarks of the loop itself and for tests.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Counts {
+    pub host_ios: u64,
+    pub host_latency_sum_ns: u128,
+    pub device_ios: Vec<u64>,
+}
+
+impl Observer for Counts {
+    fn host_io(
+        &mut self,
+        arrival_ns: TimeNs,
+        done_ns: TimeNs,
+        _op: Op,
+        _size: u32,
+        _tier: u16,
+        _tenant: u32,
+    ) {
+        self.host_ios += 1;
+        self.host_latency_sum_ns += (done_ns - arrival_ns) as u128;
+    }
+    fn device_submit(&mut self, _device: usize, _now_ns: TimeNs) {}
+    fn device_complete(
+        &mut self,
+        device: usize,
+        _submit_ns: TimeNs,
+        _done_ns: TimeNs,
+        _op: Op,
+        _size: u32,
+    ) {
+        if self.device_ios.len() <= device {
+            self.device_ios.resize(device + 1, 0);
+        }
+        self.device_ios[device] += 1;
+    }
+    fn device_state(&mut self, _device: usize, _now_ns: TimeNs, _state: DeviceState) {}
+}
+
+struct HostInFlight {
+    arrival_ns: TimeNs,
+    op: Op,
+    size_bytes: u32,
+    tenant: u32,
+}
+
+struct DeviceInFlight {
+    policy_tag: u64,
+    submit_ns: TimeNs,
+    op: Op,
+    size_bytes: u32,
+}
+
+/// Why a run stopped early.
+#[derive(Debug)]
+pub enum SimError {
+    Workload(tierlab_trace::TraceError),
+    /// The policy broke the protocol (e.g. sent an IO to a device that does not exist).
+    Policy(String),
+}
+
+impl std::fmt::Display for SimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimError::Workload(e) => write!(f, "{e}"),
+            SimError::Policy(m) => write!(f, "policy error: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+impl From<tierlab_trace::TraceError> for SimError {
+    fn from(e: tierlab_trace::TraceError) -> Self {
+        SimError::Workload(e)
+    }
+}
+
+/// End-of-run facts the metrics do not hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOutcome {
+    pub end_ns: TimeNs,
+    pub host_ios: u64,
+    pub events: u64,
+    /// Host IOs the policy never completed (a policy bug, reported).
+    pub host_ios_unfinished: u64,
+}
+
+pub struct Simulation {
+    now_ns: TimeNs,
+    policy: Box<dyn Policy>,
+    devices: Vec<Box<dyn DeviceModel>>,
+    tenants: Vec<Tenant>,
+    timers: BinaryHeap<Reverse<(TimeNs, u64, u64)>>,
+    timer_seq: u64,
+    host: Slab<HostInFlight>,
+    device_io: Slab<DeviceInFlight>,
+    outbox: Outbox,
+    done: Vec<Completion>,
+    states: Vec<DeviceState>,
+    host_ios: u64,
+    events: u64,
+}
+
+impl Simulation {
+    pub fn new(
+        policy: Box<dyn Policy>,
+        devices: Vec<Box<dyn DeviceModel>>,
+        tenants: Vec<Tenant>,
+    ) -> Simulation {
+        let states = vec![DeviceState::Idle; devices.len()];
+        Simulation {
+            now_ns: 0,
+            policy,
+            devices,
+            tenants,
+            timers: BinaryHeap::new(),
+            timer_seq: 0,
+            host: Slab::default(),
+            device_io: Slab::default(),
+            outbox: Outbox::default(),
+            done: Vec::new(),
+            states,
+            host_ios: 0,
+            events: 0,
+        }
+    }
+
+    pub fn tenants(&self) -> &[Tenant] {
+        &self.tenants
+    }
+
+    pub fn devices(&self) -> &[Box<dyn DeviceModel>] {
+        &self.devices
+    }
+
+    pub fn policy(&self) -> &dyn Policy {
+        &*self.policy
+    }
+
+    /// Runs until every tenant is finished and every IO has completed, or
+    /// until `until_ns` of virtual time.
+    pub fn run(
+        &mut self,
+        obs: &mut dyn Observer,
+        until_ns: Option<TimeNs>,
+    ) -> Result<RunOutcome, SimError> {
+        for d in 0..self.devices.len() {
+            obs.device_state(d, 0, self.devices[d].state());
+            self.states[d] = self.devices[d].state();
+        }
+        loop {
+            // The next event of each kind.
+            let mut next = TimeNs::MAX;
+            for d in &self.devices {
+                if let Some(t) = d.next_event_ns() {
+                    next = next.min(t);
+                }
+            }
+            if let Some(Reverse((t, _, _))) = self.timers.peek() {
+                next = next.min(*t);
+            }
+            for i in 0..self.tenants.len() {
+                let now = self.now_ns;
+                if let Some(t) = self.tenants[i].next_issue_ns(now)? {
+                    next = next.min(t.max(now));
+                }
+            }
+            if next == TimeNs::MAX {
+                break; // nothing left anywhere
+            }
+            if until_ns.is_some_and(|u| next > u) {
+                self.now_ns = until_ns.unwrap();
+                break;
+            }
+            debug_assert!(
+                next >= self.now_ns,
+                "time ran backwards: {next} < {}",
+                self.now_ns
+            );
+            self.now_ns = next;
+            let now = next;
+            self.events += 1;
+
+            // 1. Device completions, in device order.
+            for d in 0..self.devices.len() {
+                if self.devices[d].next_event_ns().is_some_and(|t| t <= now) {
+                    self.done.clear();
+                    self.devices[d].advance(now, &mut self.done);
+                    for i in 0..self.done.len() {
+                        let c = self.done[i];
+                        let io = self.device_io.remove(c.tag).ok_or_else(|| {
+                            SimError::Policy(format!(
+                                "device {d} completed an IO it was never given (tag {})",
+                                c.tag
+                            ))
+                        })?;
+                        obs.device_complete(d, io.submit_ns, c.done_ns, io.op, io.size_bytes);
+                        self.policy
+                            .on_device_completion(now, d, io.policy_tag, &mut self.outbox);
+                        self.apply(obs)?;
+                    }
+                    self.note_state(d, obs);
+                }
+            }
+            // 2. Timers due.
+            while let Some(Reverse((t, _, id))) = self.timers.peek().copied() {
+                if t > now {
+                    break;
+                }
+                self.timers.pop();
+                self.policy.on_timer(now, id, &mut self.outbox);
+                self.apply(obs)?;
+            }
+            // 3. Arrivals due, in tenant order.
+            for i in 0..self.tenants.len() {
+                while self.tenants[i]
+                    .next_issue_ns(now)?
+                    .is_some_and(|t| t <= now)
+                {
+                    let Some(a) = self.tenants[i].issue(now) else {
+                        break;
+                    };
+                    let id = self.host.insert(HostInFlight {
+                        arrival_ns: now,
+                        op: a.op,
+                        size_bytes: a.size_bytes,
+                        tenant: i as u32,
+                    });
+                    self.host_ios += 1;
+                    let io = HostIo {
+                        id,
+                        op: a.op,
+                        offset_bytes: a.offset_bytes,
+                        size_bytes: a.size_bytes,
+                        tenant: i as u32,
+                    };
+                    self.policy.on_host_io(now, io, &mut self.outbox);
+                    self.apply(obs)?;
+                }
+            }
+        }
+        Ok(RunOutcome {
+            end_ns: self.now_ns,
+            host_ios: self.host_ios,
+            events: self.events,
+            host_ios_unfinished: self.host.len() as u64,
+        })
+    }
+
+    pub fn now_ns(&self) -> TimeNs {
+        self.now_ns
+    }
+
+    fn note_state(&mut self, d: usize, obs: &mut dyn Observer) {
+        let s = self.devices[d].state();
+        if s != self.states[d] {
+            self.states[d] = s;
+            obs.device_state(d, self.now_ns, s);
+        }
+    }
+
+    /// Carries out what the policy asked for.
+    fn apply(&mut self, obs: &mut dyn Observer) -> Result<(), SimError> {
+        let now = self.now_ns;
+        let mut out = std::mem::take(&mut self.outbox);
+        for &(d, io) in &out.device_ios {
+            let n_devices = self.devices.len();
+            let device = self.devices.get_mut(d).ok_or_else(|| {
+                SimError::Policy(format!(
+                    "{} sent an IO to device {d}; the stack has {n_devices}",
+                    self.policy.name()
+                ))
+            })?;
+            if io.end_bytes() > device.capacity_bytes() {
+                return Err(SimError::Policy(format!(
+                    "IO [{}, {}) is beyond the end of device {d} ({} bytes); is the workload larger than the device? (set a tenant region or a bigger device)",
+                    io.offset_bytes,
+                    io.end_bytes(),
+                    device.capacity_bytes()
+                )));
+            }
+            let tag = self.device_io.insert(DeviceInFlight {
+                policy_tag: io.tag,
+                submit_ns: now,
+                op: io.op,
+                size_bytes: io.size_bytes,
+            });
+            obs.device_submit(d, now);
+            device.submit(now, DeviceIo { tag, ..io });
+            self.note_state(d, obs);
+        }
+        for &(id, tier) in &out.complete {
+            let h = self.host.remove(id).ok_or_else(|| {
+                SimError::Policy(format!(
+                    "{} completed host IO {id} twice or never received it",
+                    self.policy.name()
+                ))
+            })?;
+            obs.host_io(h.arrival_ns, now, h.op, h.size_bytes, tier, h.tenant);
+            self.tenants[h.tenant as usize].complete();
+        }
+        for &(t, id) in &out.timers {
+            self.timer_seq += 1;
+            self.timers.push(Reverse((t.max(now), self.timer_seq, id)));
+        }
+        for a in &out.actions {
+            match a {
+                Action::CapTenant { tenant, iops } => {
+                    let n_tenants = self.tenants.len();
+                    let t = self.tenants.get_mut(*tenant as usize).ok_or_else(|| {
+                        SimError::Policy(format!(
+                            "cap for tenant {tenant}, but there are {n_tenants} tenants"
+                        ))
+                    })?;
+                    t.set_iops_cap(*iops);
+                }
+            }
+        }
+        out.clear();
+        self.outbox = out;
+        Ok(())
+    }
+}

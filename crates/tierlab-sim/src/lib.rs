@@ -1,0 +1,10 @@
+//! tierlab-sim: the simulator executor. A deterministic discrete-event loop
+//! drives a sans-IO policy over device models, fed by drivers (open-loop
+//! replay, closed-loop iodepth, tenants with IOPS caps).
+
+pub mod driver;
+pub mod engine;
+mod slab;
+
+pub use driver::{Arrival, DriverMode, Region, StopAfter, Tenant};
+pub use engine::{Counts, Observer, RunOutcome, SimError, Simulation};
