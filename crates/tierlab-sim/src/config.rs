@@ -1,0 +1,424 @@
+//! The run configuration: one TOML file describes devices, the policy
+//! stack, the tenants (workload + driver) and the outputs. Unknown keys are
+//! errors that name the key path; bad values name the key, the value and
+//! what is allowed. `--set a.b.0.c=value` overrides any key before parsing.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer};
+
+/// A byte count written as an integer or with a binary unit ("64MiB").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bytes(pub u64);
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d).map_err(|_| {
+            de::Error::custom("expected a byte count: an integer or a string like \"64MiB\"")
+        })? {
+            Raw::Int(n) => Ok(Bytes(n)),
+            Raw::Text(s) => tierlab_trace::units::parse_size_bytes(&s)
+                .map(Bytes)
+                .map_err(de::Error::custom),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimConfig {
+    /// Seed for every random draw of the run (generators, device models).
+    #[serde(default)]
+    pub seed: u64,
+    #[serde(default)]
+    pub run: RunConfig,
+    /// Device models; the policy addresses them by index in this list.
+    pub devices: Vec<toml::Table>,
+    #[serde(default)]
+    pub policy: PolicyConfig,
+    pub tenants: Vec<TenantConfig>,
+    #[serde(default)]
+    pub output: OutputConfig,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// Stop the whole run at this virtual time (seconds).
+    pub duration_s: Option<f64>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, tag = "kind", rename_all = "kebab-case")]
+pub enum PolicyConfig {
+    /// Every IO goes to device 0.
+    Passthrough,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig::Passthrough
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    pub name: String,
+    pub workload: WorkloadConfig,
+    #[serde(default)]
+    pub driver: DriverConfig,
+    pub region: Option<RegionConfig>,
+    /// IOPS cap (per-second token bucket).
+    pub iops_cap: Option<f64>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, untagged)]
+pub enum WorkloadConfig {
+    /// A trace file; relative paths are relative to the config file.
+    Trace {
+        trace: PathBuf,
+        format: Option<String>,
+        /// Keep only this device of a multi-device trace.
+        device: Option<String>,
+        #[serde(default)]
+        skip_bad: bool,
+    },
+    /// A generator or preset (`tierlab trace gen --list`) with `key = value` parameters.
+    Generator {
+        generator: String,
+        #[serde(default)]
+        params: toml::Table,
+    },
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, tag = "mode", rename_all = "kebab-case")]
+pub enum DriverConfig {
+    /// Replay timestamps; `speed` 2 replays twice as fast.
+    Open {
+        #[serde(default = "one")]
+        speed: f64,
+    },
+    /// N outstanding IOs, ignoring timestamps.
+    Closed {
+        iodepth: u32,
+        total_bytes: Option<Bytes>,
+        duration_s: Option<f64>,
+        ios: Option<u64>,
+    },
+    /// As fast as possible, in trace order, with `iodepth` outstanding (fio's replay_no_stall).
+    Afap {
+        #[serde(default = "default_afap_depth")]
+        iodepth: u32,
+    },
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn default_afap_depth() -> u32 {
+    32
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        DriverConfig::Open { speed: 1.0 }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegionConfig {
+    pub offset_bytes: Bytes,
+    pub size_bytes: Bytes,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputConfig {
+    /// Interval of the time series, seconds.
+    #[serde(default = "one")]
+    pub interval_s: f64,
+    /// Write per-device state timelines (VCD).
+    #[serde(default)]
+    pub timeline: bool,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        OutputConfig {
+            interval_s: 1.0,
+            timeline: false,
+        }
+    }
+}
+
+/// A config error, with the file and key path when known.
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Applies `key.path=value` overrides to a parsed TOML document. Array
+/// elements are addressed by index (`tenants.0.iops_cap=50`). The value is
+/// read as TOML (`8`, `1.5`, `true`, `"text"`), else taken as a string.
+pub fn apply_overrides(doc: &mut toml::Table, overrides: &[String]) -> Result<(), ConfigError> {
+    for item in overrides {
+        let (path, raw) = item.split_once('=').ok_or_else(|| {
+            ConfigError(format!(
+                "--set {item:?}: expected KEY=VALUE, e.g. tenants.0.driver.iodepth=8"
+            ))
+        })?;
+        let value: toml::Value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+        let keys: Vec<&str> = path.split('.').collect();
+        if keys.iter().any(|k| k.is_empty()) {
+            return Err(ConfigError(format!(
+                "--set {item:?}: empty key in {path:?}"
+            )));
+        }
+        let mut node = &mut *doc;
+        for (i, key) in keys.iter().enumerate() {
+            let last = i + 1 == keys.len();
+            // An array element: `name.N`.
+            if let Some(next) = keys.get(i + 1).and_then(|k| k.parse::<usize>().ok()) {
+                let arr = node
+                    .get_mut(*key)
+                    .and_then(|v| v.as_array_mut())
+                    .ok_or_else(|| {
+                        ConfigError(format!(
+                            "--set {item:?}: `{key}` is not a list in the config"
+                        ))
+                    })?;
+                let len = arr.len();
+                let elem = arr.get_mut(next).ok_or_else(|| {
+                    ConfigError(format!(
+                        "--set {item:?}: `{key}` has {len} entries, index {next} is out of range"
+                    ))
+                })?;
+                if i + 2 == keys.len() {
+                    *elem = value.clone();
+                    break;
+                }
+                node = elem.as_table_mut().ok_or_else(|| {
+                    ConfigError(format!("--set {item:?}: `{key}.{next}` is not a table"))
+                })?;
+                continue;
+            }
+            if key.parse::<usize>().is_ok() {
+                continue; // consumed as an index above
+            }
+            if last {
+                node.insert(key.to_string(), value.clone());
+            } else {
+                let entry = node
+                    .entry(key.to_string())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                node = entry.as_table_mut().ok_or_else(|| {
+                    ConfigError(format!("--set {item:?}: `{key}` is not a table"))
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads, overrides and checks a config file.
+pub fn load(path: &Path, overrides: &[String]) -> Result<SimConfig, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+    parse(&text, &path.display().to_string(), overrides)
+}
+
+/// Parses config text (`origin` names it in errors).
+pub fn parse(text: &str, origin: &str, overrides: &[String]) -> Result<SimConfig, ConfigError> {
+    let mut doc: toml::Table =
+        toml::from_str(text).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
+    apply_overrides(&mut doc, overrides)?;
+    let config: SimConfig =
+        serde_path_to_error::deserialize(toml::Value::Table(doc)).map_err(|e| {
+            let path = e.path().to_string();
+            ConfigError(format!("{origin}: key `{path}`: {}", e.inner()))
+        })?;
+    config.validate(origin)?;
+    Ok(config)
+}
+
+impl SimConfig {
+    fn validate(&self, origin: &str) -> Result<(), ConfigError> {
+        let err =
+            |key: &str, msg: String| Err(ConfigError(format!("{origin}: key `{key}`: {msg}")));
+        if self.devices.is_empty() {
+            return err("devices", "at least one device is needed".into());
+        }
+        if self.tenants.is_empty() {
+            return err("tenants", "at least one tenant is needed".into());
+        }
+        if let Some(d) = self.run.duration_s {
+            if !(d.is_finite() && d > 0.0) {
+                return err(
+                    "run.duration_s",
+                    format!("{d} is not a positive number of seconds"),
+                );
+            }
+        }
+        if !(self.output.interval_s.is_finite() && self.output.interval_s >= 1e-6) {
+            return err(
+                "output.interval_s",
+                format!(
+                    "{} is not a positive number of seconds (≥ 1e-6)",
+                    self.output.interval_s
+                ),
+            );
+        }
+        for (i, t) in self.tenants.iter().enumerate() {
+            match &t.driver {
+                DriverConfig::Open { speed } if !(speed.is_finite() && *speed > 0.0) => {
+                    return err(
+                        &format!("tenants[{i}].driver.speed"),
+                        format!("{speed} is not a positive number"),
+                    );
+                }
+                DriverConfig::Closed { iodepth: 0, .. } | DriverConfig::Afap { iodepth: 0 } => {
+                    return err(
+                        &format!("tenants[{i}].driver.iodepth"),
+                        "must be at least 1".into(),
+                    );
+                }
+                DriverConfig::Closed {
+                    duration_s: Some(d),
+                    ..
+                } if !(d.is_finite() && *d > 0.0) => {
+                    return err(
+                        &format!("tenants[{i}].driver.duration_s"),
+                        format!("{d} is not a positive number of seconds"),
+                    );
+                }
+                _ => {}
+            }
+            if let Some(cap) = t.iops_cap {
+                if !(cap.is_finite() && cap > 0.0) {
+                    return err(
+                        &format!("tenants[{i}].iops_cap"),
+                        format!("{cap} is not a positive IOPS value"),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+seed = 7
+[[devices]]
+model = "ssd"
+preset = "intel-p3700"
+
+[[tenants]]
+name = "A"
+workload = { generator = "uniform", params = { count = 1000 } }
+driver = { mode = "closed", iodepth = 4, total_bytes = "1MiB" }
+iops_cap = 50
+"#;
+
+    #[test]
+    fn parses_and_overrides() {
+        let c = parse(BASE, "t.toml", &[]).unwrap();
+        assert_eq!(c.seed, 7);
+        assert!(matches!(
+            c.tenants[0].driver,
+            DriverConfig::Closed {
+                iodepth: 4,
+                total_bytes: Some(Bytes(1048576)),
+                ..
+            }
+        ));
+        let c = parse(
+            BASE,
+            "t.toml",
+            &[
+                "tenants.0.driver.iodepth=16".into(),
+                "seed=9".into(),
+                "devices.0.preset=intel-s3500".into(),
+                "output.interval_s=0.5".into(),
+            ],
+        )
+        .unwrap();
+        assert!(matches!(
+            c.tenants[0].driver,
+            DriverConfig::Closed { iodepth: 16, .. }
+        ));
+        assert_eq!(c.seed, 9);
+        assert_eq!(c.devices[0]["preset"].as_str(), Some("intel-s3500"));
+        assert_eq!(c.output.interval_s, 0.5);
+    }
+
+    #[test]
+    fn errors_name_the_key_and_what_is_allowed() {
+        let e = parse(&BASE.replace("iodepth = 4", "iodepht = 4"), "t.toml", &[])
+            .unwrap_err()
+            .0;
+        assert!(e.contains("t.toml") && e.contains("iodepht"), "{e}");
+        let e = parse(
+            &BASE.replace("iops_cap = 50", "iops_cap = -1"),
+            "t.toml",
+            &[],
+        )
+        .unwrap_err()
+        .0;
+        assert!(
+            e.contains("key `tenants[0].iops_cap`") && e.contains("-1"),
+            "{e}"
+        );
+        let e = parse(&BASE.replace("\"1MiB\"", "\"1MB\""), "t.toml", &[])
+            .unwrap_err()
+            .0;
+        assert!(
+            e.contains("tenants[0].driver") && e.contains("ambiguous"),
+            "{e}"
+        );
+        let e = parse(&format!("{BASE}\nbogus = 1\n"), "t.toml", &[])
+            .unwrap_err()
+            .0;
+        assert!(e.contains("bogus"), "{e}");
+        let e = parse(BASE, "t.toml", &["tenants.3.iops_cap=5".into()])
+            .unwrap_err()
+            .0;
+        assert!(e.contains("index 3 is out of range"), "{e}");
+        let e = parse(BASE, "t.toml", &["nonsense".into()]).unwrap_err().0;
+        assert!(e.contains("KEY=VALUE"), "{e}");
+        let e = parse("seed = [", "t.toml", &[]).unwrap_err().0;
+        assert!(e.starts_with("t.toml: "), "{e}");
+        let e = parse(
+            &BASE.replace("mode = \"closed\"", "mode = \"sideways\""),
+            "t.toml",
+            &[],
+        )
+        .unwrap_err()
+        .0;
+        assert!(e.contains("sideways") && e.contains("open"), "{e}");
+    }
+}
