@@ -2,6 +2,7 @@
 //! drives a sans-IO policy over device models, fed by drivers (open-loop
 //! replay, closed-loop iodepth, tenants with IOPS caps).
 
+pub mod build;
 pub mod config;
 pub mod driver;
 pub mod engine;

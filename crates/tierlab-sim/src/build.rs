@@ -1,0 +1,182 @@
+//! From a config to a ready `Simulation`: workloads, tenants, devices, policy.
+
+use std::path::Path;
+
+use tierlab_core::NS_PER_S;
+use tierlab_core::device::DeviceModel;
+use tierlab_core::policy::{Passthrough, Policy};
+use tierlab_trace::generate::KvParams;
+use tierlab_trace::slice::{Slice, SliceSpec};
+use tierlab_trace::{Format, ReadOptions, RecordStream, TraceReader};
+
+use crate::config::{
+    ConfigError, DriverConfig, PolicyConfig, SimConfig, TenantConfig, WorkloadConfig,
+};
+use crate::driver::{DriverMode, Region, StopAfter, Tenant};
+use crate::engine::Simulation;
+
+/// Builds one device from its config table (`[[devices]]` entry) and a seed.
+pub type DeviceBuilder<'a> = &'a dyn Fn(&toml::Table, u64) -> Result<Box<dyn DeviceModel>, String>;
+
+fn toml_scalar(v: &toml::Value) -> Option<String> {
+    match v {
+        toml::Value::String(s) => Some(s.clone()),
+        toml::Value::Integer(i) => Some(i.to_string()),
+        toml::Value::Float(f) => Some(f.to_string()),
+        toml::Value::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// The workload of one tenant as a record stream.
+pub fn workload(
+    t: &TenantConfig,
+    index: usize,
+    base_dir: &Path,
+    seed: u64,
+) -> Result<Box<dyn RecordStream + Send>, ConfigError> {
+    let key = |k: &str| format!("tenants[{index}].workload.{k}");
+    match &t.workload {
+        WorkloadConfig::Trace {
+            trace,
+            format,
+            device,
+            skip_bad,
+        } => {
+            let path = if trace.is_absolute() {
+                trace.clone()
+            } else {
+                base_dir.join(trace)
+            };
+            let format = format
+                .as_deref()
+                .map(|f| {
+                    f.parse::<Format>()
+                        .map_err(|e| ConfigError(format!("key `{}`: {e}", key("format"))))
+                })
+                .transpose()?;
+            let reader = TraceReader::open(
+                &path,
+                &ReadOptions {
+                    format,
+                    skip_bad: *skip_bad,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| ConfigError(format!("key `{}`: {e}", key("trace"))))?;
+            match device {
+                Some(d) => Ok(Box::new(
+                    Slice::new(
+                        reader,
+                        SliceSpec {
+                            device: Some(d.clone()),
+                            ..Default::default()
+                        },
+                    )
+                    .map_err(|e| ConfigError(format!("key `{}`: {e}", key("device"))))?,
+                )),
+                None => Ok(Box::new(reader)),
+            }
+        }
+        WorkloadConfig::Generator { generator, params } => {
+            let mut kv = Vec::new();
+            for (k, v) in params {
+                let text = toml_scalar(v).ok_or_else(|| {
+                    ConfigError(format!(
+                        "key `{}.{k}`: expected a number, string or boolean",
+                        key("params")
+                    ))
+                })?;
+                kv.push(format!("{k}={text}"));
+            }
+            let kv = KvParams::parse(kv)
+                .map_err(|e| ConfigError(format!("key `{}`: {e}", key("params"))))?;
+            // Each tenant draws from its own stream of the run's seed.
+            let tenant_seed = seed ^ (0x9E37_79B9_7F4A_7C15u64.wrapping_mul(index as u64 + 1));
+            tierlab_trace::generate::from_spec(generator, &kv, tenant_seed)
+                .map_err(|e| ConfigError(format!("key `{}`: {e}", key("generator"))))
+        }
+    }
+}
+
+fn tenant(
+    t: &TenantConfig,
+    index: usize,
+    base_dir: &Path,
+    seed: u64,
+) -> Result<Tenant, ConfigError> {
+    let workload = workload(t, index, base_dir, seed)?;
+    let (mode, stop) = match &t.driver {
+        DriverConfig::Open { speed } => {
+            (DriverMode::OpenLoop { speed: *speed }, StopAfter::default())
+        }
+        DriverConfig::Afap { iodepth } => (
+            DriverMode::ClosedLoop { iodepth: *iodepth },
+            StopAfter::default(),
+        ),
+        DriverConfig::Closed {
+            iodepth,
+            total_bytes,
+            duration_s,
+            ios,
+        } => (
+            DriverMode::ClosedLoop { iodepth: *iodepth },
+            StopAfter {
+                total_bytes: total_bytes.map(|b| b.0),
+                duration_ns: duration_s.map(|d| (d * NS_PER_S as f64).round() as u64),
+                ios: *ios,
+            },
+        ),
+    };
+    let region = t.region.map(|r| Region {
+        offset_bytes: r.offset_bytes.0,
+        size_bytes: r.size_bytes.0,
+    });
+    Tenant::new(&t.name, workload, mode, stop, region, t.iops_cap)
+        .map_err(|e| ConfigError(format!("key `tenants[{index}]`: {e}")))
+}
+
+/// Device names for outputs: `name` from the config, else `model` + index.
+pub fn device_names(config: &SimConfig) -> Vec<String> {
+    config
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| match d.get("name").and_then(|v| v.as_str()) {
+            Some(n) => n.to_string(),
+            None => format!(
+                "{}{i}",
+                d.get("model").and_then(|v| v.as_str()).unwrap_or("device")
+            ),
+        })
+        .collect()
+}
+
+pub fn build(
+    config: &SimConfig,
+    base_dir: &Path,
+    devices: DeviceBuilder<'_>,
+) -> Result<Simulation, ConfigError> {
+    let mut built = Vec::new();
+    for (i, d) in config.devices.iter().enumerate() {
+        let mut table = d.clone();
+        table.remove("name");
+        let device_seed = config
+            .seed
+            .wrapping_add(0x5851_F42D_4C95_7F2D_u64.wrapping_mul(i as u64 + 1));
+        built.push(
+            devices(&table, device_seed)
+                .map_err(|e| ConfigError(format!("key `devices[{i}]`: {e}")))?,
+        );
+    }
+    let policy: Box<dyn Policy> = match &config.policy {
+        PolicyConfig::Passthrough => Box::new(Passthrough),
+    };
+    let tenants = config
+        .tenants
+        .iter()
+        .enumerate()
+        .map(|(i, t)| tenant(t, i, base_dir, config.seed))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Simulation::new(policy, built, tenants))
+}
