@@ -6,6 +6,7 @@
 //! `advance` moves time forward.
 
 pub mod device;
+pub mod metrics;
 pub mod policy;
 
 pub use tierlab_trace::Op;
