@@ -1,0 +1,31 @@
+//! tierlab-devices: device models for the simulator, one file per device
+//! kind, each a sans-IO state machine behind `tierlab_core::device::DeviceModel`.
+//!
+//! - [`memory`]: DRAM, NVDIMM and a ramdisk behind the block layer
+//!   (fixed latency + bandwidth over parallel channels);
+//! - [`ssd`]: flash SSD as a queueing model (parallel units behind a FIFO
+//!   queue, GC slowdown with the recent write share, IOPS/bandwidth caps);
+//! - [`hdd`]: seek curve, rotation, zoned transfer rate, command overhead,
+//!   write cache, read-ahead, FIFO/SSTF queueing.
+//!
+//! Every model is deterministic: time is integer nanoseconds and the only
+//! randomness (the HDD's initial platter angle) comes from the seed given
+//! to the constructor. Parameters are checked by `validate()` methods that
+//! name the parameter, its value and the allowed range; nothing panics on a
+//! bad config. A config names a model and optionally a preset whose values
+//! the other keys override: see [`DeviceConfig`] and [`build`].
+//!
+//! Calibration notes live in each module's documentation and in
+//! `docs/devices.md`.
+
+mod check;
+mod config;
+pub mod hdd;
+pub mod memory;
+mod parallel;
+pub mod ssd;
+
+pub use config::{DeviceConfig, build};
+pub use hdd::{HddModel, HddParams, Scheduler};
+pub use memory::{MemoryModel, MemoryParams};
+pub use ssd::{SsdModel, SsdParams};
