@@ -25,6 +25,7 @@ use tierlab_core::device::DeviceModel;
 
 use crate::hdd::{HddModel, HddOverrides, HddParams};
 use crate::memory::{MemoryModel, MemoryOverrides, MemoryParams};
+use crate::raid::{Raid, RaidParams};
 use crate::ssd::{SsdModel, SsdOverrides, SsdParams};
 
 /// One device of a run, after preset and overrides have been merged.
@@ -36,6 +37,8 @@ pub enum DeviceConfig {
     Memory(MemoryParams),
     Ssd(SsdParams),
     Hdd(HddParams),
+    /// A RAID array over member devices, each configured on its own.
+    Raid(RaidParams),
 }
 
 /// What the config file holds: the model tag, an optional preset and the
@@ -46,6 +49,8 @@ enum RawDeviceConfig {
     Memory(MemoryOverrides),
     Ssd(SsdOverrides),
     Hdd(HddOverrides),
+    /// No presets: the params are the keys (members are full configs).
+    Raid(RaidParams),
 }
 
 impl TryFrom<RawDeviceConfig> for DeviceConfig {
@@ -77,6 +82,7 @@ impl TryFrom<RawDeviceConfig> for DeviceConfig {
                 keys.apply_to(&mut params);
                 DeviceConfig::Hdd(params)
             }
+            RawDeviceConfig::Raid(params) => DeviceConfig::Raid(params),
         };
         config.validate()?;
         Ok(config)
@@ -90,6 +96,7 @@ impl DeviceConfig {
             DeviceConfig::Memory(_) => "memory",
             DeviceConfig::Ssd(_) => "ssd",
             DeviceConfig::Hdd(_) => "hdd",
+            DeviceConfig::Raid(_) => "raid",
         }
     }
 
@@ -99,6 +106,7 @@ impl DeviceConfig {
             DeviceConfig::Memory(p) => p.validate(),
             DeviceConfig::Ssd(p) => p.validate(),
             DeviceConfig::Hdd(p) => p.validate(),
+            DeviceConfig::Raid(p) => p.validate().map_err(|e| e.to_string()),
         }
     }
 
@@ -108,6 +116,7 @@ impl DeviceConfig {
             DeviceConfig::Memory(p) => p.capacity_bytes,
             DeviceConfig::Ssd(p) => p.capacity_bytes,
             DeviceConfig::Hdd(p) => p.capacity_bytes,
+            DeviceConfig::Raid(p) => p.capacity_bytes(),
         }
     }
 }
@@ -120,5 +129,6 @@ pub fn build(config: &DeviceConfig, seed: u64) -> Result<Box<dyn DeviceModel>, S
         DeviceConfig::Memory(p) => Box::new(MemoryModel::new(p)?),
         DeviceConfig::Ssd(p) => Box::new(SsdModel::new(p)?),
         DeviceConfig::Hdd(p) => Box::new(HddModel::new(p, seed)?),
+        DeviceConfig::Raid(p) => Box::new(Raid::build(p, seed).map_err(|e| e.to_string())?),
     })
 }

@@ -23,6 +23,7 @@ mod config;
 pub mod hdd;
 pub mod memory;
 mod parallel;
+pub mod raid;
 pub mod ssd;
 
 pub use config::{DeviceConfig, build};

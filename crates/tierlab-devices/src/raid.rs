@@ -73,8 +73,8 @@ fn default_stripe_unit_bytes() -> u64 {
     DEFAULT_STRIPE_UNIT_BYTES
 }
 
-/// A RAID device as written in a config file.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// A RAID device as written in a config file (`model = "raid"`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RaidParams {
     pub level: RaidLevel,
@@ -92,16 +92,83 @@ pub struct RaidParams {
 }
 
 impl RaidParams {
-    /// Checks everything that does not need the built members, so a bad
-    /// config is reported before any member is built.
+    /// Checks the array and, recursively, every member's parameters, so a
+    /// bad config is reported before any member is built.
     pub fn validate(&self) -> Result<(), RaidError> {
         validate_shape(
             self.level,
             self.stripe_unit_bytes,
             self.members.len(),
             &self.failed_members,
+        )?;
+        for (i, m) in self.members.iter().enumerate() {
+            m.validate().map_err(|e| RaidError {
+                parameter: "members",
+                message: format!("`members`[{i}]: {e}"),
+            })?;
+        }
+        self.capacity().map(|_| ())
+    }
+
+    /// Addressable bytes of the array this config builds (0 if invalid).
+    pub fn capacity_bytes(&self) -> u64 {
+        self.capacity().unwrap_or(0)
+    }
+
+    fn capacity(&self) -> Result<u64, RaidError> {
+        let min_member_bytes = self.members.iter().map(|m| m.capacity_bytes()).min();
+        array_capacity_bytes(
+            self.level,
+            self.stripe_unit_bytes,
+            self.members.len(),
+            min_member_bytes.unwrap_or(0),
         )
     }
+}
+
+/// The seed of member `member` of an array built with `seed`: distinct
+/// per member (so six HDDs do not start with the same platter angle) and a
+/// pure function of both (so runs stay reproducible). SplitMix64's mix.
+pub fn member_seed(seed: u64, member: usize) -> u64 {
+    let mut z = seed.wrapping_add((member as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Every member contributes the same whole number of stripe units (the
+/// smallest member's, rounded down); the level decides how many members'
+/// worth hold data.
+fn array_capacity_bytes(
+    level: RaidLevel,
+    stripe_unit_bytes: u64,
+    n_members: usize,
+    min_member_bytes: u64,
+) -> Result<u64, RaidError> {
+    let member_usable_bytes = min_member_bytes / stripe_unit_bytes * stripe_unit_bytes;
+    if member_usable_bytes == 0 {
+        return err(
+            "members",
+            format!(
+                "`members`: the smallest member holds {min_member_bytes} bytes, less than one \
+                 stripe unit (`stripe_unit_bytes` = {stripe_unit_bytes})"
+            ),
+        );
+    }
+    let data_members = match level {
+        RaidLevel::Raid0 => n_members,
+        RaidLevel::Raid1 => 1,
+        RaidLevel::Raid5 => n_members - 1,
+        RaidLevel::Raid10 => n_members / 2,
+    } as u64;
+    member_usable_bytes
+        .checked_mul(data_members)
+        .ok_or_else(|| RaidError {
+            parameter: "members",
+            message: format!(
+                "`members`: {n_members} members of {member_usable_bytes} bytes exceed 2^64 bytes"
+            ),
+        })
 }
 
 /// A configuration the controller refuses. `message` names the parameter,
@@ -428,6 +495,21 @@ impl Raid {
         )
     }
 
+    /// Builds the members of `params` (member `i` with
+    /// `member_seed(seed, i)`) and the array over them.
+    pub fn build(params: &RaidParams, seed: u64) -> Result<Raid, RaidError> {
+        params.validate()?;
+        let mut members = Vec::with_capacity(params.members.len());
+        for (i, m) in params.members.iter().enumerate() {
+            let member = crate::build(m, member_seed(seed, i)).map_err(|e| RaidError {
+                parameter: "members",
+                message: format!("`members`[{i}]: {e}"),
+            })?;
+            members.push(member);
+        }
+        Raid::from_params(params, members)
+    }
+
     pub fn new(
         level: RaidLevel,
         stripe_unit_bytes: u64,
@@ -437,36 +519,9 @@ impl Raid {
     ) -> Result<Raid, RaidError> {
         let n = members.len();
         validate_shape(level, stripe_unit_bytes, n, failed_members)?;
-        let min_member_bytes = members
-            .iter()
-            .map(|m| m.capacity_bytes())
-            .min()
-            .unwrap_or(0);
-        // Every member contributes the same whole number of stripe units.
-        let member_usable_bytes = min_member_bytes / stripe_unit_bytes * stripe_unit_bytes;
-        if member_usable_bytes == 0 {
-            return err(
-                "members",
-                format!(
-                    "`members`: the smallest member holds {min_member_bytes} bytes, less than one \
-                     stripe unit (`stripe_unit_bytes` = {stripe_unit_bytes})"
-                ),
-            );
-        }
-        let data_members = match level {
-            RaidLevel::Raid0 => n,
-            RaidLevel::Raid1 => 1,
-            RaidLevel::Raid5 => n - 1,
-            RaidLevel::Raid10 => n / 2,
-        } as u64;
-        let capacity_bytes = member_usable_bytes
-            .checked_mul(data_members)
-            .ok_or_else(|| RaidError {
-                parameter: "members",
-                message: format!(
-                    "`members`: {n} members of {member_usable_bytes} bytes exceed 2^64 bytes"
-                ),
-            })?;
+        let min_member_bytes = members.iter().map(|m| m.capacity_bytes()).min();
+        let capacity_bytes =
+            array_capacity_bytes(level, stripe_unit_bytes, n, min_member_bytes.unwrap_or(0))?;
         let group_size = match level {
             RaidLevel::Raid0 | RaidLevel::Raid5 => 1,
             RaidLevel::Raid1 => n,
