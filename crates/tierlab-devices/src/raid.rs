@@ -1746,27 +1746,44 @@ mod tests {
         assert_eq!(members, vec![0, 3]);
     }
 
-    /// Closed loop at `depth` outstanding reads for `duration_ns`:
-    /// completed reads.
-    fn closed_loop_reads(raid: &mut Raid, depth: u64, duration_ns: TimeNs) -> u64 {
-        let span = raid.capacity_bytes() / 4096;
-        let mut tag = 0;
+    /// Closed loop at `depth` outstanding IOs of `op` and `size_bytes` at
+    /// random aligned offsets, for `duration_ns` (IOs complete by then
+    /// count): (completed IOs, mean latency in ns).
+    fn closed_loop(
+        dev: &mut dyn DeviceModel,
+        depth: u64,
+        duration_ns: TimeNs,
+        op: Op,
+        size_bytes: u64,
+    ) -> (u64, u64) {
+        let slots = dev.capacity_bytes() / size_bytes;
+        let mut rng = Lcg(depth);
+        let mut submit_ns = Vec::new();
+        let mut issue = |dev: &mut dyn DeviceModel, now: TimeNs, submit_ns: &mut Vec<TimeNs>| {
+            let tag = submit_ns.len() as u64;
+            submit_ns.push(now);
+            let offset = rng.next() % slots * size_bytes;
+            dev.submit(now, io(tag, op, offset, size_bytes));
+        };
         for _ in 0..depth {
-            raid.submit(0, io(tag, Op::Read, tag * 7919 % span * 4096, 4096));
-            tag += 1;
+            issue(dev, 0, &mut submit_ns);
         }
         let mut done = Vec::new();
-        let mut completed = 0;
-        while let Some(t) = raid.next_event_ns().filter(|&t| t <= duration_ns) {
+        let (mut completed, mut latency_sum_ns) = (0, 0);
+        while let Some(t) = dev.next_event_ns().filter(|&t| t <= duration_ns) {
             done.clear();
-            raid.advance(t, &mut done);
-            for _ in &done {
+            dev.advance(t, &mut done);
+            for c in &done {
                 completed += 1;
-                raid.submit(t, io(tag, Op::Read, tag * 7919 % span * 4096, 4096));
-                tag += 1;
+                latency_sum_ns += c.done_ns - submit_ns[c.tag as usize];
+                issue(dev, t, &mut submit_ns);
             }
         }
-        completed
+        (completed, latency_sum_ns / completed.max(1))
+    }
+
+    fn closed_loop_reads(raid: &mut Raid, depth: u64, duration_ns: TimeNs) -> u64 {
+        closed_loop(raid, depth, duration_ns, Op::Read, 4096).0
     }
 
     #[test]
@@ -2153,5 +2170,199 @@ mod tests {
         // A flush goes to every surviving member.
         a.one(0, io(3, Op::Flush, 0, 0));
         assert_eq!(a.count(Op::Flush), 6);
+    }
+
+    // ---- with the crate's configs and real models ----------------------
+
+    fn parse(text: &str) -> Result<DeviceConfig, String> {
+        toml::from_str::<DeviceConfig>(text).map_err(|e| e.to_string())
+    }
+
+    fn hdd_raid5_toml(extra: &str) -> String {
+        let member = "{ model = \"hdd\", preset = \"sata-7200-2tb\" }";
+        format!(
+            "model = \"raid\"\nlevel = \"raid5\"\n{extra}\nmembers = [{}]\n",
+            [member; 6].join(", ")
+        )
+    }
+
+    #[test]
+    fn raid_configs_parse_with_defaults_and_build() {
+        let config = parse(&hdd_raid5_toml("")).unwrap();
+        let DeviceConfig::Raid(p) = &config else {
+            panic!("not a raid: {config:?}")
+        };
+        assert_eq!(p.level, RaidLevel::Raid5);
+        assert_eq!(p.stripe_unit_bytes, 64 * KIB);
+        assert_eq!(p.read_policy, ReadPolicy::LeastOutstanding);
+        assert!(p.failed_members.is_empty());
+        assert_eq!(config.model(), "raid");
+        // 2 TB members hold 30,517,578 whole 64 KiB units; 5 of 6 hold data.
+        let want = 5 * (2_000_000_000_000 / 65536 * 65536);
+        assert_eq!(config.capacity_bytes(), want);
+        let raid = crate::build(&config, 1).unwrap();
+        assert_eq!(raid.capacity_bytes(), want);
+        assert_eq!(raid.members().len(), 6);
+        // Serializes with every key explicit and parses back the same.
+        let text = toml::to_string(&config).unwrap();
+        assert_eq!(parse(&text).unwrap(), config);
+
+        // Nested: RAID 0 over two RAID 1 pairs of SSDs.
+        let nested = parse(
+            r#"
+            model = "raid"
+            level = "raid0"
+            stripe_unit_bytes = 131072
+            members = [
+              { model = "raid", level = "raid1", read_policy = "round_robin",
+                members = [{ model = "ssd", capacity_bytes = 1_000_000_000 },
+                           { model = "ssd", capacity_bytes = 2_000_000_000 }] },
+              { model = "raid", level = "raid1", failed_members = [0],
+                members = [{ model = "ssd" }, { model = "ssd" }] },
+            ]
+            "#,
+        )
+        .unwrap();
+        // The first pair holds 1e9 rounded down to 64 KiB units (the
+        // default unit of the inner arrays); the outer array rounds that
+        // down to its 128 KiB units.
+        let pair = 1_000_000_000 / 65536 * 65536;
+        assert_eq!(nested.capacity_bytes(), 2 * (pair / 131072 * 131072));
+        let dev = crate::build(&nested, 1).unwrap();
+        assert_eq!(dev.members()[1].members()[0].state(), DeviceState::Failed);
+    }
+
+    #[test]
+    fn bad_raid_configs_say_what_is_wrong() {
+        let e = parse(&hdd_raid5_toml("stripe_size = 4096")).unwrap_err();
+        assert!(
+            e.contains("unknown field `stripe_size`") && e.contains("stripe_unit_bytes"),
+            "{e}"
+        );
+        let e = parse(&hdd_raid5_toml("").replace("raid5", "raid6")).unwrap_err();
+        assert!(
+            e.contains("unknown variant `raid6`") && e.contains("`raid10`"),
+            "{e}"
+        );
+        let e = parse(&hdd_raid5_toml("read_policy = \"fastest\"")).unwrap_err();
+        assert!(
+            e.contains("unknown variant `fastest`") && e.contains("`primary_only`"),
+            "{e}"
+        );
+        let e = parse(&hdd_raid5_toml("stripe_unit_bytes = 1000")).unwrap_err();
+        assert!(
+            e.contains("raid: `stripe_unit_bytes` = 1000 is not allowed"),
+            "{e}"
+        );
+        let e = parse(&hdd_raid5_toml("failed_members = [1, 4]")).unwrap_err();
+        assert!(
+            e.contains("raid: `failed_members` = [1, 4]: raid5 tolerates at most 1"),
+            "{e}"
+        );
+        let e = parse("model = \"raid\"\nlevel = \"raid1\"\nmembers = [{ model = \"ssd\" }]")
+            .unwrap_err();
+        assert!(
+            e.contains("raid: `members`: raid1 needs at least 2 devices, got 1"),
+            "{e}"
+        );
+        let e = parse(
+            "model = \"raid\"\nlevel = \"raid1\"\nmembers = [{ model = \"ssd\" }, { model = \"ssd\", parallel_units = 0 }]",
+        )
+        .unwrap_err();
+        assert!(e.contains("parallel_units"), "{e}");
+        // A config built in code is checked member by member too.
+        let DeviceConfig::Raid(mut p) = parse(&hdd_raid5_toml("")).unwrap() else {
+            unreachable!()
+        };
+        if let DeviceConfig::Hdd(h) = &mut p.members[2] {
+            h.rpm = 0;
+        }
+        let e = crate::build(&DeviceConfig::Raid(p), 1).err().unwrap();
+        assert!(e.starts_with("raid: `members`[2]: hdd: `rpm`"), "{e}");
+    }
+
+    #[test]
+    fn raid1_of_two_ssds_reads_at_least_as_fast_as_one() {
+        let ssd = "{ model = \"ssd\", preset = \"intel-p3700\" }";
+        let single = parse("model = \"ssd\"\npreset = \"intel-p3700\"").unwrap();
+        let mirror = parse(&format!(
+            "model = \"raid\"\nlevel = \"raid1\"\nmembers = [{ssd}, {ssd}]"
+        ))
+        .unwrap();
+        let duration_ns = 100_000_000; // 0.1 s
+        let mut ratios = Vec::new();
+        for depth in [1, 4, 16, 64] {
+            let one = closed_loop(
+                &mut *crate::build(&single, 1).unwrap(),
+                depth,
+                duration_ns,
+                Op::Read,
+                4096,
+            );
+            let two = closed_loop(
+                &mut *crate::build(&mirror, 1).unwrap(),
+                depth,
+                duration_ns,
+                Op::Read,
+                4096,
+            );
+            let ratio = two.0 as f64 / one.0 as f64;
+            eprintln!(
+                "qd {depth}: single {} IOPS {} ns, raid1 {} IOPS {} ns, x{ratio:.3}",
+                one.0 * 10,
+                one.1,
+                two.0 * 10,
+                two.1
+            );
+            assert!(
+                two.0 >= one.0,
+                "qd {depth}: raid1 {} < single {}",
+                two.0,
+                one.0
+            );
+            ratios.push(ratio);
+        }
+        // At QD 1 the copies take turns: a read costs what it costs on one
+        // SSD. Once one SSD saturates (460 k IOPS cap), two give twice.
+        assert!(ratios[0] < 1.01, "{ratios:?}");
+        assert!(ratios[3] > 1.9, "{ratios:?}");
+    }
+
+    #[test]
+    fn raid5_of_hdds_small_writes_cost_a_read_and_a_write_phase() {
+        let DeviceConfig::Raid(params) = parse(&hdd_raid5_toml("")).unwrap() else {
+            unreachable!()
+        };
+        let duration_ns = 10_000_000_000; // 10 s at QD 1
+        let mut raid = Raid::build(&params, 7).unwrap();
+        let reads = closed_loop(&mut raid, 1, duration_ns, Op::Read, 4096);
+        let mut raid = Raid::build(&params, 7).unwrap();
+        let writes = closed_loop(&mut raid, 1, duration_ns, Op::Write, 4096);
+        let st = raid.stats();
+        eprintln!(
+            "raid5 x6 hdd qd1 4k: reads {} mean {} ns; writes {} mean {} ns; {st:?}",
+            reads.0, reads.1, writes.0, writes.1
+        );
+        // Every write was one RMW stripe: 2 member reads, then 2 member
+        // writes (the IO still running at the end may lack its writes).
+        assert!(st.rmw_stripes == writes.0 || st.rmw_stripes == writes.0 + 1);
+        assert_eq!(st.member_reads, 2 * st.rmw_stripes);
+        assert!(st.member_writes >= 2 * writes.0);
+        // The write phase rewrites the sectors just read: no seek, but the
+        // platter must come round again, so a small write costs a random
+        // read plus about a revolution (8.3 ms at 7200 rpm).
+        assert!(
+            writes.1 > reads.1 + 6_000_000,
+            "read {} ns, write {} ns",
+            reads.1,
+            writes.1
+        );
+        // Same config and seed, same numbers.
+        let mut again = Raid::build(&params, 7).unwrap();
+        assert_eq!(
+            closed_loop(&mut again, 1, duration_ns, Op::Read, 4096),
+            reads
+        );
+        assert_ne!(member_seed(7, 0), member_seed(7, 1));
     }
 }
