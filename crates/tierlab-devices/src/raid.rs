@@ -2233,6 +2233,29 @@ mod tests {
     }
 
     #[test]
+    fn the_docs_example_config_parses() {
+        // docs/raid.md's first TOML block, as one entry of `[[devices]]`.
+        let doc = include_str!("../../../docs/raid.md");
+        let block = doc
+            .split("```toml\n")
+            .nth(1)
+            .unwrap()
+            .split("```")
+            .next()
+            .unwrap();
+        let table = block.replace("[[devices]]", "");
+        let config = parse(&table).unwrap();
+        let DeviceConfig::Raid(p) = &config else {
+            panic!("{config:?}")
+        };
+        assert_eq!(
+            (p.level, p.members.len(), &p.failed_members[..]),
+            (RaidLevel::Raid5, 6, &[2][..])
+        );
+        assert!(crate::build(&config, 0).is_ok());
+    }
+
+    #[test]
     fn bad_raid_configs_say_what_is_wrong() {
         let e = parse(&hdd_raid5_toml("stripe_size = 4096")).unwrap_err();
         assert!(
