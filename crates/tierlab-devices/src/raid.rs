@@ -429,9 +429,12 @@ impl Raid5Stripe {
     }
 }
 
-/// Byte range inside one stripe unit, [lo, hi).
+/// A byte range [lo, hi): inside one stripe unit, or (in plans) on a member.
 type UnitRange = (u64, u64);
 
+/// A RAID array over member models (module docs; docs/raid.md). Build it
+/// from a config with [`Raid::build`], or over models in hand with
+/// [`Raid::new`].
 pub struct Raid {
     level: RaidLevel,
     stripe_unit_bytes: u64,
@@ -451,7 +454,8 @@ pub struct Raid {
     next_seq: u64,
     /// Host completions not yet handed out by `advance`.
     finished: Vec<Finished>,
-    /// Reused buffers: member completions of one step, and RAID 5 plans.
+    /// Reused buffers: member completions of one step, and the reads of a
+    /// RAID 5 stripe write as (member, [start, end) member byte offsets).
     member_done: Vec<Completion>,
     step_events: Vec<(usize, Completion)>,
     plan: Vec<(usize, UnitRange)>,
