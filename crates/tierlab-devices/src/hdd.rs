@@ -533,9 +533,14 @@ struct Stream {
 }
 
 impl Stream {
-    /// When byte `x` (anchor ≤ x) has passed under the head.
+    /// When byte `x` has passed under the head. Bytes before the anchor
+    /// were read before the stream (re)started: they are buffered already.
     fn time_at(&self, geo: &Geometry, x: u64) -> TimeNs {
-        self.anchor_ns + geo.media_ns(self.anchor_offset, x)
+        if x <= self.anchor_offset {
+            0
+        } else {
+            self.anchor_ns + geo.media_ns(self.anchor_offset, x)
+        }
     }
 
     /// Where the head is at `t_ns` (local rate; used for seek distances).
