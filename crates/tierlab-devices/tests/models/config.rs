@@ -48,8 +48,10 @@ fn a_preset_with_overrides_keeps_the_rest_of_the_preset() {
 #[test]
 fn without_a_preset_keys_override_the_defaults() {
     let config = parse("model = \"memory\"\nchannels = 2\n").unwrap();
-    let mut want = MemoryParams::default();
-    want.channels = 2;
+    let want = MemoryParams {
+        channels: 2,
+        ..MemoryParams::default()
+    };
     assert_eq!(config, DeviceConfig::Memory(want));
     assert_eq!(MemoryParams::default(), MemoryParams::dram());
     assert_eq!(SsdParams::default(), SsdParams::intel_p3700());
