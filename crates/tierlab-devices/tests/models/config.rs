@@ -166,3 +166,15 @@ fn a_config_serializes_to_explicit_keys_and_back() {
         assert_eq!(parse(&text).unwrap(), config, "{text}");
     }
 }
+
+#[test]
+fn the_example_in_docs_devices_md_parses() {
+    let doc = include_str!("../../../../docs/devices.md");
+    let start = doc.find("```toml\n").unwrap() + "```toml\n".len();
+    let end = start + doc[start..].find("```").unwrap();
+    let config = parse(&doc[start..end]).unwrap();
+    let mut want = SsdParams::intel_p3700();
+    want.capacity_bytes = 400_000_000_000;
+    want.max_write_iops = 75_000;
+    assert_eq!(config, DeviceConfig::Ssd(want));
+}
