@@ -48,8 +48,9 @@
 //!   or first whenever the cache is full or a flush waits. A write that
 //!   finds the cache full is written through (queued like a read). A
 //!   flush completes once nothing is dirty (at least the overhead after its
-//!   arrival); with the cache off it costs the overhead only. Trim costs
-//!   the overhead and touches nothing.
+//!   arrival) — writes cached after it included, which a real drive need
+//!   not wait for (simpler, and only slower); with the cache off it costs
+//!   the overhead only. Trim costs the overhead and touches nothing.
 //! - **States**: SEEK from the moment the head takes a command until the
 //!   transfer starts (overhead not yet elapsed, seek, settle, rotation),
 //!   then READ or WRITE; destaging shows SEEK then WRITE; IDLE otherwise
@@ -587,8 +588,11 @@ pub struct HddModel {
     /// Where the head is when no stream runs: the end of the last transfer.
     head_offset: u64,
     stream: Option<Stream>,
-    /// Completed, not yet reported (see `Parallel::ready`).
-    ready: VecDeque<Completion>,
+    /// Completed, not yet reported (see `Parallel::ready`): (done, seq,
+    /// tag). A flush released by a destage can complete at the same instant
+    /// as, yet be older than, an IO already listed: `advance` sorts before
+    /// reporting so ties stay in submission order.
+    ready: VecDeque<(TimeNs, u64, u64)>,
 }
 
 impl HddModel {
@@ -692,8 +696,8 @@ impl HddModel {
     }
 
     fn pop_immediate(&mut self) {
-        if let Some(Reverse((done_ns, _, tag))) = self.immediate.pop() {
-            self.ready.push_back(Completion { tag, done_ns });
+        if let Some(Reverse(entry)) = self.immediate.pop() {
+            self.ready.push_back(entry);
         }
     }
 
@@ -718,10 +722,7 @@ impl HddModel {
         let job = &active.job;
         let done_ns = active.done_ns;
         if active.host {
-            self.ready.push_back(Completion {
-                tag: job.tag,
-                done_ns,
-            });
+            self.ready.push_back((done_ns, job.seq, job.tag));
         } else {
             self.dirty_bytes -= job.end - job.offset;
         }
@@ -752,14 +753,14 @@ impl HddModel {
             None
         };
         if self.dirty_bytes == 0 && !self.flushes.is_empty() {
-            let flushes = std::mem::take(&mut self.flushes);
-            for flush in &flushes {
+            // Taken out while completing them, then given back (empty) so
+            // its allocation is reused.
+            let mut flushes = std::mem::take(&mut self.flushes);
+            for flush in flushes.drain(..) {
                 let flush_done_ns = done_ns.max(flush.arrival_ns + self.overhead_ns);
-                self.push_immediate(flush_done_ns, flush);
+                self.push_immediate(flush_done_ns, &flush);
             }
-            // Give the (empty) buffer back so it is reused.
             self.flushes = flushes;
-            self.flushes.clear();
         }
     }
 
@@ -930,8 +931,8 @@ impl DeviceModel for HddModel {
     }
 
     fn next_event_ns(&self) -> Option<TimeNs> {
-        if let Some(c) = self.ready.front() {
-            return Some(c.done_ns);
+        if let Some(done_ns) = self.ready.iter().map(|r| r.0).min() {
+            return Some(done_ns);
         }
         let head = self.active.map(|a| a.phase_end_ns());
         let other = self.immediate.peek().map(|Reverse((t, _, _))| *t);
@@ -946,7 +947,13 @@ impl DeviceModel for HddModel {
         self.settle(now_ns);
         self.now_ns = now_ns;
         self.in_flight -= self.ready.len();
-        done.extend(self.ready.drain(..));
+        // Almost always 0 or 1 entries, already in order.
+        self.ready.make_contiguous().sort_unstable();
+        done.extend(
+            self.ready
+                .drain(..)
+                .map(|(done_ns, _, tag)| Completion { tag, done_ns }),
+        );
     }
 
     fn capacity_bytes(&self) -> u64 {
