@@ -35,6 +35,7 @@ use std::fmt;
 use crate::device::DeviceState;
 use crate::{NS_PER_S, Op, TimeNs};
 use disk::DiskStats;
+use histogram::IntervalLatency;
 pub use histogram::{HISTOGRAM_HIGHEST_NS, HISTOGRAM_SIGNIFICANT_DIGITS, LatencyHistogram};
 pub use summary::{
     DeviceInterval, DeviceSummary, HostInterval, IoSummary, ScopeSummary, SimMetrics, StateChange,
@@ -202,7 +203,7 @@ pub(crate) struct DeviceAcc {
 struct IntervalAcc {
     ios: u64,
     data_bytes: u64,
-    latency: LatencyHistogram,
+    latency: IntervalLatency,
 }
 
 #[derive(Clone, Debug)]
@@ -495,10 +496,7 @@ impl Recorder {
             return;
         }
         let start_ns = self.interval_start_ns(self.interval_index);
-        let [p99_latency_ns] = match self.interval.latency.percentiles_ns([(99, 100)]) {
-            Some(p) => p.map(Some),
-            None => [None],
-        };
+        let p99_latency_ns = self.interval.latency.percentile_ns(99, 100);
         self.host_series.push(HostInterval {
             start_ns,
             end_ns,

@@ -71,6 +71,91 @@ fn histogram_hand_computed_mean_and_percentiles() {
     assert_eq!(t.write_mb_per_s, Some(0.0));
 }
 
+/// Values that hit every bucket boundary and a spread in between.
+fn probe_values() -> Vec<u64> {
+    let mut values: Vec<u64> = (0..5000).collect();
+    for bit in 11..42 {
+        let p = 1u64 << bit;
+        values.extend([p - 1, p, p + 1, p + p / 3, p + p / 2 + 7]);
+    }
+    let mut rng = Lcg(11);
+    values.extend((0..20_000).map(|_| rng.below(HISTOGRAM_HIGHEST_NS)));
+    values.push(HISTOGRAM_HIGHEST_NS);
+    values
+}
+
+fn reference_histogram() -> hdrhistogram::Histogram<u64> {
+    hdrhistogram::Histogram::new_with_bounds(1, HISTOGRAM_HIGHEST_NS, HISTOGRAM_SIGNIFICANT_DIGITS)
+        .unwrap()
+}
+
+#[test]
+fn bucket_layout_matches_the_hdrhistogram_crate() {
+    let reference = reference_histogram();
+    assert_eq!(histogram::COUNTS_LEN, reference.distinct_values());
+    for v in probe_values() {
+        let (low, high) = histogram::range_at(histogram::index_for(v));
+        assert_eq!(
+            (low, high),
+            (
+                reference.lowest_equivalent(v),
+                reference.highest_equivalent(v)
+            ),
+            "value {v}"
+        );
+    }
+}
+
+#[test]
+fn percentiles_and_cdf_match_the_hdrhistogram_crate() {
+    let mut rng = Lcg(23);
+    for n in [1u64, 3, 100, 1000, 12_345] {
+        let mut ours = LatencyHistogram::new();
+        let mut reference = reference_histogram();
+        for _ in 0..n {
+            // Log-spread latencies, 0 ns to 1 hour (beyond it the crate,
+            // whose last bucket reaches 73 min, and we differ by design).
+            let v = (rng.below(1 << 20) << rng.below(23)).min(HISTOGRAM_HIGHEST_NS);
+            ours.record(v);
+            reference.record(v).unwrap();
+        }
+        let max = ours.max_ns().unwrap();
+        let expected_cdf: Vec<(u64, u64)> = {
+            let mut cumulative = 0;
+            reference
+                .iter_recorded()
+                .map(|b| {
+                    cumulative += b.count_at_value();
+                    (b.value_iterated_to().min(max), cumulative)
+                })
+                .collect()
+        };
+        assert_eq!(ours.cdf().collect::<Vec<_>>(), expected_cdf, "n={n}");
+        // The crate takes rank ceil(q·n) in floating point; compare where
+        // that equals our integer rank (it does for these q and n).
+        let quantiles = [(1, 2), (9, 10), (99, 100), (999, 1000), (1, 1)];
+        let got = ours.percentiles_ns(quantiles).unwrap();
+        for ((num, den), p) in quantiles.into_iter().zip(got) {
+            let q = num as f64 / den as f64;
+            assert_eq!((q * n as f64).ceil() as u64, (n * num).div_ceil(den).max(1));
+            assert_eq!(p, reference.value_at_quantile(q).min(max), "n={n} q={q}");
+        }
+    }
+}
+
+#[test]
+fn clear_zeroes_only_what_was_used_and_reuses() {
+    let mut h = LatencyHistogram::new();
+    for v in [5, 70_000, 3_000_000] {
+        h.record(v);
+    }
+    h.clear();
+    assert_eq!(h.cdf().count(), 0);
+    assert_eq!((h.count(), h.sum_ns(), h.max_ns()), (0, 0, None));
+    h.record(9);
+    assert_eq!(h.cdf().collect::<Vec<_>>(), [(9, 1)]);
+}
+
 #[test]
 fn histogram_small_values_are_exact_and_capped_at_max() {
     let mut h = LatencyHistogram::new();
@@ -126,6 +211,32 @@ fn percentiles_within_hdr_bound_of_exact_nearest_rank() {
     // The mean is exact.
     let sum: u128 = values.iter().map(|&v| v as u128).sum();
     assert_eq!(h.sum_ns(), sum);
+}
+
+#[test]
+fn interval_p99_buffer_and_histogram_paths_agree() {
+    let mut rng = Lcg(3);
+    let mut interval = histogram::IntervalLatency::default();
+    // Sizes on both sides of the 4096-value buffer, reusing one accumulator.
+    for n in [1u64, 2, 99, 100, 101, 1000, 4095, 4096, 4097, 10_000, 7] {
+        let mut reference = LatencyHistogram::new();
+        for _ in 0..n {
+            let v = rng.below(1 << 22) >> rng.below(12);
+            interval.record(v);
+            reference.record(v);
+        }
+        for (num, den) in [(1, 2), (99, 100), (999, 1000), (1, 1)] {
+            assert_eq!(
+                interval.percentile_ns(num, den),
+                reference.percentiles_ns([(num, den)]).map(|[p]| p),
+                "n={n} q={num}/{den}"
+            );
+        }
+        assert_eq!(interval.max_ns(), reference.max_ns());
+        assert_eq!(interval.sum_ns(), reference.sum_ns());
+        interval.clear();
+        assert_eq!(interval.percentile_ns(99, 100), None);
+    }
 }
 
 #[test]
@@ -365,9 +476,18 @@ fn random_run(
     interval_ns: u64,
     timeline: bool,
 ) -> (Recorder, Vec<Vec<(u64, u64)>>, Vec<(u64, u64, u32)>, u64) {
-    let mut rng = Lcg(seed);
     let mut cfg = config(&["nvme0", "hdd.1"], &["fast", "slow"], 3, interval_ns);
     cfg.timeline = timeline;
+    random_run_with(seed, cfg)
+}
+
+/// `random_run` with a given config (two devices, two tiers, 3 tenants).
+#[allow(clippy::type_complexity)]
+fn random_run_with(
+    seed: u64,
+    cfg: MetricsConfig,
+) -> (Recorder, Vec<Vec<(u64, u64)>>, Vec<(u64, u64, u32)>, u64) {
+    let mut rng = Lcg(seed);
     let mut rec = Recorder::new(cfg).unwrap();
     let mut ios: Vec<Vec<(u64, u64)>> = vec![Vec::new(); 2];
     let mut events: Vec<(u64, Ev)> = Vec::new();
@@ -485,6 +605,15 @@ fn series_match_brute_force_and_sum_to_totals() {
             expect.iter().map(|h| h.1 - h.0).sum::<u64>()
         );
         assert_eq!(row.max_latency_ns, expect.iter().map(|h| h.1 - h.0).max());
+        // p99: the HDR bucket edge of the exact nearest-rank value.
+        let mut latencies: Vec<u64> = expect.iter().map(|h| h.1 - h.0).collect();
+        latencies.sort_unstable();
+        let exact = (!latencies.is_empty())
+            .then(|| latencies[(latencies.len() * 99).div_ceil(100).max(1) - 1]);
+        match (row.p99_latency_ns, exact) {
+            (Some(p), Some(x)) => assert!(p >= x && p - x <= x / 1024, "{p} vs {x}"),
+            (p, x) => assert_eq!(p, x),
+        }
     }
     assert_eq!(rows.iter().map(|r| r.ios).sum::<u64>(), m.total.ios);
     assert_eq!(
@@ -908,6 +1037,44 @@ fn write_files_and_summary_json_keys() {
     assert!(changes.len() > 100);
 }
 
+/// Writes a sample run's files into a temp dir and checks the VCD. With
+/// TIERLAB_METRICS_SAMPLE_DIR set, also writes them there, for external
+/// validators (vcdvcd, pyvcd, GTKWave; see docs/metrics.md).
+#[test]
+fn sample_files_for_external_validators() {
+    let (rec, _, _, end) = random_run(11, 1000, true);
+    let m = rec.finish(end);
+    let dir = tempfile::tempdir().unwrap();
+    m.write_files(dir.path()).unwrap();
+    let vcd = std::fs::read_to_string(dir.path().join("timeline.vcd")).unwrap();
+    let (timescale, vars, changes) = parse_vcd(&vcd);
+    assert_eq!(timescale, "1 ns");
+    let refs: Vec<_> = vars.iter().map(|v| v.2.as_str()).collect();
+    assert_eq!(refs, ["nvme0", "hdd_1"]);
+    assert!(
+        changes
+            .iter()
+            .all(|c| c.2 == "000" || c.2 == "001" || c.2 == "011")
+    );
+    // The same run with a timeline cut after 50 changes: signals go `x`.
+    let mut cfg = config(&["nvme0", "hdd.1"], &["fast", "slow"], 3, 1000);
+    cfg.timeline = true;
+    cfg.max_timeline_changes = 50;
+    let (rec, _, _, _) = random_run_with(11, cfg);
+    let truncated = rec.finish(end);
+    assert_eq!(truncated.timeline_changes, 50);
+    let mut truncated_vcd = Vec::new();
+    truncated.write_vcd(&mut truncated_vcd).unwrap();
+    let (_, _, changes) = parse_vcd(std::str::from_utf8(&truncated_vcd).unwrap());
+    assert_eq!(changes.iter().filter(|c| c.2 == "xxx").count(), 2);
+    if let Some(out) = std::env::var_os("TIERLAB_METRICS_SAMPLE_DIR") {
+        let out = std::path::PathBuf::from(out);
+        std::fs::create_dir_all(&out).unwrap();
+        m.write_files(&out).unwrap();
+        std::fs::write(out.join("timeline_truncated.vcd"), truncated_vcd).unwrap();
+    }
+}
+
 // ------------------------------------------------- config and contract
 
 #[test]
@@ -952,18 +1119,37 @@ fn contract_violations_are_counted_not_fatal() {
 
 // ------------------------------------------------------------------ cost
 
-/// Not a test: `cargo test --release -p tierlab-core -- --ignored --nocapture recorder_cost`
-/// prints the cost of recording one IO (one device submit + complete and one
-/// host IO, with a timeline).
+/// Not a test: `cargo test --release -p tierlab-core --lib -- --ignored --nocapture recorder_cost`
+/// prints the cost of recording one IO: a host IO alone; with one device
+/// submit + complete; with the state timeline too; and with 100 µs
+/// intervals (about one IO per interval, the worst case for the per-interval
+/// p99). Simulated IOs are back to back, 2 to 202 µs each.
 #[test]
 #[ignore]
 fn recorder_cost() {
     use std::time::Instant;
-    let n: u64 = 20_000_000;
-    for timeline in [false, true] {
-        let mut cfg = config(&["mem", "nvme"], &["mem", "nvme"], 4, NS_PER_S);
+    let n: u64 = 10_000_000;
+    let cases = [
+        ("host_io only, 1 s intervals", false, false, NS_PER_S),
+        (
+            "host_io + device submit/complete, 1 s intervals",
+            true,
+            false,
+            NS_PER_S,
+        ),
+        ("... + device_state timeline", true, true, NS_PER_S),
+        (
+            "host_io + device, 100 us intervals",
+            true,
+            false,
+            100 * NS_PER_US,
+        ),
+    ];
+    for (label, device, timeline, interval_ns) in cases {
+        let mut cfg = config(&["mem", "nvme"], &["mem", "nvme"], 4, interval_ns);
         cfg.timeline = timeline;
         cfg.max_timeline_changes = usize::MAX;
+        cfg.max_intervals = usize::MAX;
         let mut rec = Recorder::new(cfg).unwrap();
         let mut rng = Lcg(1);
         let started = Instant::now();
@@ -971,10 +1157,12 @@ fn recorder_cost() {
         for i in 0..n {
             let dev = (i & 1) as usize;
             let latency = 2_000 + rng.below(200_000);
-            rec.device_submit(dev, t);
-            rec.device_state(dev, t, DeviceState::Read);
-            rec.device_complete(dev, t, t + latency, Op::Read, 4096);
-            rec.device_state(dev, t + latency, DeviceState::Idle);
+            if device {
+                rec.device_submit(dev, t);
+                rec.device_state(dev, t, DeviceState::Read);
+                rec.device_complete(dev, t, t + latency, Op::Read, 4096);
+                rec.device_state(dev, t + latency, DeviceState::Idle);
+            }
             rec.host_io(t, t + latency, Op::Read, 4096, dev as u16, (i & 3) as u32);
             t += latency;
         }
@@ -982,9 +1170,8 @@ fn recorder_cost() {
         let m = rec.finish(t);
         assert_eq!(m.total.ios, n);
         println!(
-            "timeline={timeline}: {:.1} ns per IO ({} IOs, {} intervals, {:.2} s)",
+            "{label}: {:.1} ns per IO ({n} IOs, {} intervals, {:.2} s)",
             elapsed.as_nanos() as f64 / n as f64,
-            n,
             m.intervals,
             elapsed.as_secs_f64()
         );
