@@ -6,6 +6,7 @@ mod bench_cmd;
 mod demo_cmd;
 mod gen_bench;
 mod gen_cmd;
+mod sim_cmd;
 mod trace_cmd;
 
 use std::ffi::OsString;
@@ -25,6 +26,8 @@ enum Command {
     /// Read, convert, slice and summarise block IO traces.
     #[command(subcommand)]
     Trace(trace_cmd::TraceCommand),
+    /// Simulate a storage stack described by a TOML config.
+    Sim(sim_cmd::SimArgs),
     /// The one-minute tour on data tierlab generates itself (what setup.sh runs).
     Demo(demo_cmd::DemoArgs),
     /// Measure trace parsing and generation throughput (see docs/benchmarks.md).
@@ -52,6 +55,7 @@ where
         Command::Trace(cmd) => trace_cmd::run(cmd),
         Command::Bench(args) => bench_cmd::run(args),
         Command::Demo(args) => demo_cmd::run(args),
+        Command::Sim(args) => sim_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,6 +5,7 @@ use std::path::Path;
 use tierlab_core::NS_PER_S;
 use tierlab_core::device::DeviceModel;
 use tierlab_core::policy::{Passthrough, Policy};
+use tierlab_policies::Linear;
 use tierlab_trace::generate::KvParams;
 use tierlab_trace::slice::{Slice, SliceSpec};
 use tierlab_trace::{Format, ReadOptions, RecordStream, TraceReader};
@@ -171,6 +172,29 @@ pub fn build(
     }
     let policy: Box<dyn Policy> = match &config.policy {
         PolicyConfig::Passthrough => Box::new(Passthrough),
+        PolicyConfig::Linear { sizes_bytes } => {
+            let names = device_names(config);
+            if !sizes_bytes.is_empty() && sizes_bytes.len() != built.len() {
+                return Err(ConfigError(format!(
+                    "key `policy.sizes_bytes`: {} sizes for {} devices; give one per device or none",
+                    sizes_bytes.len(),
+                    built.len()
+                )));
+            }
+            let mut segments = Vec::new();
+            for (i, d) in built.iter().enumerate() {
+                let size = sizes_bytes.get(i).map_or(d.capacity_bytes(), |b| b.0);
+                if size > d.capacity_bytes() {
+                    return Err(ConfigError(format!(
+                        "key `policy.sizes_bytes[{i}]`: {size} bytes is more than device {:?} holds ({} bytes)",
+                        names[i],
+                        d.capacity_bytes()
+                    )));
+                }
+                segments.push((names[i].clone(), size));
+            }
+            Box::new(Linear::new(&segments).map_err(|e| ConfigError(format!("key `policy`: {e}")))?)
+        }
     };
     let tenants = config
         .tenants

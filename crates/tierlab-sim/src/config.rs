@@ -60,6 +60,13 @@ pub struct RunConfig {
 pub enum PolicyConfig {
     /// Every IO goes to device 0.
     Passthrough,
+    /// The devices laid end to end (device-mapper `linear`): a static
+    /// placement. `sizes_bytes[i]` is device i's share of the volume
+    /// (default: its whole capacity).
+    Linear {
+        #[serde(default)]
+        sizes_bytes: Vec<Bytes>,
+    },
 }
 
 impl Default for PolicyConfig {

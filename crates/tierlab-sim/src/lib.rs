@@ -6,6 +6,7 @@ pub mod build;
 pub mod config;
 pub mod driver;
 pub mod engine;
+pub mod run;
 mod slab;
 
 pub use driver::{Arrival, DriverMode, Region, StopAfter, Tenant};

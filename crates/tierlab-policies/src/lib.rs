@@ -1,0 +1,7 @@
+//! tierlab-policies: storage policies as sans-IO state machines behind
+//! `tierlab_core::policy::Policy`, one file per policy.
+
+pub mod linear;
+
+pub use linear::Linear;
+pub use tierlab_core::policy::Passthrough;

@@ -1,0 +1,177 @@
+//! Linear concatenation, like device-mapper's `linear` target: the volume is
+//! the devices laid end to end (each contributing `sizes_bytes[i]`), so a
+//! static placement such as "the first 64 GiB on memory, the rest on flash"
+//! is one config. An IO that crosses a boundary is split; the host IO
+//! completes when its last part does and is attributed to the tier of its
+//! first byte. Tier i is device i.
+
+use tierlab_core::policy::{HostIo, Outbox, Policy};
+use tierlab_core::{DeviceIo, TimeNs};
+
+pub struct Linear {
+    /// Start offset of each device's segment in the volume, plus the end.
+    starts: Vec<u64>,
+    names: Vec<String>,
+    /// Per host IO: parts still outstanding and its tier, indexed by a slot.
+    pending: Vec<(u64, u32, u16)>,
+    free: Vec<usize>,
+}
+
+impl Linear {
+    /// `segments`: (tier name, bytes) in volume order.
+    pub fn new(segments: &[(String, u64)]) -> Result<Linear, String> {
+        if segments.is_empty() {
+            return Err("linear: at least one segment is needed".into());
+        }
+        let mut starts = vec![0u64];
+        for (name, size) in segments {
+            if *size == 0 {
+                return Err(format!("linear: segment {name:?} has size 0"));
+            }
+            let end = starts
+                .last()
+                .unwrap()
+                .checked_add(*size)
+                .ok_or("linear: total size overflows 2^64 bytes")?;
+            starts.push(end);
+        }
+        Ok(Linear {
+            starts,
+            names: segments.iter().map(|s| s.0.clone()).collect(),
+            pending: Vec::new(),
+            free: Vec::new(),
+        })
+    }
+
+    pub fn volume_bytes(&self) -> u64 {
+        *self.starts.last().unwrap()
+    }
+
+    fn segment_of(&self, offset: u64) -> usize {
+        // Few segments: a linear scan beats a binary search.
+        let mut i = 0;
+        while i + 2 < self.starts.len() && offset >= self.starts[i + 1] {
+            i += 1;
+        }
+        i
+    }
+}
+
+impl Policy for Linear {
+    fn name(&self) -> &str {
+        "linear"
+    }
+
+    fn tier_names(&self) -> Vec<String> {
+        self.names.clone()
+    }
+
+    fn on_host_io(&mut self, _now_ns: TimeNs, io: HostIo, out: &mut Outbox) {
+        let first = self.segment_of(io.offset_bytes);
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.pending.push((0, 0, 0));
+                self.pending.len() - 1
+            }
+        };
+        let mut parts = 0;
+        let mut offset = io.offset_bytes;
+        let end = io.offset_bytes + io.size_bytes as u64;
+        let mut seg = first;
+        loop {
+            let seg_end = self.starts[seg + 1];
+            let part_end = if seg + 2 == self.starts.len() {
+                end
+            } else {
+                end.min(seg_end)
+            };
+            out.device_ios.push((
+                seg,
+                DeviceIo {
+                    tag: slot as u64,
+                    op: io.op,
+                    offset_bytes: offset - self.starts[seg],
+                    size_bytes: (part_end - offset) as u32,
+                },
+            ));
+            parts += 1;
+            if part_end >= end {
+                break;
+            }
+            offset = part_end;
+            seg += 1;
+        }
+        self.pending[slot] = (io.id, parts, first as u16);
+    }
+
+    fn on_device_completion(
+        &mut self,
+        _now_ns: TimeNs,
+        _device: usize,
+        tag: u64,
+        out: &mut Outbox,
+    ) {
+        let slot = tag as usize;
+        let (id, parts, tier) = &mut self.pending[slot];
+        *parts -= 1;
+        if *parts == 0 {
+            out.complete.push((*id, *tier));
+            self.free.push(slot);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tierlab_core::Op;
+
+    #[test]
+    fn splits_at_boundaries_and_completes_after_the_last_part() {
+        let mut l = Linear::new(&[("memory".into(), 8192), ("flash".into(), 1 << 20)]).unwrap();
+        let mut out = Outbox::default();
+        l.on_host_io(
+            0,
+            HostIo {
+                id: 7,
+                op: Op::Read,
+                offset_bytes: 4096,
+                size_bytes: 8192,
+                tenant: 0,
+            },
+            &mut out,
+        );
+        let parts: Vec<(usize, u64, u32)> = out
+            .device_ios
+            .iter()
+            .map(|(d, io)| (*d, io.offset_bytes, io.size_bytes))
+            .collect();
+        assert_eq!(parts, vec![(0, 4096, 4096), (1, 0, 4096)]);
+        let tag = out.device_ios[0].1.tag;
+        out.clear();
+        l.on_device_completion(5, 1, tag, &mut out);
+        assert!(out.complete.is_empty());
+        l.on_device_completion(9, 0, tag, &mut out);
+        assert_eq!(out.complete, vec![(7, 0)]);
+        // Entirely on the second device.
+        out.clear();
+        l.on_host_io(
+            0,
+            HostIo {
+                id: 8,
+                op: Op::Write,
+                offset_bytes: 16384,
+                size_bytes: 4096,
+                tenant: 0,
+            },
+            &mut out,
+        );
+        assert_eq!(
+            (out.device_ios[0].0, out.device_ios[0].1.offset_bytes),
+            (1, 16384 - 8192)
+        );
+        assert!(Linear::new(&[]).is_err());
+        assert!(Linear::new(&[("x".into(), 0)]).is_err());
+    }
+}

@@ -1,0 +1,144 @@
+//! One simulation run from a config: build, run, collect metrics, write outputs.
+
+use std::path::Path;
+
+use serde::Serialize;
+use tierlab_core::NS_PER_S;
+use tierlab_core::device::{DeviceModel, DeviceState};
+use tierlab_core::metrics::{MetricsConfig, Recorder, SimMetrics};
+use tierlab_core::{Op, TimeNs};
+
+use crate::build::{self, device_names};
+use crate::config::{ConfigError, SimConfig};
+use crate::engine::{Observer, RunOutcome};
+
+impl Observer for Recorder {
+    fn host_io(
+        &mut self,
+        arrival_ns: TimeNs,
+        done_ns: TimeNs,
+        op: Op,
+        size_bytes: u32,
+        tier: u16,
+        tenant: u32,
+    ) {
+        Recorder::host_io(self, arrival_ns, done_ns, op, size_bytes, tier, tenant)
+    }
+    fn device_submit(&mut self, device: usize, now_ns: TimeNs) {
+        Recorder::device_submit(self, device, now_ns)
+    }
+    fn device_complete(
+        &mut self,
+        device: usize,
+        submit_ns: TimeNs,
+        done_ns: TimeNs,
+        op: Op,
+        size_bytes: u32,
+    ) {
+        Recorder::device_complete(self, device, submit_ns, done_ns, op, size_bytes)
+    }
+    fn device_state(&mut self, device: usize, now_ns: TimeNs, state: DeviceState) {
+        Recorder::device_state(self, device, now_ns, state)
+    }
+}
+
+/// Builds a device from a `[[devices]]` table with tierlab-devices' models.
+pub fn standard_device(table: &toml::Table, seed: u64) -> Result<Box<dyn DeviceModel>, String> {
+    let config: tierlab_devices::DeviceConfig =
+        serde_path_to_error::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+            let path = e.path().to_string();
+            if path == "." {
+                e.inner().to_string()
+            } else {
+                format!("{path}: {}", e.inner())
+            }
+        })?;
+    tierlab_devices::build(&config, seed)
+}
+
+/// What each tenant did, beyond the metrics.
+#[derive(Clone, Debug, Serialize)]
+pub struct TenantReport {
+    pub name: String,
+    pub issued_ios: u64,
+    pub issued_bytes: u64,
+    pub completed_ios: u64,
+    /// Open loop: records whose trace time ran backwards, issued at their predecessor's time.
+    pub retimed: u64,
+    /// Records whose offset was folded (or clipped) into the tenant's region.
+    pub folded: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RunInfo {
+    pub seed: u64,
+    pub policy: String,
+    pub simulated_s: f64,
+    pub events: u64,
+    /// Host IOs still in flight when the run stopped (a run cut by `run.duration_s`).
+    pub host_ios_unfinished: u64,
+    pub tenants: Vec<TenantReport>,
+}
+
+pub struct RunResult {
+    pub metrics: SimMetrics,
+    pub info: RunInfo,
+    pub outcome: RunOutcome,
+}
+
+/// Runs a config. `base_dir` resolves relative trace paths.
+pub fn run(config: &SimConfig, base_dir: &Path) -> Result<RunResult, Box<dyn std::error::Error>> {
+    let mut sim = build::build(config, base_dir, &standard_device)?;
+    let interval_ns = (config.output.interval_s * NS_PER_S as f64).round() as u64;
+    let mut recorder = Recorder::new(MetricsConfig {
+        interval_ns,
+        device_names: device_names(config),
+        tier_names: sim.policy().tier_names(),
+        tenants: config.tenants.len(),
+        timeline: config.output.timeline,
+        ..MetricsConfig::default()
+    })
+    .map_err(|e| ConfigError(format!("output: {e}")))?;
+    let until = config
+        .run
+        .duration_s
+        .map(|s| (s * NS_PER_S as f64).round() as TimeNs);
+    let outcome = sim.run(&mut recorder, until)?;
+    let metrics = recorder.finish(outcome.end_ns);
+    let info = RunInfo {
+        seed: config.seed,
+        policy: sim.policy().name().to_string(),
+        simulated_s: outcome.end_ns as f64 / NS_PER_S as f64,
+        events: outcome.events,
+        host_ios_unfinished: outcome.host_ios_unfinished,
+        tenants: sim
+            .tenants()
+            .iter()
+            .map(|t| TenantReport {
+                name: t.name.clone(),
+                issued_ios: t.issued_ios,
+                issued_bytes: t.issued_bytes,
+                completed_ios: t.completed_ios,
+                retimed: t.retimed,
+                folded: t.folded,
+            })
+            .collect(),
+    };
+    Ok(RunResult {
+        metrics,
+        info,
+        outcome,
+    })
+}
+
+/// Writes summary.json (metrics + run info), series.csv, latency_cdf.csv and,
+/// when asked for, timeline.vcd into `dir`.
+pub fn write_outputs(result: &RunResult, dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    result.metrics.write_files(dir)?;
+    // Merge the run info into the summary the metrics wrote.
+    let path = dir.join("summary.json");
+    let mut summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)?;
+    summary["run"] = serde_json::to_value(&result.info)?;
+    std::fs::write(&path, serde_json::to_string_pretty(&summary)? + "\n")
+}
