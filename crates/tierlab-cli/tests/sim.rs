@@ -1,0 +1,124 @@
+//! `tierlab sim` end to end: every shipped config is deterministic, and the
+//! HDD sanity numbers hold through the whole stack (driver, loop, metrics).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn configs_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../configs")
+}
+
+fn sim(config: &Path, out: &Path, set: &[&str]) -> serde_json::Value {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tierlab"));
+    cmd.arg("sim").arg(config).arg("--out").arg(out);
+    for s in set {
+        cmd.args(["--set", s]);
+    }
+    let o = cmd.output().unwrap();
+    assert!(
+        o.status.success(),
+        "{}: {}",
+        config.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn every_shipped_config_gives_byte_identical_outputs_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut configs: Vec<PathBuf> = std::fs::read_dir(configs_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    configs.sort();
+    assert!(configs.len() >= 4, "configs/ should ship ready configs");
+    for config in &configs {
+        let name = config.file_stem().unwrap().to_string_lossy().to_string();
+        let (a, b) = (
+            tmp.path().join(format!("{name}-a")),
+            tmp.path().join(format!("{name}-b")),
+        );
+        let sa = sim(config, &a, &[]);
+        sim(config, &b, &[]);
+        assert!(sa["ios"].as_u64().unwrap() > 0, "{name}: no IOs");
+        let mut files: Vec<String> = std::fs::read_dir(&a)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        files.sort();
+        assert!(
+            files.contains(&"summary.json".to_string())
+                && files.contains(&"series.csv".to_string()),
+            "{name}: {files:?}"
+        );
+        for f in files {
+            let (x, y) = (
+                std::fs::read(a.join(&f)).unwrap(),
+                std::fs::read(b.join(&f)).unwrap(),
+            );
+            assert!(x == y, "{name}: {f} differs between two runs");
+        }
+    }
+}
+
+#[test]
+fn hdd_random_reads_match_seek_plus_half_rotation_and_keep_the_disk_busy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = sim(&configs_dir().join("hdd-random-read.toml"), tmp.path(), &[]);
+    // sata-7200-2tb: 8.5 ms average seek + 4.167 ms half rotation + 4 KiB at
+    // the zone rate (~0.03 ms) + 0.1 ms command overhead = 12.795 ms.
+    let mean_ms = s["mean_latency_us"].as_f64().unwrap() / 1000.0;
+    assert!(
+        (mean_ms - 12.795).abs() / 12.795 < 0.03,
+        "mean {mean_ms} ms"
+    );
+    // One IO always outstanding: 100 % busy, queue of exactly 1 (iostat -x).
+    let d = &s["devices"][0];
+    assert!(
+        (d["util_percent"].as_f64().unwrap() - 100.0).abs() < 0.01,
+        "{d}"
+    );
+    assert!(
+        (d["avg_queue_size"].as_f64().unwrap() - 1.0).abs() < 0.001,
+        "{d}"
+    );
+    // Closed loop at depth 1: IOPS = 1 / mean latency (Little's law).
+    let iops = s["iops"].as_f64().unwrap();
+    assert!(
+        (iops * mean_ms / 1000.0 - 1.0).abs() < 0.01,
+        "iops {iops}, mean {mean_ms} ms"
+    );
+}
+
+#[test]
+fn overrides_and_config_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = configs_dir().join("hdd-random-read.toml");
+    let s = sim(
+        &config,
+        tmp.path(),
+        &[
+            "tenants.0.workload.params.count=200",
+            "devices.0.preset=sata-5400-2tb",
+        ],
+    );
+    assert_eq!(s["ios"].as_u64(), Some(200));
+    let mean_ms = s["mean_latency_us"].as_f64().unwrap() / 1000.0;
+    assert!(mean_ms > 15.0, "a 5400 rpm disk is slower: {mean_ms} ms");
+    let o = Command::new(env!("CARGO_BIN_EXE_tierlab"))
+        .arg("sim")
+        .arg(&config)
+        .args(["--out"])
+        .arg(tmp.path())
+        .args(["--set", "tenants.0.driver.iodepht=4"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("hdd-random-read.toml") && err.contains("iodepht"),
+        "{err}"
+    );
+}
