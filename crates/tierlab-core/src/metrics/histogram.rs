@@ -112,13 +112,12 @@ impl LatencyHistogram {
     }
 
     /// The counter indices that can be non-zero.
-    fn used_indices(&self) -> std::ops::RangeInclusive<usize> {
+    fn used_indices(&self) -> std::ops::Range<usize> {
         if self.count == 0 {
-            #[allow(clippy::reversed_empty_ranges)]
-            return 1..=0;
+            return 0..0;
         }
         index_for(self.min_ns.min(HISTOGRAM_HIGHEST_NS))
-            ..=index_for(self.max_ns.min(HISTOGRAM_HIGHEST_NS))
+            ..index_for(self.max_ns.min(HISTOGRAM_HIGHEST_NS)) + 1
     }
 
     /// Forgets everything; zeroes only the counters between min and max.
@@ -204,7 +203,7 @@ impl LatencyHistogram {
     /// is ≤ its upper edge, every IO in a later bucket is above it.
     pub fn cdf(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         let used = self.used_indices();
-        let first = *used.start();
+        let first = used.start;
         let mut cumulative = 0u64;
         let max_ns = self.max_ns;
         self.counts[used]
