@@ -35,6 +35,7 @@ use std::fmt;
 use crate::device::DeviceState;
 use crate::{NS_PER_S, Op, TimeNs};
 use disk::DiskStats;
+pub use export::{CDF_FILE, SERIES_FILE, SUMMARY_FILE, VCD_FILE};
 use histogram::IntervalLatency;
 pub use histogram::{HISTOGRAM_HIGHEST_NS, HISTOGRAM_SIGNIFICANT_DIGITS, LatencyHistogram};
 pub use summary::{
