@@ -71,11 +71,29 @@ enum Source {
     /// dynamic dispatch per record (the ≥ 50 M records/s path).
     Native {
         map: memmap2::Mmap,
+        /// Pages below this offset were handed back to the kernel.
+        released: usize,
         pos: usize,
         end: usize,
         device_count: u32,
         time_base: TimeBase,
     },
+}
+
+/// Native reads hand consumed pages back to the kernel in chunks of this
+/// size, so a replay's resident memory does not grow with the trace.
+const NATIVE_RELEASE_BYTES: usize = 16 << 20;
+
+fn release_pages(map: &memmap2::Mmap, offset: usize, len: usize) {
+    // SAFETY: the map is a read-only file mapping and no reference into
+    // [offset, offset + len) outlives this call (records are decoded by
+    // value and the read position is past the range); MADV_DONTNEED on it
+    // only drops the pages, which would be re-read from the file if touched.
+    // `offset` is a multiple of 16 MiB, hence page-aligned.
+    #[cfg(unix)]
+    unsafe {
+        let _ = map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len);
+    }
 }
 
 /// Options for opening a trace.
@@ -174,6 +192,7 @@ impl TraceReader {
             format: Format::Native,
             source: Source::Native {
                 map,
+                released: 0,
                 pos: formats::native::HEADER_BYTES,
                 end: header.names_offset as usize,
                 device_count: devices.len() as u32,
@@ -265,6 +284,7 @@ impl TraceReader {
         match &mut self.source {
             Source::Native {
                 map,
+                released,
                 pos,
                 end,
                 device_count,
@@ -272,6 +292,10 @@ impl TraceReader {
             } => loop {
                 if *pos >= *end {
                     return Ok(None);
+                }
+                if *pos - *released >= NATIVE_RELEASE_BYTES {
+                    release_pages(map, *released, NATIVE_RELEASE_BYTES);
+                    *released += NATIVE_RELEASE_BYTES;
                 }
                 let at = *pos;
                 *pos += formats::native::RECORD_BYTES;
