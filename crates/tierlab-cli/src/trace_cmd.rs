@@ -96,6 +96,12 @@ impl OutputArgs {
             fio_filename: self.fio_filename.clone(),
         };
         let summary = write_trace(stream, &self.output, format, &options)?;
+        if summary.rounded_to_us > 0 {
+            eprintln!(
+                "tierlab: note: {} records had times finer than fio's 1 µs resolution and were rounded down",
+                summary.rounded_to_us
+            );
+        }
         if summary.retimed > 0 {
             eprintln!(
                 "tierlab: note: {} records were earlier than the record before them; fio replays in order, so they were written at their predecessor's time",
@@ -227,6 +233,7 @@ pub fn run(cmd: TraceCommand) -> CliResult {
             let reader = input.open()?;
             let mut slice = Slice::new(reader, spec)?;
             let summary = output.write(&mut slice)?;
+            report_skipped(slice.inner());
             eprintln!(
                 "tierlab: kept {} of {} records read",
                 summary.records, slice.seen
@@ -258,15 +265,26 @@ pub fn run(cmd: TraceCommand) -> CliResult {
                 format_size_bytes(size_bytes),
                 region.device,
                 region.offset_bytes,
-                region.offset_bytes + region.size_bytes,
+                region.offset_bytes.saturating_add(region.size_bytes),
                 format_size_bytes(region.offset_bytes),
-                format_size_bytes(region.offset_bytes + region.size_bytes),
+                format_size_bytes(region.offset_bytes.saturating_add(region.size_bytes)),
                 region.ios_inside,
                 region.ios_total,
                 100.0 * region.ios_inside as f64 / region.ios_total as f64
             );
+            let expected = region.ios_inside;
             let mut rebase = Rebase::new(input.open()?, region);
             output.write(&mut rebase)?;
+            if rebase.kept != expected {
+                // The two passes saw different data: a pipe, or a file that changed.
+                let _ = std::fs::remove_file(&output.output);
+                return Err(format!(
+                    "the second pass over {} found {} IOs in the region, the first {expected}: give a regular file that does not change (not a pipe)",
+                    input.input.display(),
+                    rebase.kept
+                )
+                .into());
+            }
             if rebase.clipped > 0 {
                 eprintln!(
                     "tierlab: note: {} IOs ran past the region's end and were clipped to it",

@@ -55,10 +55,11 @@ pub struct RunConfig {
     pub duration_s: Option<f64>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, tag = "kind", rename_all = "kebab-case")]
 pub enum PolicyConfig {
     /// Every IO goes to device 0.
+    #[default]
     Passthrough,
     /// The devices laid end to end (device-mapper `linear`): a static
     /// placement. `sizes_bytes[i]` is device i's share of the volume
@@ -67,12 +68,6 @@ pub enum PolicyConfig {
         #[serde(default)]
         sizes_bytes: Vec<Bytes>,
     },
-}
-
-impl Default for PolicyConfig {
-    fn default() -> Self {
-        PolicyConfig::Passthrough
-    }
 }
 
 #[derive(Clone, Debug, Deserialize)]

@@ -43,13 +43,10 @@ impl DeviceModel for Fixed {
         self.busy.iter().map(|b| b.0).min()
     }
     fn advance(&mut self, now_ns: TimeNs, done: &mut Vec<Completion>) {
-        loop {
-            let Some(i) = (0..self.busy.len())
-                .filter(|&i| self.busy[i].0 <= now_ns)
-                .min_by_key(|&i| self.busy[i].0)
-            else {
-                break;
-            };
+        while let Some(i) = (0..self.busy.len())
+            .filter(|&i| self.busy[i].0 <= now_ns)
+            .min_by_key(|&i| self.busy[i].0)
+        {
             let (t, io) = self.busy.remove(i);
             done.push(Completion {
                 tag: io.tag,

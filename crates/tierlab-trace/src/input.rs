@@ -273,6 +273,11 @@ impl RecordReader {
         Ok(true)
     }
 
+    /// Bytes consumed so far (where a partial record starts).
+    pub fn position(&self) -> u64 {
+        self.consumed
+    }
+
     /// The next `size`-byte record; `Err` with `UnexpectedEof` on a partial one.
     pub fn next_record(&mut self, size: usize) -> io::Result<Option<&[u8]>> {
         while self.end - self.start < size {

@@ -96,6 +96,26 @@ fn release_pages(map: &memmap2::Mmap, offset: usize, len: usize) {
     }
 }
 
+/// A record must end within 64-bit byte addresses: `offset + size` is used
+/// everywhere (footprints, regions, device bounds).
+fn fits(r: IoRecord) -> Result<IoRecord, FieldError> {
+    if r.offset_bytes.checked_add(r.size_bytes as u64).is_none() {
+        return Err(FieldError::new(
+            "size",
+            format!("{} at offset {}", r.size_bytes, r.offset_bytes).as_bytes(),
+            "a request that ends below 2^64 bytes",
+        ));
+    }
+    Ok(r)
+}
+
+fn fits_parsed(p: Parsed) -> Result<Parsed, FieldError> {
+    match p {
+        Parsed::Record(r) => fits(r).map(Parsed::Record),
+        skip => Ok(skip),
+    }
+}
+
 /// Options for opening a trace.
 #[derive(Clone, Debug, Default)]
 pub struct ReadOptions {
@@ -301,7 +321,10 @@ impl TraceReader {
                 *pos += formats::native::RECORD_BYTES;
                 let bytes = &map[at..at + formats::native::RECORD_BYTES];
                 let error = match formats::native::decode_record(bytes) {
-                    Ok(r) if r.device_id < *device_count => return Ok(Some(r)),
+                    Ok(r) if r.device_id < *device_count => match fits(r) {
+                        Ok(r) => return Ok(Some(r)),
+                        Err(e) => e,
+                    },
                     Ok(r) => FieldError::new(
                         "device_id",
                         r.device_id.to_string().as_bytes(),
@@ -345,11 +368,12 @@ impl TraceReader {
                         ));
                     }
                 };
-                if line.iter().all(|b| b.is_ascii_whitespace()) {
+                // Blank lines and `#` comments are not records in any format.
+                if line.first() == Some(&b'#') || line.iter().all(|b| b.is_ascii_whitespace()) {
                     self.skipped_other += 1;
                     continue;
                 }
-                match parser.parse(line, &mut self.devices) {
+                match parser.parse(line, &mut self.devices).and_then(fits_parsed) {
                     Ok(Parsed::Record(r)) => return Ok(Some(r)),
                     Ok(Parsed::Skip) => self.skipped_other += 1,
                     Err(error) if self.skip_bad => {
@@ -373,12 +397,12 @@ impl TraceReader {
                     Err(e) => {
                         return Err(TraceError::io(
                             &self.path,
-                            Location::Byte(records.offset + size as u64),
+                            Location::Byte(records.position()),
                             e,
                         ));
                     }
                 };
-                match parser.parse(rec, &mut self.devices) {
+                match parser.parse(rec, &mut self.devices).and_then(fits_parsed) {
                     Ok(Parsed::Record(r)) => return Ok(Some(r)),
                     Ok(Parsed::Skip) => self.skipped_other += 1,
                     Err(_) if self.skip_bad => self.skipped_bad += 1,

@@ -38,9 +38,9 @@ impl fmt::Display for Op {
 /// One block IO request.
 ///
 /// `time_ns` is absolute (Unix epoch) for formats that record wall-clock time
-/// (MSR, SYSTOR, Tencent, VSCSI) and relative to the trace start otherwise; see
-/// `TraceMeta::time_base`. Formats without timestamps (ARC .lis, fio iolog v2)
-/// yield `time_ns = 0` and report `has_timestamps = false`.
+/// (MSR, SYSTOR, Tencent) and relative to the trace start otherwise; see
+/// `RecordStream::time_base`. Formats without timestamps (ARC .lis) yield
+/// `time_ns = 0` and report `TimeBase::None`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct IoRecord {
     pub time_ns: u64,

@@ -7,7 +7,7 @@ use rustc_hash::FxHashMap;
 
 use crate::error::{Result, TraceError};
 use crate::reader::RecordStream;
-use crate::record::{DeviceTable, IoRecord, TimeBase};
+use crate::record::{DeviceTable, IoRecord, Op, TimeBase};
 
 /// Which records to keep. All conditions must hold; `first` counts kept records.
 #[derive(Clone, Debug, Default)]
@@ -34,6 +34,10 @@ pub struct Slice<S: RecordStream> {
 }
 
 impl<S: RecordStream> Slice<S> {
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
     pub fn new(inner: S, spec: SliceSpec) -> Result<Self> {
         let window_ns = match spec.minutes {
             Some((a, b)) => {
@@ -151,6 +155,9 @@ pub fn find_densest(
                 continue;
             }
         }
+        if r.op == Op::Flush || r.size_bytes == 0 {
+            continue; // no address: kept with the region's device, not counted
+        }
         total += 1;
         *counts
             .entry((r.device_id, r.offset_bytes / granule_bytes))
@@ -215,7 +222,9 @@ pub struct Rebase<S: RecordStream> {
     inner: S,
     region: DensestRegion,
     pub clipped: u64,
+    /// IOs kept (flushes not counted: they are kept as the device's barriers).
     pub kept: u64,
+    pub flushes_kept: u64,
 }
 
 impl<S: RecordStream> Rebase<S> {
@@ -225,6 +234,7 @@ impl<S: RecordStream> Rebase<S> {
             region,
             clipped: 0,
             kept: 0,
+            flushes_kept: 0,
         }
     }
 }
@@ -232,12 +242,18 @@ impl<S: RecordStream> Rebase<S> {
 impl<S: RecordStream> RecordStream for Rebase<S> {
     fn next_record(&mut self) -> Result<Option<IoRecord>> {
         let start = self.region.offset_bytes;
-        let end = start + self.region.size_bytes;
+        let end = start.saturating_add(self.region.size_bytes);
         while let Some(mut r) = self.inner.next_record()? {
-            if r.device_id != self.region.device_id
-                || r.offset_bytes < start
-                || r.offset_bytes >= end
-            {
+            if r.device_id != self.region.device_id {
+                continue;
+            }
+            if r.op == Op::Flush || r.size_bytes == 0 {
+                // Barriers of the region's device stay, at offset 0.
+                r.offset_bytes = 0;
+                self.flushes_kept += 1;
+                return Ok(Some(r));
+            }
+            if r.offset_bytes < start || r.offset_bytes >= end {
                 continue;
             }
             if r.end_bytes() > end {
@@ -365,6 +381,35 @@ mod tests {
         }
         assert_eq!(out, vec![(0, 4096), (G - 1024, 1024)]);
         assert_eq!(rb.clipped, 1);
+    }
+
+    #[test]
+    fn flushes_are_not_counted_and_stay_with_the_region_device() {
+        const G: u64 = 1 << 30;
+        let flush = IoRecord {
+            size_bytes: 0,
+            op: Op::Flush,
+            ..rec(0, 0, 0)
+        };
+        let v = vec![
+            flush,
+            flush,
+            flush,
+            flush,
+            rec(1, 0, 5 * G),
+            rec(2, 0, 5 * G + 4096),
+            flush,
+        ];
+        let r = find_densest(&mut VecStream::new(v.clone(), &["a"]), G, G, None).unwrap();
+        assert_eq!((r.offset_bytes, r.ios_inside, r.ios_total), (5 * G, 2, 2));
+        let mut rb = Rebase::new(VecStream::new(v, &["a"]), r);
+        let mut ops = vec![];
+        while let Some(x) = rb.next_record().unwrap() {
+            ops.push((x.op, x.offset_bytes));
+        }
+        assert_eq!(ops.iter().filter(|o| o.0 == Op::Flush).count(), 5);
+        assert_eq!((rb.kept, rb.flushes_kept), (2, 5));
+        assert!(ops.contains(&(Op::Read, 4096)));
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub struct WriteSummary {
     /// fio: records whose time was earlier than their predecessor's and were
     /// written at the predecessor's time (fio replays timestamps in order).
     pub retimed: u64,
+    /// fio: records whose time was not a whole microsecond after the first
+    /// record's (fio's iolog resolution); written rounded down.
+    pub rounded_to_us: u64,
 }
 
 fn err(format: Format, message: impl Into<String>) -> TraceError {
@@ -42,18 +45,97 @@ fn io_err(format: Format, path: &Path, e: io::Error) -> TraceError {
     err(format, format!("{}: {e}", path.display()))
 }
 
+/// A text output that must be finished explicitly: a compressed stream's
+/// last block and trailer are written by `finish`, whose errors must not be
+/// lost in a destructor.
+trait Sink: Write {
+    fn finish(self: Box<Self>) -> io::Result<()>;
+}
+
+impl Sink for BufWriter<File> {
+    fn finish(mut self: Box<Self>) -> io::Result<()> {
+        self.flush()?;
+        self.get_ref().sync_data()
+    }
+}
+
+impl Sink for BufWriter<io::StdoutLock<'static>> {
+    fn finish(mut self: Box<Self>) -> io::Result<()> {
+        self.flush()
+    }
+}
+
+impl Sink for flate2::write::GzEncoder<BufWriter<File>> {
+    fn finish(self: Box<Self>) -> io::Result<()> {
+        Box::new((*self).finish()?).finish()
+    }
+}
+
+impl Sink for bzip2::write::BzEncoder<BufWriter<File>> {
+    fn finish(self: Box<Self>) -> io::Result<()> {
+        Box::new((*self).finish()?).finish()
+    }
+}
+
+impl Sink for liblzma::write::XzEncoder<BufWriter<File>> {
+    fn finish(self: Box<Self>) -> io::Result<()> {
+        Box::new((*self).finish()?).finish()
+    }
+}
+
+impl Sink for zstd::stream::write::Encoder<'static, BufWriter<File>> {
+    fn finish(self: Box<Self>) -> io::Result<()> {
+        Box::new((*self).finish()?).finish()
+    }
+}
+
+/// A file being written under a temporary name beside its destination; it
+/// replaces the destination only when complete, so a failed write leaves no
+/// valid-looking output, and converting a file onto itself reads the whole
+/// original first.
+struct Staged {
+    temp: std::path::PathBuf,
+    dest: std::path::PathBuf,
+}
+
+impl Staged {
+    fn new(dest: &Path) -> Staged {
+        let name = dest
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let temp = dest.with_file_name(format!(".{name}.tierlab-{}.tmp", std::process::id()));
+        Staged {
+            temp,
+            dest: dest.to_path_buf(),
+        }
+    }
+
+    fn commit(self) -> io::Result<()> {
+        let result = std::fs::rename(&self.temp, &self.dest);
+        std::mem::forget(self);
+        result
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.temp);
+    }
+}
+
 /// Opens a text output (`-` for stdout), compressing by file extension.
-fn text_output(path: &Path, format: Format) -> Result<Box<dyn Write>> {
-    if path == Path::new("-") {
+fn text_output(path: &Path, staged: Option<&Staged>, format: Format) -> Result<Box<dyn Sink>> {
+    let Some(staged) = staged else {
         return Ok(Box::new(BufWriter::with_capacity(
             1 << 16,
             io::stdout().lock(),
         )));
-    }
-    let file = File::create(path).map_err(|e| io_err(format, path, e))?;
+    };
+    let file = File::create(&staged.temp).map_err(|e| io_err(format, path, e))?;
     let file = BufWriter::with_capacity(1 << 16, file);
     let name = path.to_string_lossy();
-    let out: Box<dyn Write> = if name.ends_with(".gz") {
+    let out: Box<dyn Sink> = if name.ends_with(".gz") {
         Box::new(flate2::write::GzEncoder::new(
             file,
             flate2::Compression::default(),
@@ -66,11 +148,7 @@ fn text_output(path: &Path, format: Format) -> Result<Box<dyn Write>> {
     } else if name.ends_with(".xz") {
         Box::new(liblzma::write::XzEncoder::new(file, 6))
     } else if name.ends_with(".zst") {
-        Box::new(
-            zstd::stream::write::Encoder::new(file, 3)
-                .map_err(|e| io_err(format, path, e))?
-                .auto_finish(),
-        )
+        Box::new(zstd::stream::write::Encoder::new(file, 3).map_err(|e| io_err(format, path, e))?)
     } else {
         Box::new(file)
     };
@@ -84,38 +162,44 @@ pub fn write_trace(
     format: Format,
     options: &WriteOptions,
 ) -> Result<WriteSummary> {
-    match format {
-        Format::Native => write_native(stream, path),
-        Format::FioIolog => {
-            let mut out = text_output(path, format)?;
-            let summary =
-                write_fio(stream, &mut out, options).map_err(|e| wrap(format, path, e))?;
-            out.flush().map_err(|e| io_err(format, path, e))?;
-            Ok(summary)
+    let to_stdout = path == Path::new("-");
+    let staged = (!to_stdout).then(|| Staged::new(path));
+    let summary = match format {
+        Format::Native => {
+            let Some(staged) = &staged else {
+                return Err(err(
+                    format,
+                    "the native format needs a seekable output file, not stdout",
+                ));
+            };
+            write_native(stream, path, &staged.temp)?
         }
-        Format::Msr => {
-            let mut out = text_output(path, format)?;
-            let summary = write_msr(stream, &mut out).map_err(|e| wrap(format, path, e))?;
-            out.flush().map_err(|e| io_err(format, path, e))?;
-            Ok(summary)
-        }
-        Format::Disksim => {
-            let mut out = text_output(path, format)?;
-            let summary = write_disksim(stream, &mut out).map_err(|e| wrap(format, path, e))?;
-            out.flush().map_err(|e| io_err(format, path, e))?;
-            Ok(summary)
+        Format::FioIolog | Format::Msr | Format::Disksim => {
+            let mut out = text_output(path, staged.as_ref(), format)?;
+            let summary = match format {
+                Format::FioIolog => write_fio(stream, &mut out, options),
+                Format::Msr => write_msr(stream, &mut out),
+                _ => write_disksim(stream, &mut out),
+            }
+            .map_err(|e| wrap(format, path, e))?;
+            out.finish().map_err(|e| io_err(format, path, e))?;
+            summary
         }
         other => {
             let names: Vec<&str> = Format::WRITABLE.iter().map(|f| f.name()).collect();
-            Err(err(
+            return Err(err(
                 other,
                 format!(
                     "tierlab does not write this format; it writes {}",
                     names.join(", ")
                 ),
-            ))
+            ));
         }
+    };
+    if let Some(staged) = staged {
+        staged.commit().map_err(|e| io_err(format, path, e))?;
     }
+    Ok(summary)
 }
 
 /// Errors inside a writer are either the stream's own (kept as they are) or
@@ -146,14 +230,8 @@ fn wrap(format: Format, path: &Path, e: WriteError) -> TraceError {
     }
 }
 
-fn write_native(stream: &mut dyn RecordStream, path: &Path) -> Result<WriteSummary> {
+fn write_native(stream: &mut dyn RecordStream, path: &Path, temp: &Path) -> Result<WriteSummary> {
     let format = Format::Native;
-    if path == Path::new("-") {
-        return Err(err(
-            format,
-            "the native format needs a seekable output file, not stdout",
-        ));
-    }
     let name = path.to_string_lossy();
     if [".gz", ".bz2", ".xz", ".zst"]
         .iter()
@@ -164,16 +242,17 @@ fn write_native(stream: &mut dyn RecordStream, path: &Path) -> Result<WriteSumma
             "native traces are not compressed (they are meant to be memory-mapped); drop the compression extension",
         ));
     }
-    let file = File::create(path).map_err(|e| io_err(format, path, e))?;
-    let mut writer =
-        NativeWriter::new(BufWriter::with_capacity(1 << 20, file), stream.time_base())?;
+    let file = File::create(temp).map_err(|e| io_err(format, path, e))?;
+    let mut writer = NativeWriter::new(BufWriter::with_capacity(1 << 20, file))?;
     while let Some(r) = stream.next_record()? {
         writer.write(&r)?;
     }
-    let records = writer.finish(stream.devices().names())?;
+    // The time base and device table are final only now (MSR decides its
+    // time base from the first record; devices appear as they are met).
+    let records = writer.finish(stream.devices().names(), stream.time_base())?;
     Ok(WriteSummary {
         records,
-        retimed: 0,
+        ..Default::default()
     })
 }
 
@@ -205,9 +284,14 @@ fn write_fio(
             None => device.to_string(),
         }
     };
+    let mut names_used: Vec<String> = Vec::new();
     while let Some(r) = stream.next_record()? {
         let base = *first_ns.get_or_insert(r.time_ns);
-        let mut us = r.time_ns.saturating_sub(base) / 1_000;
+        let since = r.time_ns.saturating_sub(base);
+        if since % 1_000 != 0 {
+            summary.rounded_to_us += 1;
+        }
+        let mut us = since / 1_000;
         if r.time_ns < base || us < last_us {
             summary.retimed += 1;
             us = last_us;
@@ -229,6 +313,12 @@ fn write_fio(
                     "fio file name {name:?} for device {device:?} is empty or has whitespace; pass --fio-filename"
                 )));
             }
+            if names_used.contains(&name) {
+                return Err(WriteError::Record(format!(
+                    "device {device:?} and another device would both be written as fio file {name:?}; put {{device}} or {{id}} in --fio-filename"
+                )));
+            }
+            names_used.push(name.clone());
             writeln!(out, "{us} {name} add")?;
             writeln!(out, "{us} {name} open")?;
             files[id] = Some(name);
@@ -260,8 +350,10 @@ fn write_msr(
     out: &mut dyn Write,
 ) -> Result<WriteSummary, WriteError> {
     let mut summary = WriteSummary::default();
-    let unix = stream.time_base() == TimeBase::UnixEpoch;
+    // Asked after the first record: MSR input decides its time base there.
+    let mut unix: Option<bool> = None;
     let mut names: Vec<Option<(String, String)>> = Vec::new();
+    let mut used: Vec<(String, String)> = Vec::new();
     while let Some(r) = stream.next_record()? {
         let op = match r.op {
             Op::Read => "Read",
@@ -281,7 +373,15 @@ fn write_msr(
                 r.time_ns
             )));
         }
-        let ticks = r.time_ns / 100 + if unix { FILETIME_UNIX_EPOCH } else { 0 };
+        let unix = *unix.get_or_insert_with(|| stream.time_base() == TimeBase::UnixEpoch);
+        let ticks = (r.time_ns / 100)
+            .checked_add(if unix { FILETIME_UNIX_EPOCH } else { 0 })
+            .ok_or_else(|| {
+                WriteError::Record(format!(
+                    "record {}: time does not fit a filetime",
+                    summary.records + 1
+                ))
+            })?;
         let id = r.device_id as usize;
         if names.len() <= id {
             names.resize(id + 1, None);
@@ -292,7 +392,15 @@ fn write_msr(
                 .name(r.device_id)
                 .unwrap_or("0")
                 .to_string();
-            names[id] = Some(split_msr_device(&device));
+            let pair = split_msr_device(&device).map_err(WriteError::Record)?;
+            if used.contains(&pair) {
+                return Err(WriteError::Record(format!(
+                    "two devices would both be written as Hostname {:?}, DiskNumber {}",
+                    pair.0, pair.1
+                )));
+            }
+            used.push(pair.clone());
+            names[id] = Some(pair);
         }
         let (host, disk) = names[id].as_ref().unwrap();
         writeln!(
@@ -307,15 +415,24 @@ fn write_msr(
     Ok(summary)
 }
 
-fn split_msr_device(device: &str) -> (String, String) {
-    match device.rsplit_once('_') {
+/// `host_N` → (host, N) when N is a DiskNumber (u32); otherwise the whole
+/// name is the host and the disk is 0. Names MSR cannot hold are refused.
+fn split_msr_device(device: &str) -> std::result::Result<(String, String), String> {
+    if device.is_empty() || device.contains([',', '\n', '\r']) {
+        return Err(format!(
+            "device name {device:?} cannot be an MSR Hostname (empty, or contains a comma or newline)"
+        ));
+    }
+    Ok(match device.rsplit_once('_') {
         Some((host, disk))
-            if !host.is_empty() && !disk.is_empty() && disk.bytes().all(|b| b.is_ascii_digit()) =>
+            if !host.is_empty()
+                && disk.parse::<u32>().is_ok()
+                && disk.bytes().all(|b| b.is_ascii_digit()) =>
         {
             (host.to_string(), disk.to_string())
         }
-        _ => (device.replace(',', "_"), "0".to_string()),
-    }
+        _ => (device.to_string(), "0".to_string()),
+    })
 }
 
 /// DiskSim/MQSim ASCII (arrival in ns). Offsets and sizes must be whole
@@ -342,13 +459,22 @@ fn write_disksim(
         if numbers.len() <= id {
             numbers.resize(id + 1, None);
         }
-        let dev = *numbers[id].get_or_insert_with(|| {
-            stream
-                .devices()
-                .name(r.device_id)
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(r.device_id as u64)
-        });
+        let dev = match numbers[id] {
+            Some(n) => n,
+            None => {
+                // DiskSim names devices by number: numeric names keep theirs,
+                // others are numbered by their id.
+                let name = stream.devices().name(r.device_id).unwrap_or("");
+                let n = name.parse::<u64>().unwrap_or(r.device_id as u64);
+                if numbers.contains(&Some(n)) {
+                    return Err(WriteError::Record(format!(
+                        "two devices would both be written as DiskSim device {n}"
+                    )));
+                }
+                numbers[id] = Some(n);
+                n
+            }
+        };
         writeln!(
             out,
             "{} {dev} {} {} {flags}",

@@ -267,3 +267,56 @@ proptest! {
         prop_assert!(n >= 1);
     }
 }
+
+/// Regressions from the review of the trace layer.
+#[test]
+fn review_regressions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // offset + size past 2^64 is a bad record, not a wrapped footprint.
+    let p = write(
+        d,
+        "o.csv",
+        b"128166372003061629,hm,0,Read,18446744073709551615,4096,100\n",
+    );
+    assert!(
+        error_of(&p, None)
+            .contains("o.csv:1: field `size`: expected a request that ends below 2^64 bytes")
+    );
+    // `#` comment lines are skipped by every text reader (detection skips them too).
+    let p = write(
+        d,
+        "c.csv",
+        b"# exported by a tool\n128166372003061629,hm,0,Read,0,4096,100\n",
+    );
+    assert_eq!(drain(&p, &ReadOptions::default()).0, 1);
+    // A partial first binary record is reported at byte 0.
+    let p = write(d, "t.bin", b"abc");
+    assert!(error_of(&p, Some(Format::OracleGeneral)).contains("t.bin: byte 0: truncated record"));
+    // MSR devices `a`/12 and `a_`/2 are different devices.
+    let p = write(
+        d,
+        "dev.csv",
+        b"128166372003061629,a,12,Read,0,4096,1\n128166372003061629,a_,2,Read,0,4096,1\n",
+    );
+    let r = TraceReader::open(&p, &ReadOptions::default()).unwrap();
+    let mut r = r;
+    while r.next_record().unwrap().is_some() {}
+    assert_eq!(
+        r.devices().names(),
+        &["a_12".to_string(), "a__2".to_string()]
+    );
+    // fio: trailing fields and an overflowing wait are errors.
+    let p = write(
+        d,
+        "f.iolog",
+        b"fio version 3 iolog\n0 f add\n2 f write 0 4096 extra\n",
+    );
+    assert!(error_of(&p, None).contains("f.iolog:3: field `length`: expected end of line"));
+    let p = write(
+        d,
+        "w.iolog",
+        b"fio version 2 iolog\nf add\nf wait 18446744073709551615 0\n",
+    );
+    assert!(error_of(&p, None).contains("w.iolog:3: field `offset`"));
+}

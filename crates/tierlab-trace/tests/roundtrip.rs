@@ -238,3 +238,148 @@ proptest! {
         prop_assert_eq!(back, carried(Format::FioIolog, &ordered));
     }
 }
+
+/// Regressions from the review: writing onto the input, failed writes,
+/// the MSR time base, unrepresentable device names.
+#[test]
+fn writers_replace_outputs_atomically_and_refuse_what_they_cannot_hold() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let mut text = String::new();
+    for i in 0..50_000u64 {
+        text.push_str(&format!(
+            "{},hm,0,Read,{},4096,100\n",
+            128166372003061629 + i * 1000,
+            i * 4096
+        ));
+    }
+    let src = d.join("big.csv");
+    std::fs::write(&src, &text).unwrap();
+    // Converting a file onto itself keeps every record.
+    for (name, format) in [("big.csv", Format::Msr), ("big.tlt", Format::Native)] {
+        let p = d.join(name);
+        write_trace(
+            &mut tierlab_trace::open(&src).unwrap(),
+            &p,
+            format,
+            &WriteOptions::default(),
+        )
+        .unwrap();
+        write_trace(
+            &mut tierlab_trace::open(&p).unwrap(),
+            &p,
+            format,
+            &WriteOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            common::read_all(&p, &ReadOptions::default()).0.len(),
+            50_000,
+            "{name}"
+        );
+    }
+    // A failing conversion leaves no output behind.
+    let bad = d.join("bad.csv");
+    std::fs::write(
+        &bad,
+        "128166372003061629,hm,0,Read,0,4096,1\n128166372003061629,hm,0,Rd,0,4096,1\n",
+    )
+    .unwrap();
+    let out = d.join("bad.tlt");
+    assert!(
+        write_trace(
+            &mut tierlab_trace::open(&bad).unwrap(),
+            &out,
+            Format::Native,
+            &WriteOptions::default()
+        )
+        .is_err()
+    );
+    assert!(!out.exists(), "a failed write must not leave a file");
+    assert_eq!(
+        std::fs::read_dir(d)
+            .unwrap()
+            .filter(|e| e
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains("tmp"))
+            .count(),
+        0
+    );
+    // MSR with relative ticks stays relative through native and MSR.
+    let rel = d.join("rel.csv");
+    std::fs::write(&rel, "1000,hm,0,Read,0,4096,100\n").unwrap();
+    let (recs, _, tb) = common::read_all(&rel, &ReadOptions::default());
+    assert_eq!((tb, recs[0].time_ns), (TimeBase::Relative, 100_000));
+    let n = d.join("rel.tlt");
+    write_trace(
+        &mut tierlab_trace::open(&rel).unwrap(),
+        &n,
+        Format::Native,
+        &WriteOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        common::read_all(&n, &ReadOptions::default()).2,
+        TimeBase::Relative
+    );
+    let m = d.join("rel2.csv");
+    write_trace(
+        &mut tierlab_trace::open(&rel).unwrap(),
+        &m,
+        Format::Msr,
+        &WriteOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&m).unwrap(),
+        "1000,hm,0,Read,0,4096,100\n"
+    );
+    // Device names MSR cannot hold, and fio file names that would merge devices.
+    let r = |dev: u32| IoRecord {
+        time_ns: 0,
+        offset_bytes: 0,
+        size_bytes: 512,
+        device_id: dev,
+        op: Op::Read,
+        response_ns: None,
+    };
+    let mut s = VecStream::new(vec![r(0)], vec!["a,b_1".into()], TimeBase::Relative);
+    let e = write_trace(
+        &mut s,
+        &d.join("x.csv"),
+        Format::Msr,
+        &WriteOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("comma"), "{e}");
+    let mut s = VecStream::new(
+        vec![r(0), r(1)],
+        vec!["sda".into(), "sdb".into()],
+        TimeBase::Relative,
+    );
+    let opts = WriteOptions {
+        fio_filename: Some("/dev/sdz".into()),
+    };
+    let e = write_trace(&mut s, &d.join("x.iolog"), Format::FioIolog, &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("{device}"), "{e}");
+    let mut s = VecStream::new(
+        vec![r(0), r(1)],
+        vec!["dev".into(), "0".into()],
+        TimeBase::Relative,
+    );
+    let e = write_trace(
+        &mut s,
+        &d.join("x.disksim"),
+        Format::Disksim,
+        &WriteOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("device 0"), "{e}");
+}

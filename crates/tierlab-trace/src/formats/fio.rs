@@ -62,8 +62,18 @@ impl LineParser for FioParser {
             }
             b"open" | b"close" => return Ok(Parsed::Skip),
             b"wait" if version == 2 => {
-                let us = u64_field(f.field("offset")?, "offset")?;
-                self.wait_ns = self.wait_ns.saturating_add(us.saturating_mul(1_000));
+                let field = f.field("offset")?;
+                let us = u64_field(field, "offset")?;
+                self.wait_ns = us
+                    .checked_mul(1_000)
+                    .and_then(|ns| self.wait_ns.checked_add(ns))
+                    .ok_or_else(|| {
+                        FieldError::new(
+                            "offset",
+                            field,
+                            "a wait that keeps the total time below 2^64 ns",
+                        )
+                    })?;
                 return Ok(Parsed::Skip);
             }
             _ => {
@@ -96,6 +106,13 @@ impl LineParser for FioParser {
                 ));
             }
         };
+        if let Some(extra) = f.next() {
+            return Err(FieldError::new(
+                "length",
+                extra,
+                "end of line after `offset length`",
+            ));
+        }
         let device_id = match &self.last_file {
             Some((name, id)) if name.as_slice() == file => *id,
             _ => {

@@ -16,7 +16,7 @@ pub struct MsrParser {
     /// Decided by the first record: filetimes at or after 1970 are converted
     /// to Unix time; smaller ones are taken as relative ticks.
     time_base: Option<TimeBase>,
-    last_device: Option<(Vec<u8>, u32)>,
+    last_device: Option<(Vec<u8>, Vec<u8>, u32)>,
 }
 
 impl LineParser for MsrParser {
@@ -81,20 +81,15 @@ impl LineParser for MsrParser {
 
         // Hot path: the device rarely changes between consecutive lines.
         let device_id = match &self.last_device {
-            Some((key, id))
-                if key.len() == host.len() + 1 + disk.len()
-                    && key.starts_with(host)
-                    && key[host.len() + 1..] == *disk =>
+            Some((last_host, last_disk, id))
+                if last_host.as_slice() == host && last_disk.as_slice() == disk =>
             {
                 *id
             }
             _ => {
                 let name = format!("{}_{disk_number}", String::from_utf8_lossy(trim(host)));
                 let id = devices.intern(&name);
-                let mut key = host.to_vec();
-                key.push(b'_');
-                key.extend_from_slice(disk);
-                self.last_device = Some((key, id));
+                self.last_device = Some((host.to_vec(), disk.to_vec(), id));
                 id
             }
         };

@@ -183,23 +183,22 @@ pub fn decode_record(b: &[u8]) -> Result<IoRecord, FieldError> {
 /// names and fills in the header.
 pub struct NativeWriter<W: Write + Seek> {
     out: W,
-    time_base: TimeBase,
     count: u64,
     buf: Vec<u8>,
 }
 
 impl<W: Write + Seek> NativeWriter<W> {
-    pub fn new(mut out: W, time_base: TimeBase) -> Result<Self, TraceError> {
+    /// Writes a placeholder header; `finish` writes the real one.
+    pub fn new(mut out: W) -> Result<Self, TraceError> {
         let header = Header {
             record_count: 0,
-            time_base,
+            time_base: TimeBase::Relative,
             names_offset: HEADER_BYTES as u64,
             names_bytes: 0,
         };
         out.write_all(&header.encode()).map_err(write_err)?;
         Ok(NativeWriter {
             out,
-            time_base,
             count: 0,
             buf: Vec::with_capacity(RECORD_BYTES * 4096),
         })
@@ -228,7 +227,11 @@ impl<W: Write + Seek> NativeWriter<W> {
     }
 
     /// Writes the device names and the final header; returns the record count.
-    pub fn finish(mut self, device_names: &[String]) -> Result<u64, TraceError> {
+    pub fn finish(
+        mut self,
+        device_names: &[String],
+        time_base: TimeBase,
+    ) -> Result<u64, TraceError> {
         self.out.write_all(&self.buf).map_err(write_err)?;
         let mut names = Vec::new();
         for n in device_names {
@@ -244,7 +247,7 @@ impl<W: Write + Seek> NativeWriter<W> {
         self.out.write_all(&names).map_err(write_err)?;
         let header = Header {
             record_count: self.count,
-            time_base: self.time_base,
+            time_base,
             names_offset: HEADER_BYTES as u64 + self.count * RECORD_BYTES as u64,
             names_bytes: names.len() as u64,
         };

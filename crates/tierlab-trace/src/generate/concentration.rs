@@ -352,6 +352,23 @@ impl IoConcentrationParams {
             || format!("`mean_active` must be >= 0, got {}", self.mean_active),
         )?;
         ensure_positive("mean_duration_s", self.mean_duration_s)?;
+        ensure(self.mean_duration_s >= 1e-3, || {
+            format!(
+                "`mean_duration_s` must be at least 1 ms, got {:e}",
+                self.mean_duration_s
+            )
+        })?;
+        // The schedule plants about mean_active × (window + warm-up) /
+        // mean_duration concentrations; bound it so a parameter typo cannot
+        // make the generator run (or allocate) without end.
+        let planted =
+            self.mean_active * (self.duration_s / self.mean_duration_s + WARMUP_MEAN_DURATIONS);
+        ensure(planted <= MAX_PLANTED_CONCENTRATIONS, || {
+            format!(
+                "`mean_active` {} over a {} s window with `mean_duration_s` {} would plant about {planted:.3e} concentrations; at most {MAX_PLANTED_CONCENTRATIONS:e} are allowed (raise mean_duration_s or lower mean_active)",
+                self.mean_active, self.duration_s, self.mean_duration_s
+            )
+        })?;
         ensure(
             self.duration_sigma.is_finite()
                 && self.duration_sigma >= 0.0
@@ -500,6 +517,9 @@ impl Concentration {
         next.min(i64::MAX as i128) as i64
     }
 }
+
+/// Upper bound on the concentrations one schedule may plant (see `validate`).
+const MAX_PLANTED_CONCENTRATIONS: f64 = 1e7;
 
 /// How many recent start places a revisit chooses from.
 const RECENT_PLACES: usize = 16;
