@@ -19,6 +19,12 @@ Workload generators (deterministic by seed)
     :func:`generate_to`  name + parameters -> trace file, streamed
     :func:`generators`, :func:`presets`  what exists, with parameter docs
 
+Simulation (``tierlab sim``)
+    :func:`simulate`     config (path, TOML text or dict) -> :class:`SimResult`
+                         (summary dict, series / CDF / per-device DataFrames,
+                         the VCD timeline); bad configs raise
+                         :class:`ConfigError` (a ``ValueError``)
+
 Errors in trace content raise :class:`TraceError` (a ``ValueError``) with
 the same message the CLI prints (``file:line: field `X`: expected ...,
 found "..."``); missing or unreadable files raise the matching ``OSError``.
@@ -34,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 from . import _native
 from ._cli import run_cli
 from ._generators import generate, generate_to, generators, presets
-from ._native import TraceError
+from ._native import ConfigError, TraceError
+from ._sim import SimResult, simulate
 from ._traces import convert, formats, read_trace, trace_stats, write_trace
 
 if TYPE_CHECKING:
@@ -44,7 +51,9 @@ __version__: str = _native.__version__
 
 __all__ = [
     "NATIVE_DTYPE",
+    "ConfigError",
     "NativeTrace",
+    "SimResult",
     "TraceError",
     "__version__",
     "convert",
@@ -56,6 +65,7 @@ __all__ = [
     "presets",
     "read_trace",
     "run_cli",
+    "simulate",
     "trace_stats",
     "write_trace",
 ]

@@ -5,6 +5,7 @@ from typing import Any
 __version__: str
 
 class TraceError(ValueError): ...
+class ConfigError(ValueError): ...
 
 def read_columns(
     path: str,
@@ -52,3 +53,11 @@ def generate_to(
 ) -> dict[str, Any]: ...
 def generators() -> list[tuple[str, str, list[tuple[str, str, str, str]]]]: ...
 def presets() -> list[tuple[str, str, str]]: ...
+def simulate(
+    path: str | None = None,
+    text: str | None = None,
+    json: str | None = None,
+    overrides: list[str] = ...,
+    base_dir: str | None = None,
+    out: str | None = None,
+) -> dict[str, str | None]: ...

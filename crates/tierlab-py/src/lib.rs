@@ -8,15 +8,19 @@
 
 use std::ffi::OsString;
 use std::io::{ErrorKind, Write as _};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use pyo3::create_exception;
 use pyo3::exceptions::{
-    PyFileNotFoundError, PyIsADirectoryError, PyOSError, PyPermissionError, PyValueError,
+    PyFileNotFoundError, PyIsADirectoryError, PyNotADirectoryError, PyOSError, PyPermissionError,
+    PyRuntimeError, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyList};
+use tierlab_sim::SimError;
+use tierlab_sim::config::{self as sim_config, ConfigError as SimConfigError};
+use tierlab_sim::run::{self as sim_run, RunResult};
 use tierlab_trace::formats::blkparse;
 use tierlab_trace::generate::{self, KvParams};
 use tierlab_trace::stats::{self, TraceStats};
@@ -34,6 +38,29 @@ create_exception!(
      record the output format cannot hold. The message is the one the `tierlab` \
      CLI prints, e.g. `trace.csv:12: field `Size`: expected ..., found \"x\"`."
 );
+
+create_exception!(
+    tierlab,
+    ConfigError,
+    PyValueError,
+    "A simulation config is invalid: TOML that does not parse, an unknown key, \
+     a value out of range, a bad `set` override, or a device, workload or \
+     policy that cannot be built from it. The message is the one `tierlab sim` \
+     prints: the config's origin, the key path, the value and what is allowed, \
+     e.g. `run.toml: key `tenants[0].driver`: unknown field `iodepht`, expected \
+     one of ...`."
+);
+
+/// An `OSError` of the subclass matching `kind`, with `message`.
+fn os_error(kind: ErrorKind, message: String) -> PyErr {
+    match kind {
+        ErrorKind::NotFound => PyFileNotFoundError::new_err(message),
+        ErrorKind::PermissionDenied => PyPermissionError::new_err(message),
+        ErrorKind::IsADirectory => PyIsADirectoryError::new_err(message),
+        ErrorKind::NotADirectory => PyNotADirectoryError::new_err(message),
+        _ => PyOSError::new_err(message),
+    }
+}
 
 /// Turns a library error into the Python exception a user expects: missing
 /// or unreadable files are `OSError`s, everything about the content is a
@@ -624,11 +651,202 @@ fn run_cli(py: Python<'_>, args: Vec<OsString>) -> i32 {
         .map_or(1, i32::from)
 }
 
+/// Where a simulation config comes from.
+enum ConfigSource {
+    /// A TOML file; its directory resolves relative trace paths.
+    Path(PathBuf),
+    /// TOML text.
+    Text(String),
+    /// A JSON object (a Python dict, serialized by `tierlab.simulate`).
+    Json(String),
+}
+
+/// How config text and dicts are named in error messages (a file is named
+/// by its path, as the CLI does).
+const TEXT_ORIGIN: &str = "<config text>";
+const DICT_ORIGIN: &str = "<config dict>";
+
+/// Why a simulation failed, carried out of the GIL-free section (a
+/// `Box<dyn Error>` is not `Send`).
+enum SimFailure {
+    Config(String),
+    Trace(tierlab_trace::TraceError),
+    Io(ErrorKind, String),
+    Other(String),
+}
+
+impl From<SimConfigError> for SimFailure {
+    fn from(e: SimConfigError) -> Self {
+        SimFailure::Config(e.0)
+    }
+}
+
+impl SimFailure {
+    /// Sorts an error of `tierlab_sim::run::run` by its concrete type.
+    fn from_run(e: Box<dyn std::error::Error>) -> SimFailure {
+        let e = match e.downcast::<SimConfigError>() {
+            Ok(c) => return SimFailure::Config(c.0),
+            Err(e) => e,
+        };
+        let e = match e.downcast::<SimError>() {
+            Ok(s) => {
+                return match *s {
+                    SimError::Workload(t) => SimFailure::Trace(t),
+                    other => SimFailure::Other(other.to_string()),
+                };
+            }
+            Err(e) => e,
+        };
+        match e.downcast::<std::io::Error>() {
+            Ok(io) => SimFailure::Io(io.kind(), io.to_string()),
+            Err(e) => SimFailure::Other(e.to_string()),
+        }
+    }
+
+    fn into_py(self) -> PyErr {
+        match self {
+            SimFailure::Config(m) => ConfigError::new_err(m),
+            SimFailure::Trace(t) => to_py_err(t),
+            SimFailure::Io(kind, m) => os_error(kind, m),
+            SimFailure::Other(m) => PyRuntimeError::new_err(m),
+        }
+    }
+}
+
+/// The files of `tierlab sim --out`, rendered in memory.
+struct SimOutputs {
+    summary_json: String,
+    series_csv: String,
+    cdf_csv: String,
+    vcd: Option<String>,
+}
+
+fn utf8(bytes: Vec<u8>) -> std::io::Result<String> {
+    String::from_utf8(bytes).map_err(|e| std::io::Error::new(ErrorKind::InvalidData, e))
+}
+
+/// Renders what `tierlab_sim::run::write_outputs` writes (summary.json with
+/// the run info merged in as `run`, series.csv, latency_cdf.csv,
+/// timeline.vcd) into strings.
+fn render_outputs(result: &RunResult) -> std::io::Result<SimOutputs> {
+    let mut summary = Vec::new();
+    result.metrics.write_summary_json(&mut summary)?;
+    let mut summary: serde_json::Value = serde_json::from_slice(&summary)?;
+    summary["run"] = serde_json::to_value(&result.info)?;
+    let summary_json = serde_json::to_string_pretty(&summary)? + "\n";
+    let mut series = Vec::new();
+    result.metrics.write_series_csv(&mut series)?;
+    let mut cdf = Vec::new();
+    result.metrics.write_cdf_csv(&mut cdf)?;
+    let vcd = match result.metrics.timeline() {
+        Some(_) => {
+            let mut vcd = Vec::new();
+            result.metrics.write_vcd(&mut vcd)?;
+            Some(utf8(vcd)?)
+        }
+        None => None,
+    };
+    Ok(SimOutputs {
+        summary_json,
+        series_csv: utf8(series)?,
+        cdf_csv: utf8(cdf)?,
+        vcd,
+    })
+}
+
+/// A JSON object → TOML text that `tierlab_sim::config::parse` reads.
+fn json_to_toml(json: &str) -> Result<String, SimConfigError> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    let table: toml::Table = serde_path_to_error::deserialize(&mut de)
+        .map_err(|e| SimConfigError(format!("{DICT_ORIGIN}: key `{}`: {}", e.path(), e.inner())))?;
+    toml::to_string(&table).map_err(|e| SimConfigError(format!("{DICT_ORIGIN}: {e}")))
+}
+
+/// Loads, runs and renders one simulation (no Python objects: runs with
+/// the GIL released).
+fn run_simulation(
+    source: ConfigSource,
+    overrides: &[String],
+    base_dir: Option<PathBuf>,
+    out: Option<PathBuf>,
+) -> Result<SimOutputs, SimFailure> {
+    let (config, default_base) = match source {
+        ConfigSource::Path(path) => {
+            // As `tierlab_sim::config::load`, but a missing or unreadable
+            // file stays an OSError.
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| SimFailure::Io(e.kind(), format!("{}: {e}", path.display())))?;
+            let config = sim_config::parse(&text, &path.display().to_string(), overrides)?;
+            let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            (config, base)
+        }
+        ConfigSource::Text(text) => (
+            sim_config::parse(&text, TEXT_ORIGIN, overrides)?,
+            PathBuf::new(),
+        ),
+        ConfigSource::Json(json) => (
+            sim_config::parse(&json_to_toml(&json)?, DICT_ORIGIN, overrides)?,
+            PathBuf::new(),
+        ),
+    };
+    let base_dir = base_dir.unwrap_or(default_base);
+    let result = sim_run::run(&config, &base_dir).map_err(SimFailure::from_run)?;
+    if let Some(dir) = &out {
+        sim_run::write_outputs(&result, dir)
+            .map_err(|e| SimFailure::Io(e.kind(), format!("{}: {e}", dir.display())))?;
+    }
+    render_outputs(&result)
+        .map_err(|e| SimFailure::Other(format!("rendering the simulation outputs: {e}")))
+}
+
+/// Runs one simulation (`tierlab sim`) with the GIL released. Give exactly
+/// one of `path` (a TOML file), `text` (TOML text) or `json` (a JSON
+/// object with the same structure). `overrides` are `key=value` strings as
+/// after `--set`; `base_dir` resolves relative trace paths (default: the
+/// config file's directory, else the current directory); `out`, when
+/// given, also receives the files of `tierlab sim --out`.
+///
+/// Returns `{summary, series, cdf, vcd}`: the text of summary.json,
+/// series.csv, latency_cdf.csv and timeline.vcd (None without
+/// `[output] timeline = true`).
+#[pyfunction]
+#[pyo3(signature = (path=None, text=None, json=None, overrides=Vec::new(), base_dir=None, out=None))]
+fn simulate<'py>(
+    py: Python<'py>,
+    path: Option<PathBuf>,
+    text: Option<String>,
+    json: Option<String>,
+    overrides: Vec<String>,
+    base_dir: Option<PathBuf>,
+    out: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let source = match (path, text, json) {
+        (Some(p), None, None) => ConfigSource::Path(p),
+        (None, Some(t), None) => ConfigSource::Text(t),
+        (None, None, Some(j)) => ConfigSource::Json(j),
+        _ => {
+            return Err(PyValueError::new_err(
+                "simulate: give exactly one of path, text or json",
+            ));
+        }
+    };
+    let outputs = py
+        .detach(move || run_simulation(source, &overrides, base_dir, out))
+        .map_err(SimFailure::into_py)?;
+    let d = PyDict::new(py);
+    d.set_item("summary", outputs.summary_json)?;
+    d.set_item("series", outputs.series_csv)?;
+    d.set_item("cdf", outputs.cdf_csv)?;
+    d.set_item("vcd", outputs.vcd)?;
+    Ok(d)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("TraceError", py.get_type::<TraceError>())?;
+    m.add("ConfigError", py.get_type::<ConfigError>())?;
     m.add_function(wrap_pyfunction!(read_columns, m)?)?;
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
     m.add_function(wrap_pyfunction!(convert, m)?)?;
@@ -639,5 +857,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(generators, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate, m)?)?;
     Ok(())
 }
