@@ -1,0 +1,1 @@
+//! Eviction policies, one file each.
