@@ -1,6 +1,8 @@
 //! tierlab-policies: storage policies as sans-IO state machines behind
 //! `tierlab_core::policy::Policy`, one file per policy.
 
+pub mod cache;
+pub mod flashcache;
 pub mod linear;
 
 pub use linear::Linear;

@@ -1,0 +1,1273 @@
+//! A page cache in front of a slower device, as a sans-IO policy over two
+//! devices: device 0 is the cache device (DRAM, an SSD), device 1 the
+//! backing device. Host IOs are split into pages (4 KiB by default); the
+//! cache keeps whole pages, so an IO that does not start or end on a page
+//! boundary is widened to whole pages (the model charges the device for the
+//! whole page, as a real page cache does when it must read-modify-write).
+//!
+//! Write modes: write-back (writes go to the cache device only; dirty pages
+//! reach the backing device by flushing), write-through (both, the host IO
+//! completes when both did), write-around (the backing device only; a cached
+//! copy is invalidated). Reads that hit every page are served by the cache
+//! device; missing pages are read from the backing device and, if admitted,
+//! written into the cache device by a real device IO (a *fill*).
+//!
+//! Data movement is explicit so that a real executor (and the property
+//! tests) can move bytes: every device IO's tag names a buffer (see
+//! [`decode_tag`]). A device read fills the buffer at the given page index, a
+//! device write takes its data from it *when the write is submitted*. Host
+//! buffers are the host IO's own memory; staging buffers are the policy's
+//! (used by flushes: cache-device reads into staging, then one merged
+//! backing write out of it).
+//!
+//! Correctness rules (each closes a race found while designing the tests):
+//! - Writes to one cache slot are serialised per page (a later write waits
+//!   for the earlier one), so the slot's final content is the newest write.
+//! - A slot is reused only when no device IO on it is in flight, so a late
+//!   write cannot clobber another page's data and a read in flight keeps
+//!   reading the page it asked for.
+//! - A page is flushed only when no write to its slot is in flight (else the
+//!   flush might read the old data and mark the new data clean), at most one
+//!   flush per page is in flight (backing versions never go backwards), and
+//!   the page is marked clean only if no host write arrived since the flush
+//!   read its data (a generation counter).
+//! - A dirty page chosen for eviction stays readable from its slot until its
+//!   write-back completes; a host write to it re-admits it.
+//! - A fill is abandoned when the page was written after the backing read
+//!   started, and not started while a direct backing write of the page is in
+//!   flight, so a fill never installs stale data.
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer};
+use tierlab_cache::Eviction;
+use tierlab_core::policy::{HostIo, Outbox, Policy};
+use tierlab_core::{DeviceIo, Op, TimeNs};
+
+pub const CACHE_DEVICE: usize = 0;
+pub const BACKING_DEVICE: usize = 1;
+/// Tier indices in `Outbox::complete`.
+pub const TIER_CACHE: u16 = 0;
+pub const TIER_BACKING: u16 = 1;
+
+const TAG_STAGING: u64 = 1 << 63;
+const TAG_PAGE_BITS: u32 = 22;
+const TAG_ID_BITS: u32 = 41;
+const TAG_ID_MASK: u64 = (1 << TAG_ID_BITS) - 1;
+const TAG_PAGE_MASK: u64 = (1 << TAG_PAGE_BITS) - 1;
+const IDLE_TIMER: u64 = 1;
+
+/// The buffer a device IO reads into or writes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Buffer {
+    /// The host IO's memory; the id is the host IO id (its low 41 bits).
+    Host(u64),
+    /// A policy staging buffer.
+    Staging(u64),
+}
+
+/// Tag layout: bit 63 = staging, bits 62..22 = buffer id, bits 21..0 = the
+/// page index inside the buffer where the device IO's first page goes.
+pub fn encode_tag(buffer: Buffer, page_in_buffer: u64) -> u64 {
+    let (flag, id) = match buffer {
+        Buffer::Host(id) => (0, id),
+        Buffer::Staging(id) => (TAG_STAGING, id),
+    };
+    flag | (id & TAG_ID_MASK) << TAG_PAGE_BITS | (page_in_buffer & TAG_PAGE_MASK)
+}
+
+/// The inverse of [`encode_tag`]: (buffer, page index inside it).
+pub fn decode_tag(tag: u64) -> (Buffer, u64) {
+    let id = (tag >> TAG_PAGE_BITS) & TAG_ID_MASK;
+    let page = tag & TAG_PAGE_MASK;
+    if tag & TAG_STAGING != 0 {
+        (Buffer::Staging(id), page)
+    } else {
+        (Buffer::Host(id), page)
+    }
+}
+
+/// A byte count as an integer or with a unit ("64MiB"), as in the configs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ByteCount(pub u64);
+
+impl<'de> Deserialize<'de> for ByteCount {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ByteCount, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d).map_err(|_| {
+            de::Error::custom("expected a byte count: an integer or a string like \"64MiB\"")
+        })? {
+            Raw::Int(n) => Ok(ByteCount(n)),
+            Raw::Text(s) => tierlab_trace::units::parse_size_bytes(&s)
+                .map(ByteCount)
+                .map_err(de::Error::custom),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WriteMode {
+    #[default]
+    WriteBack,
+    WriteThrough,
+    WriteAround,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Admission {
+    #[default]
+    Always,
+    /// Admit a page on its `admission_hits`-th miss.
+    NHit,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheParams {
+    pub capacity_bytes: ByteCount,
+    #[serde(default = "default_page")]
+    pub page_size_bytes: ByteCount,
+    /// A tierlab-cache eviction policy name.
+    #[serde(default = "default_eviction")]
+    pub eviction: String,
+    #[serde(default)]
+    pub write_mode: WriteMode,
+    /// Dirty share of the capacity that starts background flushing.
+    #[serde(default = "default_high")]
+    pub high_watermark: f64,
+    /// Dirty share at which background flushing stops.
+    #[serde(default = "default_low")]
+    pub low_watermark: f64,
+    /// Flush every dirty page after this long without host IO; 0 = never.
+    #[serde(default = "default_idle_ms")]
+    pub idle_flush_ms: f64,
+    #[serde(default)]
+    pub admission: Admission,
+    /// n for n-hit admission.
+    #[serde(default = "default_hits")]
+    pub admission_hits: u32,
+    /// Pages remembered by the n-hit miss counter (default: the capacity in pages).
+    #[serde(default)]
+    pub admission_table_pages: Option<u64>,
+    /// A sequential run longer than this bypasses the cache; 0 = off.
+    #[serde(default)]
+    pub sequential_bypass_bytes: ByteCount,
+    /// Largest merged flush write.
+    #[serde(default = "default_flush_max")]
+    pub max_flush_bytes: ByteCount,
+    /// Background flush batches in flight at once.
+    #[serde(default = "default_flush_depth")]
+    pub flush_iodepth: u32,
+}
+
+fn default_page() -> ByteCount {
+    ByteCount(4096)
+}
+fn default_eviction() -> String {
+    "lru".into()
+}
+fn default_high() -> f64 {
+    0.5
+}
+fn default_low() -> f64 {
+    0.25
+}
+fn default_idle_ms() -> f64 {
+    1000.0
+}
+fn default_hits() -> u32 {
+    2
+}
+fn default_flush_max() -> ByteCount {
+    ByteCount(256 * 1024)
+}
+fn default_flush_depth() -> u32 {
+    4
+}
+
+impl CacheParams {
+    /// Defaults for everything but the capacity.
+    pub fn with_capacity(capacity_bytes: u64) -> CacheParams {
+        CacheParams {
+            capacity_bytes: ByteCount(capacity_bytes),
+            page_size_bytes: default_page(),
+            eviction: default_eviction(),
+            write_mode: WriteMode::WriteBack,
+            high_watermark: default_high(),
+            low_watermark: default_low(),
+            idle_flush_ms: default_idle_ms(),
+            admission: Admission::Always,
+            admission_hits: default_hits(),
+            admission_table_pages: None,
+            sequential_bypass_bytes: ByteCount(0),
+            max_flush_bytes: default_flush_max(),
+            flush_iodepth: default_flush_depth(),
+        }
+    }
+}
+
+/// Counters; pages unless named bytes or IOs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub host_ios: u64,
+    /// Host IOs whose every device IO went to the cache device (tier 0).
+    pub host_ios_cache_only: u64,
+    pub read_hits: u64,
+    pub read_misses: u64,
+    pub write_hits: u64,
+    pub write_misses: u64,
+    pub fills: u64,
+    pub bypassed_pages: u64,
+    pub flush_ios: u64,
+    pub flush_bytes: u64,
+    pub dirty_bytes: u64,
+}
+
+impl CacheStats {
+    /// Host IOs served entirely by the cache device / all host IOs.
+    pub fn memory_access_ratio(&self) -> f64 {
+        if self.host_ios == 0 {
+            0.0
+        } else {
+            self.host_ios_cache_only as f64 / self.host_ios as f64
+        }
+    }
+}
+
+/// Per-set dirty-threshold cleaning (flashcache): set of page p is
+/// `(p / assoc) % num_sets`.
+pub(crate) struct SetCleaning {
+    pub assoc: u64,
+    pub num_sets: u64,
+    /// A set is cleaned when it holds more dirty pages than this.
+    pub thresh_pages: u64,
+    /// Per set: pages in the order they became dirty (may hold stale
+    /// entries for pages cleaned since; skipped when met).
+    pub order: Vec<VecDeque<u64>>,
+    pub dirty: Vec<u64>,
+}
+
+impl SetCleaning {
+    fn set_of(&self, page: u64) -> usize {
+        ((page / self.assoc) % self.num_sets) as usize
+    }
+}
+
+struct Entry {
+    /// Distinguishes this residency of the page from earlier ones, so late
+    /// completions of a dropped entry are recognised.
+    incarnation: u64,
+    slot: u64,
+    /// The slot holds data at least as new as the latest acknowledged write.
+    valid: bool,
+    dirty: bool,
+    /// Host writes accepted for this page (bumped when accepted).
+    generation: u64,
+    slot_write_inflight: bool,
+    /// Host write parts waiting for the slot: (host id, page in host buffer).
+    waiting: VecDeque<(u64, u64)>,
+    flushing: bool,
+    /// Out of the eviction policy, waiting for its write-back.
+    evicting: bool,
+    /// A fill is in progress; the generation it started at.
+    filling: Option<u64>,
+}
+
+enum Rec {
+    /// A cache-device read of a hit, or a backing read that may fill pages:
+    /// (page, incarnation, generation, page in the host buffer).
+    HostRead {
+        host: u64,
+        slot: Option<u64>,
+        fills: Vec<(u64, u64, u64, u64)>,
+    },
+    /// A host write into a slot.
+    SlotWrite {
+        host: u64,
+        page: u64,
+        incarnation: u64,
+        slot: u64,
+    },
+    /// A host write straight to the backing device (pages first..first+n).
+    BackingWrite {
+        host: u64,
+        first: u64,
+        n: u64,
+    },
+    FillWrite {
+        page: u64,
+        incarnation: u64,
+        slot: u64,
+    },
+    FlushRead {
+        staging: u64,
+        slot: u64,
+    },
+    FlushWrite {
+        staging: u64,
+    },
+}
+
+struct Staging {
+    /// (page, incarnation, generation read)
+    pages: Vec<(u64, u64, u64)>,
+    first: u64,
+    reads_left: u32,
+}
+
+struct HostPending {
+    parts: u32,
+    cache_only: bool,
+}
+
+pub struct Cache {
+    name: String,
+    mode: WriteMode,
+    page: u64,
+    capacity_pages: u64,
+    evict: Box<dyn Eviction>,
+    map: HashMap<u64, Entry>,
+    /// Per slot: IOs in flight, and whether an entry owns it.
+    pins: Vec<u32>,
+    owned: Vec<bool>,
+    free: Vec<u64>,
+    next_incarnation: u64,
+    inflight: HashMap<(usize, u64), Rec>,
+    hosts: HashMap<u64, HostPending>,
+    staging: HashMap<u64, Staging>,
+    next_staging: u64,
+    /// Direct backing writes in flight per page (no fill meanwhile).
+    backing_inflight: HashMap<u64, u32>,
+    dirty_set: BTreeSet<u64>,
+    flush_cursor: u64,
+    flushes_inflight: u32,
+    flush_iodepth: u32,
+    max_flush_pages: u64,
+    high_pages: f64,
+    low_pages: f64,
+    watermark_active: bool,
+    idle_ns: u64,
+    last_host_ns: TimeNs,
+    timer_armed: bool,
+    idle_flushing: bool,
+    flush_all: bool,
+    admission: Admission,
+    admission_hits: u32,
+    ghost: HashMap<u64, u32>,
+    ghost_order: VecDeque<u64>,
+    ghost_cap: usize,
+    bypass_bytes: u64,
+    /// Per tenant: (end of its last IO, length of its sequential run).
+    streams: HashMap<u32, (u64, u64)>,
+    pub(crate) sets: Option<SetCleaning>,
+    stats: CacheStats,
+}
+
+/// Builds a tierlab-cache eviction policy by name.
+pub fn build_eviction(name: &str, capacity_pages: usize) -> Result<Box<dyn Eviction>, String> {
+    tierlab_cache::policies::build(name, capacity_pages)
+}
+
+impl Cache {
+    pub fn new(p: &CacheParams) -> Result<Cache, String> {
+        let page = p.page_size_bytes.0;
+        let cap = p.capacity_bytes.0 / page.max(1);
+        let evict =
+            build_eviction(&p.eviction, cap as usize).map_err(|e| format!("eviction: {e}"))?;
+        Cache::with_eviction(p, evict)
+    }
+
+    /// With a ready eviction policy (its capacity is the cache's in pages).
+    pub fn with_eviction(p: &CacheParams, evict: Box<dyn Eviction>) -> Result<Cache, String> {
+        let page = p.page_size_bytes.0;
+        // The tag holds 22 bits of page index: 2^22 pages of 1 KiB cover the
+        // largest host IO (4 GiB).
+        if !page.is_power_of_two() || !(1024..=1 << 20).contains(&page) {
+            return Err(format!(
+                "page_size_bytes: {page} is not a power of two between 1 KiB and 1 MiB"
+            ));
+        }
+        let cap = p.capacity_bytes.0 / page;
+        if cap == 0 {
+            return Err(format!(
+                "capacity_bytes: {} holds no whole page of {page} bytes",
+                p.capacity_bytes.0
+            ));
+        }
+        if cap > u32::MAX as u64 {
+            return Err(format!("capacity_bytes: {cap} pages is more than 2^32"));
+        }
+        if evict.capacity() as u64 != cap {
+            return Err(format!(
+                "eviction policy holds {} pages, the cache {cap}",
+                evict.capacity()
+            ));
+        }
+        let (h, l) = (p.high_watermark, p.low_watermark);
+        if !(h.is_finite() && l.is_finite() && 0.0 <= l && l <= h && h <= 1.0) {
+            return Err(format!(
+                "watermarks: need 0 <= low_watermark ({l}) <= high_watermark ({h}) <= 1"
+            ));
+        }
+        if !(p.idle_flush_ms.is_finite() && p.idle_flush_ms >= 0.0) {
+            return Err(format!("idle_flush_ms: {} is not >= 0", p.idle_flush_ms));
+        }
+        if p.admission_hits == 0 {
+            return Err("admission_hits: must be at least 1".into());
+        }
+        let max_flush_pages = p.max_flush_bytes.0 / page;
+        if max_flush_pages == 0 || max_flush_pages > TAG_PAGE_MASK {
+            return Err(format!(
+                "max_flush_bytes: {} must hold between one page and 2^22 pages",
+                p.max_flush_bytes.0
+            ));
+        }
+        if p.flush_iodepth == 0 {
+            return Err("flush_iodepth: must be at least 1".into());
+        }
+        Ok(Cache {
+            name: "cache".into(),
+            mode: p.write_mode,
+            page,
+            capacity_pages: cap,
+            evict,
+            map: HashMap::new(),
+            pins: vec![0; cap as usize],
+            owned: vec![false; cap as usize],
+            // Popped from the end: slot 0 first.
+            free: (0..cap).rev().collect(),
+            next_incarnation: 0,
+            inflight: HashMap::new(),
+            hosts: HashMap::new(),
+            staging: HashMap::new(),
+            next_staging: 0,
+            backing_inflight: HashMap::new(),
+            dirty_set: BTreeSet::new(),
+            flush_cursor: 0,
+            flushes_inflight: 0,
+            flush_iodepth: p.flush_iodepth,
+            max_flush_pages,
+            high_pages: h * cap as f64,
+            low_pages: l * cap as f64,
+            watermark_active: false,
+            idle_ns: (p.idle_flush_ms * 1e6).round() as u64,
+            last_host_ns: 0,
+            timer_armed: false,
+            idle_flushing: false,
+            flush_all: false,
+            admission: p.admission,
+            admission_hits: p.admission_hits,
+            ghost: HashMap::new(),
+            ghost_order: VecDeque::new(),
+            ghost_cap: p.admission_table_pages.unwrap_or(cap).min(1 << 32) as usize,
+            bypass_bytes: p.sequential_bypass_bytes.0,
+            streams: HashMap::new(),
+            sets: None,
+            stats: CacheStats::default(),
+        })
+    }
+
+    pub(crate) fn set_name(&mut self, name: &str) {
+        self.name = name.into();
+    }
+
+    pub fn capacity_pages(&self) -> u64 {
+        self.capacity_pages
+    }
+
+    pub fn page_size_bytes(&self) -> u64 {
+        self.page
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        let mut s = self.stats;
+        s.dirty_bytes = self.dirty_set.len() as u64 * self.page;
+        s
+    }
+
+    pub fn dirty_pages(&self) -> u64 {
+        self.dirty_set.len() as u64
+    }
+
+    /// Flushes every dirty page (issued now where possible, the rest as the
+    /// writes they wait for complete) — e.g. before shutdown.
+    pub fn flush_all(&mut self, out: &mut Outbox) {
+        self.flush_all = true;
+        self.try_flush(out);
+    }
+
+    /// True when no device IO is in flight and nothing is dirty.
+    pub fn is_quiescent(&self) -> bool {
+        self.inflight.is_empty() && self.dirty_set.is_empty()
+    }
+
+    fn page_io(
+        &self,
+        op: Op,
+        buffer: Buffer,
+        page_in_buf: u64,
+        offset_page: u64,
+        n: u64,
+    ) -> DeviceIo {
+        DeviceIo {
+            tag: encode_tag(buffer, page_in_buf),
+            op,
+            offset_bytes: offset_page * self.page,
+            size_bytes: (n * self.page) as u32,
+        }
+    }
+
+    fn submit(&mut self, out: &mut Outbox, device: usize, io: DeviceIo, rec: Rec) {
+        self.inflight.insert((device, io.tag), rec);
+        out.device_ios.push((device, io));
+    }
+
+    fn unpin(&mut self, slot: u64) {
+        let s = slot as usize;
+        self.pins[s] -= 1;
+        if self.pins[s] == 0 && !self.owned[s] {
+            self.free.push(slot);
+        }
+    }
+
+    fn set_dirty(&mut self, page: u64, dirty: bool) {
+        let Some(e) = self.map.get_mut(&page) else {
+            return;
+        };
+        if e.dirty == dirty {
+            return;
+        }
+        e.dirty = dirty;
+        if dirty {
+            self.dirty_set.insert(page);
+        } else {
+            self.dirty_set.remove(&page);
+        }
+        if let Some(sets) = &mut self.sets {
+            let s = sets.set_of(page);
+            if dirty {
+                sets.dirty[s] += 1;
+                sets.order[s].push_back(page);
+            } else {
+                sets.dirty[s] -= 1;
+            }
+        }
+    }
+
+    /// Removes an entry whose data the backing device holds.
+    fn drop_entry(&mut self, page: u64, out: &mut Outbox) {
+        let Some(e) = self.map.remove(&page) else {
+            return;
+        };
+        debug_assert!(!e.dirty);
+        // Host writes still queued for the slot (write-through) complete
+        // now: their backing part carries the data.
+        for (host, _) in e.waiting {
+            self.host_part_done(host, false, out);
+        }
+        let s = e.slot as usize;
+        self.owned[s] = false;
+        if self.pins[s] == 0 {
+            self.free.push(e.slot);
+        }
+    }
+
+    /// The eviction policy chose `victim`: drop it if clean, else write it
+    /// back first (it stays readable meanwhile).
+    fn handle_victim(&mut self, victim: u64, out: &mut Outbox) {
+        let Some(e) = self.map.get_mut(&victim) else {
+            return;
+        };
+        if e.dirty {
+            e.evicting = true;
+            self.flush_run(victim, out);
+        } else {
+            self.drop_entry(victim, out);
+        }
+    }
+
+    /// Makes room for and inserts `page`; None when every slot is busy.
+    fn admit(&mut self, page: u64, out: &mut Outbox) -> Option<u64> {
+        if let Some(v) = self.evict.insert(page) {
+            self.handle_victim(v, out);
+        }
+        let Some(slot) = self.free.pop() else {
+            // Every slot waits for a write-back or an IO: serve uncached.
+            self.evict.remove(page);
+            return None;
+        };
+        self.owned[slot as usize] = true;
+        self.next_incarnation += 1;
+        self.map.insert(
+            page,
+            Entry {
+                incarnation: self.next_incarnation,
+                slot,
+                valid: false,
+                dirty: false,
+                generation: 0,
+                slot_write_inflight: false,
+                waiting: VecDeque::new(),
+                flushing: false,
+                evicting: false,
+                filling: None,
+            },
+        );
+        Some(slot)
+    }
+
+    /// Admission control on a miss.
+    fn wants(&mut self, page: u64) -> bool {
+        match self.admission {
+            Admission::Always => true,
+            Admission::NHit => {
+                let n = self.admission_hits;
+                let c = match self.ghost.get_mut(&page) {
+                    Some(c) => {
+                        *c += 1;
+                        *c
+                    }
+                    None => {
+                        if self.ghost_cap == 0 {
+                            return n <= 1;
+                        }
+                        // Bounded: forget the oldest remembered page.
+                        while self.ghost.len() >= self.ghost_cap {
+                            match self.ghost_order.pop_front() {
+                                Some(old) => {
+                                    self.ghost.remove(&old);
+                                }
+                                None => break,
+                            }
+                        }
+                        self.ghost.insert(page, 1);
+                        self.ghost_order.push_back(page);
+                        1
+                    }
+                };
+                if c >= n {
+                    self.ghost.remove(&page);
+                    true
+                } else {
+                    false
+                }
+            }
+        }
+    }
+
+    fn host_part_done(&mut self, host: u64, cache: bool, out: &mut Outbox) {
+        let Some(h) = self.hosts.get_mut(&host) else {
+            return;
+        };
+        h.cache_only &= cache;
+        h.parts -= 1;
+        if h.parts == 0 {
+            let tier = if h.cache_only {
+                TIER_CACHE
+            } else {
+                TIER_BACKING
+            };
+            if h.cache_only {
+                self.stats.host_ios_cache_only += 1;
+            }
+            self.hosts.remove(&host);
+            out.complete.push((host, tier));
+        }
+    }
+
+    /// Sequential-stream detection per tenant.
+    fn bypass(&mut self, io: &HostIo) -> bool {
+        let end = io.offset_bytes.saturating_add(io.size_bytes as u64);
+        let s = self.streams.entry(io.tenant).or_insert((u64::MAX, 0));
+        if s.0 == io.offset_bytes {
+            s.1 = s.1.saturating_add(io.size_bytes as u64);
+        } else {
+            s.1 = io.size_bytes as u64;
+        }
+        s.0 = end;
+        self.bypass_bytes > 0 && s.1 > self.bypass_bytes
+    }
+
+    fn read(&mut self, io: HostIo, first: u64, n: u64, bypass: bool, out: &mut Outbox) {
+        let id = io.id;
+        let mut parts = 0u32;
+        let mut cache_only = true;
+        // A backing read run: (first page, pages, fills it feeds).
+        let mut run: Option<(u64, u64, Vec<(u64, u64, u64, u64)>)> = None;
+        let max_io = u32::MAX as u64 / self.page;
+        let mut i = 0;
+        while i < n {
+            let p = first + i;
+            let hit = self.map.get(&p).is_some_and(|e| e.valid);
+            if hit {
+                self.stats.read_hits += 1;
+                let e = self.map.get_mut(&p).unwrap();
+                // Clean-evicted pages are gone from the map; evicting (dirty)
+                // ones are re-admitted only by writes.
+                let (slot, evicting) = (e.slot, e.evicting);
+                if !evicting {
+                    self.evict.access(p);
+                }
+                if let Some((f, k, fills)) = run.take() {
+                    parts += 1;
+                    let dio = self.page_io(Op::Read, Buffer::Host(id), f - first, f, k);
+                    self.submit(
+                        out,
+                        BACKING_DEVICE,
+                        dio,
+                        Rec::HostRead {
+                            host: id,
+                            slot: None,
+                            fills,
+                        },
+                    );
+                }
+                self.pins[slot as usize] += 1;
+                parts += 1;
+                let dio = self.page_io(Op::Read, Buffer::Host(id), i, slot, 1);
+                self.submit(
+                    out,
+                    CACHE_DEVICE,
+                    dio,
+                    Rec::HostRead {
+                        host: id,
+                        slot: Some(slot),
+                        fills: Vec::new(),
+                    },
+                );
+            } else {
+                self.stats.read_misses += 1;
+                cache_only = false;
+                let mut fill = None;
+                if !self.map.contains_key(&p)
+                    && !bypass
+                    && !self.backing_inflight.contains_key(&p)
+                    && self.wants(p)
+                {
+                    if self.admit(p, out).is_some() {
+                        let e = self.map.get_mut(&p).unwrap();
+                        e.filling = Some(e.generation);
+                        fill = Some((p, e.incarnation, e.generation, i));
+                    }
+                } else if bypass {
+                    self.stats.bypassed_pages += 1;
+                }
+                match &mut run {
+                    Some((f, k, fills)) if *f + *k == p && *k < max_io => {
+                        *k += 1;
+                        fills.extend(fill);
+                    }
+                    _ => {
+                        if let Some((f, k, fills)) = run.take() {
+                            parts += 1;
+                            let dio = self.page_io(Op::Read, Buffer::Host(id), f - first, f, k);
+                            self.submit(
+                                out,
+                                BACKING_DEVICE,
+                                dio,
+                                Rec::HostRead {
+                                    host: id,
+                                    slot: None,
+                                    fills,
+                                },
+                            );
+                        }
+                        run = Some((p, 1, fill.into_iter().collect()));
+                    }
+                }
+            }
+            i += 1;
+        }
+        if let Some((f, k, fills)) = run.take() {
+            parts += 1;
+            let dio = self.page_io(Op::Read, Buffer::Host(id), f - first, f, k);
+            self.submit(
+                out,
+                BACKING_DEVICE,
+                dio,
+                Rec::HostRead {
+                    host: id,
+                    slot: None,
+                    fills,
+                },
+            );
+        }
+        self.hosts.insert(id, HostPending { parts, cache_only });
+    }
+
+    /// Issues (or queues behind an earlier one) a host write into a page's slot.
+    fn slot_write(&mut self, host: u64, page: u64, page_in_buf: u64, out: &mut Outbox) {
+        let e = self.map.get_mut(&page).unwrap();
+        if e.slot_write_inflight {
+            e.waiting.push_back((host, page_in_buf));
+            return;
+        }
+        e.slot_write_inflight = true;
+        let (slot, incarnation) = (e.slot, e.incarnation);
+        self.pins[slot as usize] += 1;
+        let dio = self.page_io(Op::Write, Buffer::Host(host), page_in_buf, slot, 1);
+        self.submit(
+            out,
+            CACHE_DEVICE,
+            dio,
+            Rec::SlotWrite {
+                host,
+                page,
+                incarnation,
+                slot,
+            },
+        );
+    }
+
+    fn write(&mut self, io: HostIo, first: u64, n: u64, bypass: bool, out: &mut Outbox) {
+        let id = io.id;
+        let mut parts = 0u32;
+        let mut cache_only = true;
+        // Direct backing run: (first page, pages).
+        let mut run: Option<(u64, u64)> = None;
+        let max_io = u32::MAX as u64 / self.page;
+        for i in 0..n {
+            let p = first + i;
+            let cached = self.map.contains_key(&p);
+            if cached {
+                self.stats.write_hits += 1;
+            } else {
+                self.stats.write_misses += 1;
+            }
+            let to_cache = match self.mode {
+                WriteMode::WriteAround => {
+                    if cached {
+                        // Invalidate: the backing write makes the copy stale.
+                        self.evict.remove(p);
+                        self.drop_entry(p, out);
+                    }
+                    false
+                }
+                _ => {
+                    if cached {
+                        let e = self.map.get_mut(&p).unwrap();
+                        if e.evicting {
+                            e.evicting = false;
+                            if let Some(v) = self.evict.insert(p) {
+                                self.handle_victim(v, out);
+                            }
+                        } else {
+                            self.evict.access(p);
+                        }
+                        true
+                    } else if bypass {
+                        self.stats.bypassed_pages += 1;
+                        false
+                    } else {
+                        self.wants(p) && self.admit(p, out).is_some()
+                    }
+                }
+            };
+            let to_backing = !to_cache || self.mode == WriteMode::WriteThrough;
+            if to_cache {
+                let e = self.map.get_mut(&p).unwrap();
+                e.generation += 1;
+                parts += 1;
+                if self.mode == WriteMode::WriteBack {
+                    self.set_dirty(p, true);
+                    self.clean_set_if_needed(p, out);
+                }
+                self.slot_write(id, p, i, out);
+            }
+            if to_backing {
+                cache_only = false;
+                *self.backing_inflight.entry(p).or_insert(0) += 1;
+                match &mut run {
+                    Some((f, k)) if *f + *k == p && *k < max_io => *k += 1,
+                    _ => {
+                        if let Some((f, k)) = run.take() {
+                            parts += 1;
+                            let dio = self.page_io(Op::Write, Buffer::Host(id), f - first, f, k);
+                            self.submit(
+                                out,
+                                BACKING_DEVICE,
+                                dio,
+                                Rec::BackingWrite {
+                                    host: id,
+                                    first: f,
+                                    n: k,
+                                },
+                            );
+                        }
+                        run = Some((p, 1));
+                    }
+                }
+            }
+        }
+        if let Some((f, k)) = run.take() {
+            parts += 1;
+            let dio = self.page_io(Op::Write, Buffer::Host(id), f - first, f, k);
+            self.submit(
+                out,
+                BACKING_DEVICE,
+                dio,
+                Rec::BackingWrite {
+                    host: id,
+                    first: f,
+                    n: k,
+                },
+            );
+        }
+        let h = self.hosts.entry(id).or_insert(HostPending {
+            parts: 0,
+            cache_only: true,
+        });
+        h.parts += parts;
+        h.cache_only &= cache_only;
+        if h.parts == 0 {
+            // Every slot write completed synchronously is impossible; only a
+            // zero-page IO gets here.
+            self.hosts.remove(&id);
+            out.complete.push((id, TIER_BACKING));
+        }
+    }
+
+    fn flushable(&self, page: u64) -> bool {
+        self.map.get(&page).is_some_and(|e| {
+            e.dirty && e.valid && !e.flushing && !e.slot_write_inflight && e.waiting.is_empty()
+        })
+    }
+
+    /// Flushes the run of adjacent flushable dirty pages around `page` as one
+    /// merged backing write. False if `page` cannot be flushed now.
+    fn flush_run(&mut self, page: u64, out: &mut Outbox) -> bool {
+        if !self.flushable(page) {
+            return false;
+        }
+        let mut lo = page;
+        let mut hi = page + 1;
+        while hi - lo < self.max_flush_pages && lo > 0 && self.flushable(lo - 1) {
+            lo -= 1;
+        }
+        while hi - lo < self.max_flush_pages && self.flushable(hi) {
+            hi += 1;
+        }
+        self.flush_range(lo, hi, out);
+        true
+    }
+
+    fn flush_range(&mut self, lo: u64, hi: u64, out: &mut Outbox) {
+        let sid = self.next_staging;
+        self.next_staging = (self.next_staging + 1) & TAG_ID_MASK;
+        let mut pages = Vec::new();
+        for (i, p) in (lo..hi).enumerate() {
+            let e = self.map.get_mut(&p).unwrap();
+            e.flushing = true;
+            pages.push((p, e.incarnation, e.generation));
+            let slot = e.slot;
+            self.pins[slot as usize] += 1;
+            let dio = self.page_io(Op::Read, Buffer::Staging(sid), i as u64, slot, 1);
+            self.submit(
+                out,
+                CACHE_DEVICE,
+                dio,
+                Rec::FlushRead { staging: sid, slot },
+            );
+        }
+        self.flushes_inflight += 1;
+        self.staging.insert(
+            sid,
+            Staging {
+                reads_left: pages.len() as u32,
+                pages,
+                first: lo,
+            },
+        );
+    }
+
+    /// flashcache: clean a set whose dirty count passed its threshold, oldest
+    /// dirty pages first, down below the threshold.
+    fn clean_set_if_needed(&mut self, page: u64, out: &mut Outbox) {
+        let Some(sets) = &self.sets else {
+            return;
+        };
+        let s = sets.set_of(page);
+        if sets.dirty[s] <= sets.thresh_pages {
+            return;
+        }
+        let mut excess = sets.dirty[s] - sets.thresh_pages + 1;
+        // Pages already being flushed count towards the cleaning.
+        let mut pick = Vec::new();
+        let order: Vec<u64> = self.sets.as_ref().unwrap().order[s]
+            .iter()
+            .copied()
+            .collect();
+        let mut keep = VecDeque::new();
+        let mut seen = HashSet::new();
+        for p in order {
+            let Some(e) = self.map.get(&p) else { continue };
+            if !e.dirty {
+                continue; // stale: cleaned since
+            }
+            if !seen.insert(p) {
+                continue;
+            }
+            keep.push_back(p);
+            if excess > 0 {
+                if e.flushing {
+                    excess -= 1;
+                } else if self.flushable(p) {
+                    pick.push(p);
+                    excess -= 1;
+                }
+            }
+        }
+        self.sets.as_mut().unwrap().order[s] = keep;
+        // Adjacent blocks in one write, as flashcache sorts a set's dirty
+        // blocks by disk block before cleaning.
+        pick.sort_unstable();
+        let mut i = 0;
+        while i < pick.len() {
+            let mut j = i + 1;
+            while j < pick.len()
+                && pick[j] == pick[j - 1] + 1
+                && ((j - i) as u64) < self.max_flush_pages
+            {
+                j += 1;
+            }
+            self.flush_range(pick[i], pick[j - 1] + 1, out);
+            i = j;
+        }
+    }
+
+    /// Background flushing by watermarks, idleness and `flush_all`.
+    fn try_flush(&mut self, out: &mut Outbox) {
+        let dirty = self.dirty_set.len() as f64;
+        if dirty > self.high_pages && self.high_pages < self.capacity_pages as f64 {
+            self.watermark_active = true;
+        }
+        if dirty <= self.low_pages {
+            self.watermark_active = false;
+        }
+        if self.dirty_set.is_empty() {
+            self.flush_all = false;
+            self.idle_flushing = false;
+            return;
+        }
+        let urgent = self.flush_all || self.idle_flushing;
+        if !(urgent || self.watermark_active) {
+            return;
+        }
+        // Idle and explicit flushes are not rate-limited; watermark flushing
+        // keeps `flush_iodepth` batches in flight so it does not starve host IO.
+        let limit = if urgent { u32::MAX } else { self.flush_iodepth };
+        // Bounded per call: pages that cannot be flushed now (a write in
+        // flight) are retried when that write completes.
+        let mut scanned = 0;
+        let total = self.dirty_set.len().min(1024);
+        while self.flushes_inflight < limit && scanned < total {
+            let next = self
+                .dirty_set
+                .range(self.flush_cursor..)
+                .next()
+                .or_else(|| self.dirty_set.iter().next())
+                .copied();
+            let Some(p) = next else { break };
+            scanned += 1;
+            self.flush_cursor = p + 1;
+            if self.flush_run(p, out) {
+                // Skip past the pages just queued.
+                while self.map.get(&self.flush_cursor).is_some_and(|e| e.flushing) {
+                    self.flush_cursor += 1;
+                }
+            }
+            if !urgent && (self.dirty_set.len() as f64) <= self.low_pages {
+                break;
+            }
+        }
+    }
+
+    fn staging_done(&mut self, sid: u64, out: &mut Outbox) {
+        let Some(st) = self.staging.remove(&sid) else {
+            return;
+        };
+        self.flushes_inflight -= 1;
+        for (p, inc, generation) in st.pages {
+            let Some(e) = self.map.get_mut(&p) else {
+                continue;
+            };
+            if e.incarnation != inc {
+                continue;
+            }
+            e.flushing = false;
+            if e.generation == generation {
+                self.set_dirty(p, false);
+                let e = &self.map[&p];
+                if e.evicting {
+                    self.drop_entry(p, out);
+                }
+            } else if e.evicting || self.flush_all || self.idle_flushing {
+                self.flush_run(p, out);
+            }
+        }
+    }
+}
+
+impl Policy for Cache {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn tier_names(&self) -> Vec<String> {
+        vec!["cache".into(), "backing".into()]
+    }
+
+    fn on_host_io(&mut self, now_ns: TimeNs, io: HostIo, out: &mut Outbox) {
+        self.stats.host_ios += 1;
+        self.last_host_ns = now_ns;
+        self.idle_flushing = false;
+        if self.idle_ns > 0 && !self.timer_armed {
+            self.timer_armed = true;
+            out.timers
+                .push((now_ns.saturating_add(self.idle_ns), IDLE_TIMER));
+        }
+        let first = io.offset_bytes / self.page;
+        let end = io.offset_bytes.saturating_add(io.size_bytes as u64);
+        let n = end.div_ceil(self.page).saturating_sub(first);
+        if n == 0 {
+            out.complete.push((io.id, TIER_BACKING));
+            return;
+        }
+        let bypass = self.bypass(&io);
+        match io.op {
+            Op::Read => self.read(io, first, n, bypass, out),
+            _ => self.write(io, first, n, bypass, out),
+        }
+        self.try_flush(out);
+    }
+
+    fn on_device_completion(&mut self, _now_ns: TimeNs, device: usize, tag: u64, out: &mut Outbox) {
+        let Some(rec) = self.inflight.remove(&(device, tag)) else {
+            return; // not ours: ignore rather than panic
+        };
+        match rec {
+            Rec::HostRead { host, slot, fills } => {
+                if let Some(s) = slot {
+                    self.unpin(s);
+                }
+                for (p, inc, generation, page_in_buf) in fills {
+                    let Some(e) = self.map.get_mut(&p) else {
+                        continue;
+                    };
+                    if e.incarnation != inc || e.filling != Some(generation) {
+                        continue;
+                    }
+                    e.filling = None;
+                    if e.generation != generation || e.slot_write_inflight {
+                        // Written since the backing read began: the read's
+                        // data is older than the slot's.
+                        continue;
+                    }
+                    e.slot_write_inflight = true;
+                    let slot = e.slot;
+                    self.pins[slot as usize] += 1;
+                    self.stats.fills += 1;
+                    let dio = self.page_io(Op::Write, Buffer::Host(host), page_in_buf, slot, 1);
+                    self.submit(
+                        out,
+                        CACHE_DEVICE,
+                        dio,
+                        Rec::FillWrite {
+                            page: p,
+                            incarnation: inc,
+                            slot,
+                        },
+                    );
+                }
+                self.host_part_done(host, device == CACHE_DEVICE, out);
+            }
+            Rec::SlotWrite {
+                host,
+                page,
+                incarnation,
+                slot,
+            } => {
+                self.unpin(slot);
+                self.slot_written(page, incarnation, out);
+                self.host_part_done(host, true, out);
+            }
+            Rec::FillWrite {
+                page,
+                incarnation,
+                slot,
+            } => {
+                self.unpin(slot);
+                self.slot_written(page, incarnation, out);
+            }
+            Rec::BackingWrite { host, first, n } => {
+                for p in first..first + n {
+                    if let Some(c) = self.backing_inflight.get_mut(&p) {
+                        *c -= 1;
+                        if *c == 0 {
+                            self.backing_inflight.remove(&p);
+                        }
+                    }
+                }
+                self.host_part_done(host, false, out);
+            }
+            Rec::FlushRead { staging, slot } => {
+                self.unpin(slot);
+                let Some(st) = self.staging.get_mut(&staging) else {
+                    return;
+                };
+                st.reads_left -= 1;
+                if st.reads_left == 0 {
+                    let (first, k) = (st.first, st.pages.len() as u64);
+                    self.stats.flush_ios += 1;
+                    self.stats.flush_bytes += k * self.page;
+                    let dio = self.page_io(Op::Write, Buffer::Staging(staging), 0, first, k);
+                    self.submit(out, BACKING_DEVICE, dio, Rec::FlushWrite { staging });
+                }
+            }
+            Rec::FlushWrite { staging } => self.staging_done(staging, out),
+        }
+        self.try_flush(out);
+    }
+
+    fn on_timer(&mut self, now_ns: TimeNs, timer_id: u64, out: &mut Outbox) {
+        if timer_id != IDLE_TIMER {
+            return;
+        }
+        self.timer_armed = false;
+        let due = self.last_host_ns.saturating_add(self.idle_ns);
+        if now_ns >= due {
+            self.idle_flushing = true;
+            self.try_flush(out);
+        } else {
+            self.timer_armed = true;
+            out.timers.push((due, IDLE_TIMER));
+        }
+    }
+}
+
+impl Cache {
+    /// A write into the page's slot completed (host write or fill).
+    fn slot_written(&mut self, page: u64, incarnation: u64, out: &mut Outbox) {
+        let Some(e) = self.map.get_mut(&page) else {
+            return;
+        };
+        if e.incarnation != incarnation {
+            return;
+        }
+        e.valid = true;
+        e.slot_write_inflight = false;
+        if let Some((host, page_in_buf)) = e.waiting.pop_front() {
+            self.slot_write(host, page, page_in_buf, out);
+        } else if e.evicting || self.flush_all || self.idle_flushing {
+            self.flush_run(page, out);
+        }
+    }
+}
