@@ -8,7 +8,10 @@
 //! libCacheSim's `get`: a lookup that, on a miss, inserts (evicting first
 //! when full).
 
+pub mod mrc;
 pub mod policies;
+pub mod sim;
+pub mod workload;
 
 /// A cached object: a page number (for block traces, `device << 48 | page`).
 pub type Key = u64;
@@ -18,7 +21,9 @@ pub type Key = u64;
 pub enum Access {
     Hit,
     /// Missed and inserted; `evicted` is the page that made room, if any.
-    Miss { evicted: Option<Key> },
+    Miss {
+        evicted: Option<Key>,
+    },
 }
 
 impl Access {

@@ -1,0 +1,1 @@
+//! Miss-ratio curves (exact LRU by stack distance; SHARDS sampling).

@@ -1,0 +1,352 @@
+//! Cache-only simulation (no timing): hit/miss counts of several policies ×
+//! sizes in one pass over a trace, under libCacheSim semantics — every page
+//! reference is a lookup, a miss inserts, the op is ignored for the
+//! decision (but counted in the read/write statistics).
+//!
+//! Each IO record is split into the pages its byte range overlaps (a 6 KiB
+//! read at offset 2 KiB with 4 KiB pages touches pages 0 and 1 and is two
+//! requests); flushes and zero-size records are skipped. Trims are lookups
+//! too and count in `requests` but in neither the read nor the write
+//! counters. Keys are `device_id << 48 | page index` (page indices wrap
+//! modulo 2^48, i.e. beyond 1 EiB at 4 KiB pages).
+
+use crate::policies;
+use crate::{Eviction, Key};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use tierlab_trace::{DeviceTable, IoRecord, Op, RecordStream, Result, TimeBase, TraceError};
+
+/// Bits of a key holding the page index; the device id sits above.
+pub const PAGE_BITS: u32 = 48;
+const PAGE_MASK: u64 = (1 << PAGE_BITS) - 1;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheSimConfig {
+    pub policy: String,
+    pub capacity_pages: u64,
+    pub page_size_bytes: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CacheSimResult {
+    pub policy: String,
+    pub capacity_pages: u64,
+    pub page_size_bytes: u32,
+    /// Page references (lookups).
+    pub requests: u64,
+    /// Trace records that produced at least one page reference.
+    pub io_requests: u64,
+    pub misses: u64,
+    /// `misses / requests` (0 for an empty trace).
+    pub miss_ratio: f64,
+    /// Page references of read records, and how many of them missed.
+    pub read_requests: u64,
+    pub read_misses: u64,
+    pub write_requests: u64,
+    pub write_misses: u64,
+}
+
+/// The cache key of page `page` of device `device_id`.
+#[inline]
+pub fn page_key(device_id: u32, page: u64) -> Key {
+    ((device_id as u64) << PAGE_BITS) | (page & PAGE_MASK)
+}
+
+/// The page keys a record touches, in address order; empty for flushes and
+/// zero-size records. `page_size` must be non-zero.
+#[inline]
+pub fn record_pages(rec: &IoRecord, page_size: u32) -> impl Iterator<Item = Key> + use<> {
+    let ps = page_size.max(1) as u64;
+    let skip = rec.op == Op::Flush || rec.size_bytes == 0;
+    let first = rec.offset_bytes / ps;
+    // saturating: size 0 (skipped anyway) and offsets near u64::MAX.
+    let last = rec
+        .offset_bytes
+        .saturating_add(rec.size_bytes as u64)
+        .saturating_sub(1)
+        / ps;
+    let dev = rec.device_id;
+    let range = if skip { 1..=0 } else { first..=last };
+    range.map(move |p| page_key(dev, p))
+}
+
+/// For each position `i`, the index of the next occurrence of `keys[i]`,
+/// or `u64::MAX` if it does not occur again (what Belady needs).
+pub fn next_uses(keys: &[Key]) -> Vec<u64> {
+    let mut next = vec![u64::MAX; keys.len()];
+    let mut seen: FxHashMap<Key, u64> = FxHashMap::default();
+    for (i, &k) in keys.iter().enumerate().rev() {
+        if let Some(n) = seen.insert(k, i as u64) {
+            next[i] = n;
+        }
+    }
+    next
+}
+
+/// Replays records collected in memory (tests, and `run`'s Belady pass).
+pub struct VecStream {
+    records: Vec<IoRecord>,
+    pos: usize,
+    devices: DeviceTable,
+    time_base: TimeBase,
+}
+
+impl VecStream {
+    pub fn new(records: Vec<IoRecord>, devices: DeviceTable, time_base: TimeBase) -> Self {
+        VecStream {
+            records,
+            pos: 0,
+            devices,
+            time_base,
+        }
+    }
+}
+
+impl RecordStream for VecStream {
+    fn next_record(&mut self) -> Result<Option<IoRecord>> {
+        let r = self.records.get(self.pos).copied();
+        self.pos += r.is_some() as usize;
+        Ok(r)
+    }
+    fn devices(&self) -> &DeviceTable {
+        &self.devices
+    }
+    fn time_base(&self) -> TimeBase {
+        self.time_base
+    }
+}
+
+struct Lane {
+    cache: Box<dyn Eviction>,
+    page_size: u32,
+    /// Next-use indices of this page size's reference stream (Belady only).
+    next: Option<usize>,
+    pos: usize,
+    res: CacheSimResult,
+}
+
+fn invalid(msg: String) -> TraceError {
+    TraceError::Invalid(msg)
+}
+
+/// Runs every config over one pass of `stream`; results are in config
+/// order.
+///
+/// Belady needs the future: when any config is `belady`, the records are
+/// first collected in memory and next-use indices computed per page size —
+/// memory proportional to the trace (16 bytes per page reference plus the
+/// records), the one offline exception; otherwise memory is that of the
+/// caches only.
+pub fn run(
+    stream: &mut dyn RecordStream,
+    configs: &[CacheSimConfig],
+) -> Result<Vec<CacheSimResult>> {
+    let mut lanes = Vec::with_capacity(configs.len());
+    for c in configs {
+        if c.page_size_bytes == 0 {
+            return Err(invalid("cache page size must be at least 1 byte".into()));
+        }
+        let cap = usize::try_from(c.capacity_pages).unwrap_or(usize::MAX);
+        let cache = policies::build(&c.policy, cap).map_err(invalid)?;
+        lanes.push(Lane {
+            page_size: c.page_size_bytes,
+            next: None,
+            pos: 0,
+            res: CacheSimResult {
+                policy: cache.name().to_string(),
+                capacity_pages: c.capacity_pages,
+                page_size_bytes: c.page_size_bytes,
+                requests: 0,
+                io_requests: 0,
+                misses: 0,
+                miss_ratio: 0.0,
+                read_requests: 0,
+                read_misses: 0,
+                write_requests: 0,
+                write_misses: 0,
+            },
+            cache,
+        });
+    }
+    if lanes.iter().any(|l| l.cache.name() == "belady") {
+        let mut records = Vec::new();
+        while let Some(r) = stream.next_record()? {
+            records.push(r);
+        }
+        let mut futures: Vec<(u32, Vec<u64>)> = Vec::new();
+        for lane in lanes.iter_mut().filter(|l| l.cache.name() == "belady") {
+            let ps = lane.page_size;
+            let idx = match futures.iter().position(|(p, _)| *p == ps) {
+                Some(i) => i,
+                None => {
+                    let keys: Vec<Key> = records.iter().flat_map(|r| record_pages(r, ps)).collect();
+                    futures.push((ps, next_uses(&keys)));
+                    futures.len() - 1
+                }
+            };
+            lane.next = Some(idx);
+        }
+        let mut vs = VecStream::new(records, stream.devices().clone(), stream.time_base());
+        drive(&mut vs, &mut lanes, &futures)?;
+    } else {
+        drive(stream, &mut lanes, &[])?;
+    }
+    Ok(lanes
+        .into_iter()
+        .map(|mut l| {
+            if l.res.requests > 0 {
+                l.res.miss_ratio = l.res.misses as f64 / l.res.requests as f64;
+            }
+            l.res
+        })
+        .collect())
+}
+
+fn drive(
+    stream: &mut dyn RecordStream,
+    lanes: &mut [Lane],
+    futures: &[(u32, Vec<u64>)],
+) -> Result<()> {
+    while let Some(rec) = stream.next_record()? {
+        for lane in lanes.iter_mut() {
+            let mut n = 0u64;
+            let mut m = 0u64;
+            let next = lane.next.map(|i| futures[i].1.as_slice());
+            for key in record_pages(&rec, lane.page_size) {
+                if let Some(next) = next {
+                    lane.cache
+                        .set_next_access(next.get(lane.pos).copied().unwrap_or(u64::MAX));
+                    lane.pos += 1;
+                }
+                n += 1;
+                m += !lane.cache.access(key).is_hit() as u64;
+            }
+            if n == 0 {
+                continue;
+            }
+            let r = &mut lane.res;
+            r.io_requests += 1;
+            r.requests += n;
+            r.misses += m;
+            match rec.op {
+                Op::Read => {
+                    r.read_requests += n;
+                    r.read_misses += m;
+                }
+                Op::Write => {
+                    r.write_requests += n;
+                    r.write_misses += m;
+                }
+                Op::Trim | Op::Flush => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(dev: u32, off: u64, size: u32, op: Op) -> IoRecord {
+        IoRecord {
+            time_ns: 0,
+            offset_bytes: off,
+            size_bytes: size,
+            device_id: dev,
+            op,
+            response_ns: None,
+        }
+    }
+
+    fn stream(recs: Vec<IoRecord>) -> VecStream {
+        VecStream::new(recs, DeviceTable::new(), TimeBase::None)
+    }
+
+    fn cfg(policy: &str, cap: u64, ps: u32) -> CacheSimConfig {
+        CacheSimConfig {
+            policy: policy.into(),
+            capacity_pages: cap,
+            page_size_bytes: ps,
+        }
+    }
+
+    #[test]
+    fn page_splitting() {
+        let r = rec(1, 2048, 6144, Op::Read);
+        let keys: Vec<Key> = record_pages(&r, 4096).collect();
+        assert_eq!(keys, vec![1 << 48, (1 << 48) | 1]);
+        assert_eq!(record_pages(&rec(0, 4096, 4096, Op::Read), 4096).count(), 1);
+        assert_eq!(record_pages(&rec(0, 4095, 2, Op::Read), 4096).count(), 2);
+        assert_eq!(record_pages(&rec(0, 0, 0, Op::Read), 4096).count(), 0);
+        assert_eq!(record_pages(&rec(0, 0, 512, Op::Flush), 4096).count(), 0);
+        assert_eq!(
+            record_pages(&rec(0, u64::MAX, 100, Op::Read), 4096).count(),
+            1
+        );
+    }
+
+    #[test]
+    fn counts_by_hand() {
+        // 4 KiB pages, LRU of 2 pages.
+        let recs = vec![
+            rec(0, 0, 8192, Op::Read),     // pages 0 1: 2 misses
+            rec(0, 4096, 4096, Op::Write), // page 1: hit
+            rec(0, 0, 0, Op::Write),       // skipped
+            rec(0, 0, 512, Op::Flush),     // skipped
+            rec(1, 0, 4096, Op::Write),    // device 1 page 0: miss, evicts 0:0
+            rec(0, 0, 4096, Op::Trim),     // 0:0 again: miss, counted in neither
+        ];
+        let res = run(&mut stream(recs), &[cfg("lru", 2, 4096)]).unwrap();
+        let r = &res[0];
+        assert_eq!((r.requests, r.io_requests, r.misses), (5, 4, 4));
+        assert_eq!((r.read_requests, r.read_misses), (2, 2));
+        assert_eq!((r.write_requests, r.write_misses), (2, 1));
+        assert!((r.miss_ratio - 0.8).abs() < 1e-12);
+    }
+
+    #[test]
+    fn many_configs_one_pass_equal_separate_runs() {
+        let mut rng = crate::workload::SplitMix64::new(5);
+        let recs: Vec<IoRecord> = (0..3000)
+            .map(|_| {
+                let op = if rng.below(3) == 0 {
+                    Op::Write
+                } else {
+                    Op::Read
+                };
+                rec(
+                    rng.below(2) as u32,
+                    rng.below(1 << 20),
+                    512 * (1 + rng.below(24)) as u32,
+                    op,
+                )
+            })
+            .collect();
+        let configs: Vec<CacheSimConfig> = policies::NAMES
+            .iter()
+            .flat_map(|p| [cfg(p, 16, 4096), cfg(p, 64, 8192)])
+            .collect();
+        let all = run(&mut stream(recs.clone()), &configs).unwrap();
+        for (c, r) in configs.iter().zip(&all) {
+            let alone = run(&mut stream(recs.clone()), std::slice::from_ref(c)).unwrap();
+            assert_eq!(&alone[0], r);
+        }
+        // Belady is the lower bound at each size.
+        for r in &all {
+            let opt = all
+                .iter()
+                .find(|o| o.policy == "belady" && o.capacity_pages == r.capacity_pages)
+                .unwrap();
+            assert!(opt.misses <= r.misses, "{} {}", r.policy, r.capacity_pages);
+        }
+    }
+
+    #[test]
+    fn bad_configs_are_errors() {
+        assert!(run(&mut stream(vec![]), &[cfg("lru", 0, 4096)]).is_err());
+        assert!(run(&mut stream(vec![]), &[cfg("lru", 4, 0)]).is_err());
+        let e = run(&mut stream(vec![]), &[cfg("xyz", 4, 4096)]).unwrap_err();
+        assert!(e.to_string().contains("lru"));
+    }
+}
