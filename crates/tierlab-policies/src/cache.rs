@@ -829,6 +829,16 @@ impl Cache {
 
     fn write(&mut self, io: HostIo, first: u64, n: u64, bypass: bool, out: &mut Outbox) {
         let id = io.id;
+        // Registered first, with one extra part released at the end: making
+        // room for a page may complete this IO's queued parts early (a clean
+        // victim with queued write-through parts).
+        self.hosts.insert(
+            id,
+            HostPending {
+                parts: 1,
+                cache_only: true,
+            },
+        );
         let mut parts = 0u32;
         let mut cache_only = true;
         // Direct backing run: (first page, pages).
@@ -878,9 +888,13 @@ impl Cache {
                 parts += 1;
                 if self.mode == WriteMode::WriteBack {
                     self.set_dirty(p, true);
-                    self.clean_set_if_needed(p, out);
                 }
                 self.slot_write(id, p, i, out);
+                // After the slot write is issued, so the cleaning cannot pick
+                // this page and read the slot before the new data lands.
+                if self.mode == WriteMode::WriteBack {
+                    self.clean_set_if_needed(p, out);
+                }
             }
             if to_backing {
                 cache_only = false;
@@ -921,18 +935,11 @@ impl Cache {
                 },
             );
         }
-        let h = self.hosts.entry(id).or_insert(HostPending {
-            parts: 0,
-            cache_only: true,
-        });
-        h.parts += parts;
-        h.cache_only &= cache_only;
-        if h.parts == 0 {
-            // Every slot write completed synchronously is impossible; only a
-            // zero-page IO gets here.
-            self.hosts.remove(&id);
-            out.complete.push((id, TIER_BACKING));
+        if let Some(h) = self.hosts.get_mut(&id) {
+            h.parts += parts;
+            h.cache_only &= cache_only;
         }
+        self.host_part_done(id, true, out);
     }
 
     fn flushable(&self, page: u64) -> bool {
