@@ -3,6 +3,7 @@
 //! Python extension so `pip install` puts the same `tierlab` on PATH.
 
 mod bench_cmd;
+mod cache_cmd;
 mod demo_cmd;
 mod gen_bench;
 mod gen_cmd;
@@ -32,6 +33,8 @@ enum Command {
     Demo(demo_cmd::DemoArgs),
     /// Measure trace parsing and generation throughput (see docs/benchmarks.md).
     Bench(bench_cmd::BenchArgs),
+    /// Cache-only hit-ratio study: policies × capacities in one pass.
+    Cache(cache_cmd::CacheArgs),
 }
 
 /// Runs the CLI with explicit arguments (the first is the program name).
@@ -56,6 +59,7 @@ where
         Command::Bench(args) => bench_cmd::run(args),
         Command::Demo(args) => demo_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),
+        Command::Cache(args) => cache_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,183 @@
+//! `tierlab cache`: cache-only hit-ratio studies (no timing). Every
+//! policy × capacity pair is simulated in one pass over the trace; requests
+//! are split into pages and every page reference is a lookup that inserts
+//! on a miss (libCacheSim's semantics, see docs/metrics.md).
+
+use clap::Args;
+use tierlab_cache::policies;
+use tierlab_cache::sim::{self, CacheSimConfig, CacheSimResult};
+use tierlab_trace::units::{format_size_bytes, parse_size_bytes};
+
+use crate::CliResult;
+use crate::trace_cmd::{InputArgs, report_skipped};
+
+#[derive(Args)]
+pub struct CacheArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Eviction policies, comma separated (e.g. lru,fifo,arc).
+    #[arg(long, short = 'p', value_delimiter = ',', required = true)]
+    pub policy: Vec<String>,
+    /// Cache capacities, comma separated: a page count (`14514`) or a size
+    /// with a binary unit (`64MiB`, a whole number of pages).
+    #[arg(long, short = 'c', value_delimiter = ',', required = true)]
+    pub capacity: Vec<String>,
+    /// Page (block) size: requests are split into pages of this size.
+    #[arg(long, default_value = "4KiB")]
+    pub page_size: String,
+    /// Print a JSON list, one object per policy × capacity.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses the page size: a byte size, > 0, that fits 32 bits.
+pub fn parse_page_size(text: &str) -> Result<u32, String> {
+    let bytes = parse_size_bytes(text).map_err(|e| format!("--page-size: {e}"))?;
+    if bytes == 0 {
+        return Err(format!("--page-size {text:?}: must be at least 1 byte"));
+    }
+    u32::try_from(bytes).map_err(|_| format!("--page-size {text:?}: must be below 4 GiB"))
+}
+
+/// Parses one capacity: a bare integer is a page count; anything with a
+/// unit is bytes and must be a whole, nonzero number of pages.
+pub fn parse_capacity_pages(text: &str, page_size: u32) -> Result<u64, String> {
+    let t = text.trim();
+    let pages = if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '_') {
+        t.replace('_', "")
+            .parse::<u64>()
+            .map_err(|_| format!("capacity {t:?} is too large"))?
+    } else {
+        let bytes = parse_size_bytes(t)
+            .map_err(|e| format!("capacity: {e} (or a page count such as 14514)"))?;
+        if bytes % page_size as u64 != 0 {
+            return Err(format!(
+                "capacity {t:?} ({bytes} bytes) is not a whole number of {page_size}-byte pages"
+            ));
+        }
+        bytes / page_size as u64
+    };
+    if pages == 0 {
+        return Err(format!("capacity {t:?}: must be at least one page"));
+    }
+    Ok(pages)
+}
+
+/// Checks a policy name against the library's list.
+pub fn check_policy(name: &str) -> Result<String, String> {
+    let lower = name.trim().to_ascii_lowercase();
+    if policies::NAMES.contains(&lower.as_str()) {
+        Ok(lower)
+    } else {
+        Err(format!(
+            "unknown policy {name:?}; available: {}",
+            policies::NAMES.join(", ")
+        ))
+    }
+}
+
+/// Every policy × capacity, policies outermost, in the order given.
+pub fn configs(
+    policies: &[String],
+    capacities: &[String],
+    page_size: u32,
+) -> Result<Vec<CacheSimConfig>, String> {
+    let policies = policies
+        .iter()
+        .map(|p| check_policy(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let capacities = capacities
+        .iter()
+        .map(|c| parse_capacity_pages(c, page_size))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut out = Vec::with_capacity(policies.len() * capacities.len());
+    for policy in &policies {
+        for &capacity_pages in &capacities {
+            out.push(CacheSimConfig {
+                policy: policy.clone(),
+                capacity_pages,
+                page_size_bytes: page_size,
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn ratio(misses: u64, requests: u64) -> String {
+    if requests == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.6}", misses as f64 / requests as f64)
+    }
+}
+
+fn print_table(results: &[CacheSimResult]) {
+    println!(
+        "{:<10} {:>12} {:>10} {:>12} {:>12} {:>10} {:>10} {:>10}",
+        "policy", "capacity", "pages", "requests", "misses", "miss_ratio", "read_mr", "write_mr"
+    );
+    for r in results {
+        let bytes = r.capacity_pages.saturating_mul(r.page_size_bytes as u64);
+        println!(
+            "{:<10} {:>12} {:>10} {:>12} {:>12} {:>10} {:>10} {:>10}",
+            r.policy,
+            format_size_bytes(bytes),
+            r.capacity_pages,
+            r.requests,
+            r.misses,
+            ratio(r.misses, r.requests),
+            ratio(r.read_misses, r.read_requests),
+            ratio(r.write_misses, r.write_requests),
+        );
+    }
+}
+
+pub fn run(args: CacheArgs) -> CliResult {
+    let page_size = parse_page_size(&args.page_size)?;
+    let configs = configs(&args.policy, &args.capacity, page_size)?;
+    let mut reader = args.input.open()?;
+    let results = sim::run(&mut reader, &configs)?;
+    report_skipped(&reader);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        print_table(&results);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacities() {
+        assert_eq!(parse_capacity_pages("14514", 4096), Ok(14514));
+        assert_eq!(parse_capacity_pages("1_000", 4096), Ok(1000));
+        assert_eq!(parse_capacity_pages("64MiB", 4096), Ok(16384));
+        assert_eq!(parse_capacity_pages("64m", 512), Ok(131072));
+        let e = parse_capacity_pages("6k", 4096).unwrap_err();
+        assert!(e.contains("not a whole number of 4096-byte pages"), "{e}");
+        assert!(parse_capacity_pages("0", 4096).is_err());
+        assert!(
+            parse_capacity_pages("64MB", 4096)
+                .unwrap_err()
+                .contains("ambiguous")
+        );
+        assert!(parse_capacity_pages("lots", 4096).is_err());
+    }
+
+    #[test]
+    fn page_sizes() {
+        assert_eq!(parse_page_size("4KiB"), Ok(4096));
+        assert_eq!(parse_page_size("512"), Ok(512));
+        assert!(parse_page_size("0").is_err());
+        assert!(parse_page_size("8g").is_err());
+    }
+
+    #[test]
+    fn unknown_policy_lists_names() {
+        let e = check_policy("nope").unwrap_err();
+        assert!(e.contains("available:"), "{e}");
+    }
+}
