@@ -66,8 +66,9 @@ pub fn record_pages(rec: &IoRecord, page_size: u32) -> impl Iterator<Item = Key>
         .saturating_sub(1)
         / ps;
     let dev = rec.device_id;
-    let range = if skip { 1..=0 } else { first..=last };
-    range.map(move |p| page_key(dev, p))
+    // An exclusive end, so a skipped record is simply the empty range.
+    let end = if skip { first } else { last + 1 };
+    (first..end).map(move |p| page_key(dev, p))
 }
 
 /// For each position `i`, the index of the next occurrence of `keys[i]`,
