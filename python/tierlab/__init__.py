@@ -25,6 +25,10 @@ Simulation (``tierlab sim``)
                          the VCD timeline); bad configs raise
                          :class:`ConfigError` (a ``ValueError``)
 
+Cache-only studies (``tierlab cache``)
+    :func:`cache_sim`    trace + policies × capacities -> DataFrame of miss
+                         counts (one pass, libCacheSim semantics)
+
 Errors in trace content raise :class:`TraceError` (a ``ValueError``) with
 the same message the CLI prints (``file:line: field `X`: expected ...,
 found "..."``); missing or unreadable files raise the matching ``OSError``.
@@ -38,6 +42,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import _native
+from ._cache import cache_sim
 from ._cli import run_cli
 from ._generators import generate, generate_to, generators, presets
 from ._native import ConfigError, TraceError
@@ -56,6 +61,7 @@ __all__ = [
     "SimResult",
     "TraceError",
     "__version__",
+    "cache_sim",
     "convert",
     "formats",
     "generate",

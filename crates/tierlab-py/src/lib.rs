@@ -841,6 +841,90 @@ fn simulate<'py>(
     Ok(d)
 }
 
+/// Parses a cache capacity: a bare integer is a page count, a size with a
+/// unit must be a whole, nonzero number of pages (as `tierlab cache`).
+fn cache_capacity_pages(text: &str, page_size: u32) -> PyResult<u64> {
+    let t = text.trim();
+    let pages = if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '_') {
+        t.replace('_', "")
+            .parse::<u64>()
+            .map_err(|_| PyValueError::new_err(format!("capacity {t:?} is too large")))?
+    } else {
+        let bytes = tierlab_trace::units::parse_size_bytes(t).map_err(|e| {
+            PyValueError::new_err(format!("capacity: {e} (or a page count such as 14514)"))
+        })?;
+        if bytes % page_size as u64 != 0 {
+            return Err(PyValueError::new_err(format!(
+                "capacity {t:?} ({bytes} bytes) is not a whole number of {page_size}-byte pages"
+            )));
+        }
+        bytes / page_size as u64
+    };
+    if pages == 0 {
+        return Err(PyValueError::new_err(format!(
+            "capacity {t:?}: must be at least one page"
+        )));
+    }
+    Ok(pages)
+}
+
+/// Cache-only simulation of every policy × capacity in one pass over the
+/// trace (GIL released); the results as the JSON `tierlab cache --json`
+/// prints.
+#[pyfunction]
+#[pyo3(signature = (path, policies, capacities, page_size, format=None, skip_bad=false))]
+fn cache_sim_json(
+    py: Python<'_>,
+    path: PathBuf,
+    policies: Vec<String>,
+    capacities: Vec<String>,
+    page_size: &str,
+    format: Option<&str>,
+    skip_bad: bool,
+) -> PyResult<String> {
+    let page_bytes = tierlab_trace::units::parse_size_bytes(page_size)
+        .map_err(|e| PyValueError::new_err(format!("page_size: {e}")))?;
+    if page_bytes == 0 || page_bytes > u32::MAX as u64 {
+        return Err(PyValueError::new_err(format!(
+            "page_size {page_size:?}: must be between 1 byte and 4 GiB"
+        )));
+    }
+    let page_bytes = page_bytes as u32;
+    let mut names = Vec::with_capacity(policies.len());
+    for p in &policies {
+        let lower = p.trim().to_ascii_lowercase();
+        if !tierlab_cache::policies::NAMES.contains(&lower.as_str()) {
+            return Err(PyValueError::new_err(format!(
+                "unknown policy {p:?}; available: {}",
+                tierlab_cache::policies::NAMES.join(", ")
+            )));
+        }
+        names.push(lower);
+    }
+    let pages = capacities
+        .iter()
+        .map(|c| cache_capacity_pages(c, page_bytes))
+        .collect::<PyResult<Vec<_>>>()?;
+    let mut configs = Vec::with_capacity(names.len() * pages.len());
+    for policy in &names {
+        for &capacity_pages in &pages {
+            configs.push(tierlab_cache::sim::CacheSimConfig {
+                policy: policy.clone(),
+                capacity_pages,
+                page_size_bytes: page_bytes,
+            });
+        }
+    }
+    let options = read_options(format, skip_bad, None)?;
+    let results = py
+        .detach(move || {
+            let mut reader = TraceReader::open(&path, &options)?;
+            tierlab_cache::sim::run(&mut reader, &configs)
+        })
+        .map_err(to_py_err)?;
+    serde_json::to_string(&results).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -858,5 +942,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_sim_json, m)?)?;
     Ok(())
 }
