@@ -1070,7 +1070,11 @@ impl Cache {
         }
         // Idle and explicit flushes are not rate-limited; watermark flushing
         // keeps `flush_iodepth` batches in flight so it does not starve host IO.
-        let limit = if urgent { u32::MAX } else { self.flush_iodepth };
+        let limit = if urgent {
+            self.flush_iodepth.saturating_mul(16)
+        } else {
+            self.flush_iodepth
+        };
         // Bounded per call: pages that cannot be flushed now (a write in
         // flight) are retried when that write completes.
         let mut scanned = 0;

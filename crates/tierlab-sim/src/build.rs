@@ -153,6 +153,26 @@ pub fn device_names(config: &SimConfig) -> Vec<String> {
         .collect()
 }
 
+/// A cache needs a cache device (0) large enough and a backing device (1).
+fn check_cache_devices(
+    built: &[Box<dyn DeviceModel>],
+    capacity_bytes: u64,
+) -> Result<(), ConfigError> {
+    if built.len() != 2 {
+        return Err(ConfigError(format!(
+            "key `devices`: a cache needs exactly two devices (0 = cache, 1 = backing), found {}",
+            built.len()
+        )));
+    }
+    if capacity_bytes > built[0].capacity_bytes() {
+        return Err(ConfigError(format!(
+            "key `policy.capacity_bytes`: {capacity_bytes} bytes is more than the cache device holds ({} bytes)",
+            built[0].capacity_bytes()
+        )));
+    }
+    Ok(())
+}
+
 pub fn build(
     config: &SimConfig,
     base_dir: &Path,
@@ -194,6 +214,20 @@ pub fn build(
                 segments.push((names[i].clone(), size));
             }
             Box::new(Linear::new(&segments).map_err(|e| ConfigError(format!("key `policy`: {e}")))?)
+        }
+        PolicyConfig::Cache(params) => {
+            check_cache_devices(&built, params.capacity_bytes.0)?;
+            Box::new(
+                tierlab_policies::cache::Cache::new(params)
+                    .map_err(|e| ConfigError(format!("key `policy`: {e}")))?,
+            )
+        }
+        PolicyConfig::Flashcache(params) => {
+            check_cache_devices(&built, params.capacity_bytes.0)?;
+            Box::new(
+                tierlab_policies::flashcache::new(params)
+                    .map_err(|e| ConfigError(format!("key `policy`: {e}")))?,
+            )
         }
     };
     let tenants = config

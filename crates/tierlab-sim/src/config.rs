@@ -68,6 +68,11 @@ pub enum PolicyConfig {
         #[serde(default)]
         sizes_bytes: Vec<Bytes>,
     },
+    /// A page cache: device 0 caches device 1 (docs/cache-layer.md).
+    Cache(tierlab_policies::cache::CacheParams),
+    /// Facebook flashcache's set-associative write-back cache: device 0
+    /// caches device 1 (docs/cache-layer.md).
+    Flashcache(tierlab_policies::flashcache::FlashcacheParams),
 }
 
 #[derive(Clone, Debug, Deserialize)]
