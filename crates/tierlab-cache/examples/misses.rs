@@ -1,0 +1,31 @@
+//! Miss counts of policies on a key stream (one decimal key per line), for
+//! cross-checking against other simulators (e.g. libCacheSim with unit-size
+//! objects): `cargo run -p tierlab-cache --example misses -- KEYS_FILE CAP POLICY...`.
+//! Prints `policy capacity misses` per policy.
+
+use tierlab_cache::policies;
+use tierlab_cache::sim::next_uses;
+
+fn main() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 4 {
+        return Err("usage: misses KEYS_FILE CAPACITY POLICY...".into());
+    }
+    let text = std::fs::read_to_string(&args[1]).map_err(|e| format!("{}: {e}", args[1]))?;
+    let keys: Vec<u64> = text
+        .split_whitespace()
+        .map(|s| s.parse().map_err(|e| format!("bad key {s:?}: {e}")))
+        .collect::<Result<_, _>>()?;
+    let cap: usize = args[2].parse().map_err(|e| format!("bad capacity: {e}"))?;
+    let next = next_uses(&keys);
+    for name in &args[3..] {
+        let mut c = policies::build(name, cap)?;
+        let mut misses = 0u64;
+        for (&k, &n) in keys.iter().zip(&next) {
+            c.set_next_access(n);
+            misses += !c.access(k).is_hit() as u64;
+        }
+        println!("{name} {cap} {misses}");
+    }
+    Ok(())
+}
