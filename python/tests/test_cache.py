@@ -330,3 +330,20 @@ def test_cli_json_matches_python(tierlab_exe, zipf_trace):
         [tierlab_exe, "cache", str(zipf_trace), "-p", "lru", "-c", "6k"], capture_output=True, text=True
     )
     assert bad.returncode == 1 and "not a whole number of 4096-byte pages" in bad.stderr
+
+
+def test_cli_mrc_equals_libcachesim_lru(libcachesim, tierlab_exe, tmp_path, zipf_trace):
+    """`tierlab cache --mrc`: exact LRU misses at many sizes in one pass."""
+    sizes = [1, 10, 100, 1000, 4096, 20_000, 60_000]
+    out = subprocess.run(
+        [tierlab_exe, "cache", str(zipf_trace), "--mrc", ",".join(map(str, sizes)), "--json"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    rows = json.loads(out)
+    keys = page_stream(tierlab.read_trace(zipf_trace), 4096)
+    og = write_oracle_general(keys, tmp_path / "mrc.oracleGeneral")
+    assert [r["capacity_pages"] for r in rows] == sizes
+    assert all(r["requests"] == len(keys) for r in rows)
+    assert [r["misses"] for r in rows] == [lcs_misses(libcachesim, og, len(keys), "lru", c) for c in sizes]

@@ -6,6 +6,7 @@
 use clap::Args;
 use tierlab_cache::policies;
 use tierlab_cache::sim::{self, CacheSimConfig, CacheSimResult};
+use tierlab_trace::RecordStream;
 use tierlab_trace::units::{format_size_bytes, parse_size_bytes};
 
 use crate::CliResult;
@@ -16,12 +17,27 @@ pub struct CacheArgs {
     #[command(flatten)]
     pub input: InputArgs,
     /// Eviction policies, comma separated (e.g. lru,fifo,arc).
-    #[arg(long, short = 'p', value_delimiter = ',', required = true)]
+    #[arg(
+        long,
+        short = 'p',
+        value_delimiter = ',',
+        required_unless_present = "mrc"
+    )]
     pub policy: Vec<String>,
     /// Cache capacities, comma separated: a page count (`14514`) or a size
     /// with a binary unit (`64MiB`, a whole number of pages).
-    #[arg(long, short = 'c', value_delimiter = ',', required = true)]
+    #[arg(
+        long,
+        short = 'c',
+        value_delimiter = ',',
+        required_unless_present = "mrc"
+    )]
     pub capacity: Vec<String>,
+    /// Exact LRU miss ratios at these sizes (pages or sizes with units,
+    /// comma separated), all from one pass by stack distance; instead of
+    /// --policy/--capacity.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["policy", "capacity"])]
+    pub mrc: Vec<String>,
     /// Page (block) size: requests are split into pages of this size.
     #[arg(long, default_value = "4KiB")]
     pub page_size: String,
@@ -132,8 +148,73 @@ fn print_table(results: &[CacheSimResult]) {
     }
 }
 
+/// Exact LRU misses at every size in `sizes` from one pass (stack
+/// distances), as results shaped like the simulator's (read/write splits
+/// are not tracked and are 0).
+fn run_mrc(args: &CacheArgs, page_size: u32) -> CliResult<Vec<CacheSimResult>> {
+    let sizes = args
+        .mrc
+        .iter()
+        .map(|c| parse_capacity_pages(c, page_size))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut reader = args.input.open()?;
+    let mut mrc = tierlab_cache::mrc::LruMrc::new();
+    let mut io_requests = 0u64;
+    while let Some(rec) = reader.next_record()? {
+        let mut any = false;
+        for key in sim::record_pages(&rec, page_size) {
+            mrc.access(key);
+            any = true;
+        }
+        io_requests += any as u64;
+    }
+    report_skipped(&reader);
+    Ok(sizes
+        .into_iter()
+        .map(|capacity_pages| {
+            let misses = mrc.misses_at(capacity_pages);
+            CacheSimResult {
+                policy: "lru".to_string(),
+                capacity_pages,
+                page_size_bytes: page_size,
+                requests: mrc.requests(),
+                io_requests,
+                misses,
+                miss_ratio: mrc.miss_ratio_at(capacity_pages),
+                read_requests: 0,
+                read_misses: 0,
+                write_requests: 0,
+                write_misses: 0,
+            }
+        })
+        .collect())
+}
+
 pub fn run(args: CacheArgs) -> CliResult {
     let page_size = parse_page_size(&args.page_size)?;
+    if !args.mrc.is_empty() {
+        let results = run_mrc(&args, page_size)?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&results)?);
+        } else {
+            println!(
+                "{:>12} {:>10} {:>12} {:>12} {:>10}",
+                "capacity", "pages", "requests", "misses", "miss_ratio"
+            );
+            for r in &results {
+                let bytes = r.capacity_pages.saturating_mul(page_size as u64);
+                println!(
+                    "{:>12} {:>10} {:>12} {:>12} {:>10}",
+                    format_size_bytes(bytes),
+                    r.capacity_pages,
+                    r.requests,
+                    r.misses,
+                    ratio(r.misses, r.requests)
+                );
+            }
+        }
+        return Ok(());
+    }
     let configs = configs(&args.policy, &args.capacity, page_size)?;
     let mut reader = args.input.open()?;
     let results = sim::run(&mut reader, &configs)?;
