@@ -378,6 +378,17 @@ pub fn build_eviction(name: &str, capacity_pages: usize) -> Result<Box<dyn Evict
 
 impl Cache {
     pub fn new(p: &CacheParams) -> Result<Cache, String> {
+        // Belady needs each request's next use, which a cache in a running
+        // stack cannot know: it would silently degrade to arbitrary choices.
+        if matches!(
+            p.eviction.to_ascii_lowercase().as_str(),
+            "belady" | "min" | "opt"
+        ) {
+            return Err(format!(
+                "eviction: `{}` needs future knowledge; it is for cache-only runs (`tierlab cache`)",
+                p.eviction
+            ));
+        }
         let page = p.page_size_bytes.0;
         let cap = p.capacity_bytes.0 / page.max(1);
         let evict =

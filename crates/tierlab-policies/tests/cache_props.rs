@@ -582,3 +582,126 @@ fn bad_parameters_are_errors_not_panics() {
     assert!(flashcache::new(&FlashcacheParams::with_capacity(1 << 20)).is_err());
     assert!(flashcache::new(&FlashcacheParams::with_capacity(2 << 20)).is_ok());
 }
+
+/// Writes `n` pages at `first` (version `v`) and runs to completion.
+fn write_pages(c: &mut Cache, h: &mut Harness, id: u64, first: u64, n: u64, v: u64) {
+    let mut out = Outbox::default();
+    h.host_bufs
+        .insert(id, (0..n).map(|i| Some((first + i, v))).collect());
+    h.hosts.insert(
+        id,
+        HostState {
+            first,
+            n,
+            op: Op::Write,
+            floor: vec![],
+        },
+    );
+    for i in 0..n {
+        h.latest_written.insert(first + i, v);
+        h.writing.insert(first + i, 1);
+    }
+    c.on_host_io(
+        h.now,
+        HostIo {
+            id,
+            op: Op::Write,
+            offset_bytes: first * PAGE,
+            size_bytes: (n * PAGE) as u32,
+            tenant: 0,
+        },
+        &mut out,
+    );
+    h.drain(&mut out);
+    while h.step(c, &mut out) {}
+}
+
+#[test]
+fn flashcache_cleans_a_set_past_its_dirty_threshold() {
+    // 2 sets of 4 blocks, threshold 50 %: a set may hold 2 dirty blocks.
+    let mut p = FlashcacheParams::with_capacity(8 * PAGE);
+    p.associativity = 4;
+    p.dirty_thresh_pct = 50.0;
+    let mut c = flashcache::new(&p).unwrap();
+    assert_eq!(c.capacity_pages(), 8);
+    let mut h = Harness::new(2, 10);
+    // Blocks 0..2 are set 0 ((block / 4) % 2 == 0): two dirty is allowed.
+    write_pages(&mut c, &mut h, 1, 0, 2, 1);
+    assert_eq!((c.dirty_pages(), c.stats().flush_ios), (2, 0));
+    // Block 8 is set 0 again ((8 / 4) % 2): three dirty > 2, so the oldest
+    // dirty blocks (0 and 1, adjacent: one merged write) are cleaned.
+    write_pages(&mut c, &mut h, 2, 8, 1, 2);
+    let s = c.stats();
+    assert_eq!((s.flush_ios, s.flush_bytes), (1, 2 * PAGE));
+    assert_eq!(c.dirty_pages(), 1);
+    assert_eq!((h.backing(0), h.backing(1)), ((0, 1), (1, 1)));
+    // Block 4 is set 1: untouched by set 0's cleaning.
+    write_pages(&mut c, &mut h, 3, 4, 1, 3);
+    assert_eq!((c.dirty_pages(), c.stats().flush_ios), (2, 1));
+    assert!(h.failures.is_empty(), "{:?}", h.failures);
+}
+
+#[test]
+fn write_modes_route_writes_and_set_tiers() {
+    for (mode, cache_ios, backing_ios, tier0) in [
+        (WriteMode::WriteBack, 1, 0, 1),
+        (WriteMode::WriteThrough, 1, 1, 0),
+        (WriteMode::WriteAround, 0, 1, 0),
+    ] {
+        let mut p = CacheParams::with_capacity(16 * PAGE);
+        p.write_mode = mode;
+        p.idle_flush_ms = 0.0;
+        let mut c = Cache::new(&p).unwrap();
+        let mut out = Outbox::default();
+        c.on_host_io(
+            0,
+            HostIo {
+                id: 1,
+                op: Op::Write,
+                offset_bytes: 0,
+                size_bytes: PAGE as u32,
+                tenant: 0,
+            },
+            &mut out,
+        );
+        let on = |d| out.device_ios.iter().filter(|(x, _)| *x == d).count();
+        assert_eq!((on(0), on(1)), (cache_ios, backing_ios), "{mode:?}");
+        let ios: Vec<_> = out.device_ios.drain(..).collect();
+        for (d, io) in ios {
+            c.on_device_completion(5, d, io.tag, &mut out);
+        }
+        assert_eq!(out.complete.len(), 1, "{mode:?}");
+        assert_eq!(c.stats().host_ios_cache_only, tier0, "{mode:?}");
+    }
+}
+
+#[test]
+fn n_hit_admission_and_sequential_bypass() {
+    let mut p = CacheParams::with_capacity(64 * PAGE);
+    p.admission = Admission::NHit;
+    p.admission_hits = 2;
+    p.idle_flush_ms = 0.0;
+    let mut c = Cache::new(&p).unwrap();
+    let mut h = Harness::new(3, 10);
+    write_pages(&mut c, &mut h, 1, 5, 1, 1);
+    // First miss: not admitted, written to the backing device.
+    assert_eq!((c.dirty_pages(), h.backing(5)), (0, (5, 1)));
+    write_pages(&mut c, &mut h, 2, 5, 1, 2);
+    assert_eq!(c.dirty_pages(), 1);
+
+    let mut p = CacheParams::with_capacity(64 * PAGE);
+    p.sequential_bypass_bytes = ByteCount(2 * PAGE);
+    p.idle_flush_ms = 0.0;
+    let mut c = Cache::new(&p).unwrap();
+    let mut h = Harness::new(4, 10);
+    // A sequential stream: the first 2 pages are cached, the rest bypass.
+    for i in 0..4 {
+        write_pages(&mut c, &mut h, 10 + i, 20 + i, 1, 1);
+    }
+    let s = c.stats();
+    assert_eq!((c.dirty_pages(), s.bypassed_pages), (2, 2));
+    assert_eq!(h.backing(23), (23, 1));
+    let mut p = CacheParams::with_capacity(64 * PAGE);
+    p.eviction = "belady".into();
+    assert!(Cache::new(&p).is_err());
+}
