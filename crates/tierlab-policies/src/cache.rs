@@ -281,13 +281,16 @@ struct Entry {
     filling: Option<u64>,
 }
 
+/// A page a backing read should fill into the cache afterwards:
+/// (page, incarnation, generation, page in the host buffer).
+type Fill = (u64, u64, u64, u64);
+
 enum Rec {
-    /// A cache-device read of a hit, or a backing read that may fill pages:
-    /// (page, incarnation, generation, page in the host buffer).
+    /// A cache-device read of a hit, or a backing read that may fill pages.
     HostRead {
         host: u64,
         slot: Option<u64>,
-        fills: Vec<(u64, u64, u64, u64)>,
+        fills: Vec<Fill>,
     },
     /// A host write into a slot.
     SlotWrite {
@@ -712,7 +715,7 @@ impl Cache {
         let mut parts = 0u32;
         let mut cache_only = true;
         // A backing read run: (first page, pages, fills it feeds).
-        let mut run: Option<(u64, u64, Vec<(u64, u64, u64, u64)>)> = None;
+        let mut run: Option<(u64, u64, Vec<Fill>)> = None;
         let max_io = u32::MAX as u64 / self.page;
         let mut i = 0;
         while i < n {
@@ -840,9 +843,10 @@ impl Cache {
 
     fn write(&mut self, io: HostIo, first: u64, n: u64, bypass: bool, out: &mut Outbox) {
         let id = io.id;
-        // Registered first, with one extra part released at the end: making
-        // room for a page may complete this IO's queued parts early (a clean
-        // victim with queued write-through parts).
+        // Registered first, with one extra part released at the end, and
+        // each part counted as soon as it exists: making room for a page may
+        // complete this IO's queued parts early (a clean victim with queued
+        // write-through parts), which must not complete the IO itself.
         self.hosts.insert(
             id,
             HostPending {
@@ -850,7 +854,6 @@ impl Cache {
                 cache_only: true,
             },
         );
-        let mut parts = 0u32;
         let mut cache_only = true;
         // Direct backing run: (first page, pages).
         let mut run: Option<(u64, u64)> = None;
@@ -896,7 +899,7 @@ impl Cache {
             if to_cache {
                 let e = self.map.get_mut(&p).unwrap();
                 e.generation += 1;
-                parts += 1;
+                self.add_part(id);
                 if self.mode == WriteMode::WriteBack {
                     self.set_dirty(p, true);
                 }
@@ -914,7 +917,7 @@ impl Cache {
                     Some((f, k)) if *f + *k == p && *k < max_io => *k += 1,
                     _ => {
                         if let Some((f, k)) = run.take() {
-                            parts += 1;
+                            self.add_part(id);
                             let dio = self.page_io(Op::Write, Buffer::Host(id), f - first, f, k);
                             self.submit(
                                 out,
@@ -933,7 +936,7 @@ impl Cache {
             }
         }
         if let Some((f, k)) = run.take() {
-            parts += 1;
+            self.add_part(id);
             let dio = self.page_io(Op::Write, Buffer::Host(id), f - first, f, k);
             self.submit(
                 out,
@@ -947,10 +950,15 @@ impl Cache {
             );
         }
         if let Some(h) = self.hosts.get_mut(&id) {
-            h.parts += parts;
             h.cache_only &= cache_only;
         }
         self.host_part_done(id, true, out);
+    }
+
+    fn add_part(&mut self, host: u64) {
+        if let Some(h) = self.hosts.get_mut(&host) {
+            h.parts += 1;
+        }
     }
 
     fn flushable(&self, page: u64) -> bool {

@@ -85,6 +85,7 @@ struct Harness {
     /// Pages with a host write in flight.
     writing: HashMap<u64, u32>,
     completed: u64,
+    tier0: u64,
     failures: Vec<String>,
 }
 
@@ -105,6 +106,7 @@ impl Harness {
             latest_acked: HashMap::new(),
             writing: HashMap::new(),
             completed: 0,
+            tier0: 0,
             failures: Vec::new(),
         }
     }
@@ -173,6 +175,7 @@ impl Harness {
             return;
         };
         self.completed += 1;
+        self.tier0 += u64::from(tier == 0);
         match h.op {
             Op::Read => {
                 let buf = self.host_bufs.get(&host).cloned().unwrap_or_default();
@@ -401,10 +404,25 @@ fn run(policy: &mut Cache, seed: u64, case: &Case, max_delay: u64) -> Vec<String
             ));
         }
     }
+    let s = policy.stats();
+    if (s.host_ios, s.host_ios_cache_only) != (issued, h.tier0) {
+        h.fail(format!(
+            "stats count {} host IOs, {} cache-only; the run issued {issued}, {} completed in tier 0",
+            s.host_ios, s.host_ios_cache_only, h.tier0
+        ));
+    }
     if h.completed != issued {
         h.fail(format!("{} of {issued} host IOs completed", h.completed));
     }
     h.failures
+}
+
+/// `TIERLAB_PROP_CASES=N` runs N cases instead (a longer hunt).
+fn cases(default: u64) -> u64 {
+    std::env::var("TIERLAB_PROP_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 const EVICTIONS: &[&str] = &[
@@ -424,7 +442,7 @@ fn random_case(rng: &mut Rng) -> Case {
 
 #[test]
 fn cache_never_loses_reorders_or_serves_stale_data() {
-    let cases = 400;
+    let cases = cases(1000);
     for seed in 0..cases {
         let mut rng = Rng(seed * 7919 + 1);
         let mode = [
@@ -469,7 +487,7 @@ fn cache_never_loses_reorders_or_serves_stale_data() {
 
 #[test]
 fn flashcache_never_loses_reorders_or_serves_stale_data() {
-    let cases = 200;
+    let cases = cases(500);
     for seed in 0..cases {
         let mut rng = Rng(seed * 104_729 + 3);
         let assoc = [1, 2, 4, 8][rng.below(4) as usize];
