@@ -570,6 +570,14 @@ impl Cache {
             if dirty {
                 sets.dirty[s] += 1;
                 sets.order[s].push_back(page);
+                // Cleaned pages stay in the order until met; compact now and
+                // then so a set that never passes its threshold stays bounded.
+                if sets.order[s].len() as u64 > 4 * sets.assoc {
+                    let map = &self.map;
+                    let mut seen = HashSet::new();
+                    sets.order[s]
+                        .retain(|p| map.get(p).is_some_and(|e| e.dirty) && seen.insert(*p));
+                }
             } else {
                 sets.dirty[s] -= 1;
             }
