@@ -122,3 +122,27 @@ fn overrides_and_config_errors() {
         "{err}"
     );
 }
+
+#[test]
+fn cache_counters_agree_with_the_tier_metrics() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = sim(&configs_dir().join("flashcache-nvme.toml"), tmp.path(), &[]);
+    let c = &s["run"]["policy_counters"];
+    let cache_tier = s["tiers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "cache")
+        .unwrap();
+    // Two independent counts of "served entirely by the cache device":
+    // the policy's own, and the executor's per-tier histogram.
+    assert_eq!(c["host_ios_cache_only"], cache_tier["ios"]);
+    assert_eq!(c["host_ios"], s["ios"]);
+    let ratio = c["memory_access_ratio"].as_f64().unwrap();
+    let expect = cache_tier["ios"].as_f64().unwrap() / s["ios"].as_f64().unwrap();
+    assert!((ratio - expect).abs() < 1e-12, "{ratio} vs {expect}");
+    assert_eq!(
+        c["dirty_bytes_at_end"], 0,
+        "every dirty page is flushed by the end of the run"
+    );
+}

@@ -64,6 +64,12 @@ pub trait Policy {
     fn on_timer(&mut self, now_ns: TimeNs, timer_id: u64, out: &mut Outbox) {
         let _ = (now_ns, timer_id, out);
     }
+    /// The policy's own counters at the end of a run (hits, flushes, dirty
+    /// bytes, ...), reported in summary.json under `run.policy_counters`
+    /// and defined in the policy's docs.
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
 }
 
 /// The simplest stack: every host IO goes to device 0 unchanged and

@@ -1159,6 +1159,24 @@ impl Policy for Cache {
         &self.name
     }
 
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        let s = self.stats();
+        vec![
+            ("host_ios", s.host_ios as f64),
+            ("host_ios_cache_only", s.host_ios_cache_only as f64),
+            ("memory_access_ratio", s.memory_access_ratio()),
+            ("read_hits", s.read_hits as f64),
+            ("read_misses", s.read_misses as f64),
+            ("write_hits", s.write_hits as f64),
+            ("write_misses", s.write_misses as f64),
+            ("fills", s.fills as f64),
+            ("bypassed_pages", s.bypassed_pages as f64),
+            ("flush_ios", s.flush_ios as f64),
+            ("flush_bytes", s.flush_bytes as f64),
+            ("dirty_bytes_at_end", s.dirty_bytes as f64),
+        ]
+    }
+
     fn tier_names(&self) -> Vec<String> {
         vec!["cache".into(), "backing".into()]
     }

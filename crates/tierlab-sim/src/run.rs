@@ -78,6 +78,8 @@ pub struct RunInfo {
     /// Host IOs still in flight when the run stopped (a run cut by `run.duration_s`).
     pub host_ios_unfinished: u64,
     pub tenants: Vec<TenantReport>,
+    /// The policy's own end-of-run counters (`Policy::counters`).
+    pub policy_counters: serde_json::Map<String, serde_json::Value>,
 }
 
 pub struct RunResult {
@@ -111,6 +113,20 @@ pub fn run(config: &SimConfig, base_dir: &Path) -> Result<RunResult, Box<dyn std
         simulated_s: outcome.end_ns as f64 / NS_PER_S as f64,
         events: outcome.events,
         host_ios_unfinished: outcome.host_ios_unfinished,
+        policy_counters: sim
+            .policy()
+            .counters()
+            .into_iter()
+            .map(|(k, v)| {
+                // Counts print as integers, ratios as decimals.
+                let value = if v.fract() == 0.0 && v.abs() < 9.0e15 {
+                    serde_json::Value::from(v as i64)
+                } else {
+                    serde_json::Value::from(v)
+                };
+                (k.to_string(), value)
+            })
+            .collect(),
         tenants: sim
             .tenants()
             .iter()
