@@ -245,6 +245,30 @@ fn drive(
     Ok(())
 }
 
+/// Parses one capacity: a bare integer is a page count; anything with a
+/// unit is bytes and must be a whole, nonzero number of pages.
+pub fn parse_capacity_pages(text: &str, page_size: u32) -> Result<u64, String> {
+    let t = text.trim();
+    let pages = if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '_') {
+        t.replace('_', "")
+            .parse::<u64>()
+            .map_err(|_| format!("capacity {t:?} is too large"))?
+    } else {
+        let bytes = tierlab_trace::units::parse_size_bytes(t)
+            .map_err(|e| format!("capacity: {e} (or a page count such as 14514)"))?;
+        if bytes % page_size as u64 != 0 {
+            return Err(format!(
+                "capacity {t:?} ({bytes} bytes) is not a whole number of {page_size}-byte pages"
+            ));
+        }
+        bytes / page_size as u64
+    };
+    if pages == 0 {
+        return Err(format!("capacity {t:?}: must be at least one page"));
+    }
+    Ok(pages)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@
 
 use clap::Args;
 use tierlab_cache::policies;
+use tierlab_cache::sim::parse_capacity_pages;
 use tierlab_cache::sim::{self, CacheSimConfig, CacheSimResult};
 use tierlab_trace::RecordStream;
 use tierlab_trace::units::{format_size_bytes, parse_size_bytes};
@@ -53,30 +54,6 @@ pub fn parse_page_size(text: &str) -> Result<u32, String> {
         return Err(format!("--page-size {text:?}: must be at least 1 byte"));
     }
     u32::try_from(bytes).map_err(|_| format!("--page-size {text:?}: must be below 4 GiB"))
-}
-
-/// Parses one capacity: a bare integer is a page count; anything with a
-/// unit is bytes and must be a whole, nonzero number of pages.
-pub fn parse_capacity_pages(text: &str, page_size: u32) -> Result<u64, String> {
-    let t = text.trim();
-    let pages = if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '_') {
-        t.replace('_', "")
-            .parse::<u64>()
-            .map_err(|_| format!("capacity {t:?} is too large"))?
-    } else {
-        let bytes = parse_size_bytes(t)
-            .map_err(|e| format!("capacity: {e} (or a page count such as 14514)"))?;
-        if bytes % page_size as u64 != 0 {
-            return Err(format!(
-                "capacity {t:?} ({bytes} bytes) is not a whole number of {page_size}-byte pages"
-            ));
-        }
-        bytes / page_size as u64
-    };
-    if pages == 0 {
-        return Err(format!("capacity {t:?}: must be at least one page"));
-    }
-    Ok(pages)
 }
 
 /// Checks a policy name against the library's list.

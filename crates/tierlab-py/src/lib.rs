@@ -844,28 +844,7 @@ fn simulate<'py>(
 /// Parses a cache capacity: a bare integer is a page count, a size with a
 /// unit must be a whole, nonzero number of pages (as `tierlab cache`).
 fn cache_capacity_pages(text: &str, page_size: u32) -> PyResult<u64> {
-    let t = text.trim();
-    let pages = if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '_') {
-        t.replace('_', "")
-            .parse::<u64>()
-            .map_err(|_| PyValueError::new_err(format!("capacity {t:?} is too large")))?
-    } else {
-        let bytes = tierlab_trace::units::parse_size_bytes(t).map_err(|e| {
-            PyValueError::new_err(format!("capacity: {e} (or a page count such as 14514)"))
-        })?;
-        if bytes % page_size as u64 != 0 {
-            return Err(PyValueError::new_err(format!(
-                "capacity {t:?} ({bytes} bytes) is not a whole number of {page_size}-byte pages"
-            )));
-        }
-        bytes / page_size as u64
-    };
-    if pages == 0 {
-        return Err(PyValueError::new_err(format!(
-            "capacity {t:?}: must be at least one page"
-        )));
-    }
-    Ok(pages)
+    tierlab_cache::sim::parse_capacity_pages(text, page_size).map_err(PyValueError::new_err)
 }
 
 /// Cache-only simulation of every policy × capacity in one pass over the
