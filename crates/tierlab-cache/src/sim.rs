@@ -58,13 +58,19 @@ pub fn page_key(device_id: u32, page: u64) -> Key {
 pub fn record_pages(rec: &IoRecord, page_size: u32) -> impl Iterator<Item = Key> + use<> {
     let ps = page_size.max(1) as u64;
     let skip = rec.op == Op::Flush || rec.size_bytes == 0;
-    let first = rec.offset_bytes / ps;
     // saturating: size 0 (skipped anyway) and offsets near u64::MAX.
-    let last = rec
+    let end_byte = rec
         .offset_bytes
         .saturating_add(rec.size_bytes as u64)
-        .saturating_sub(1)
-        / ps;
+        .saturating_sub(1);
+    // Page sizes are almost always powers of two: shift instead of two
+    // 64-bit divisions per record (a third of the cache-only loop's cost).
+    let (first, last) = if ps.is_power_of_two() {
+        let shift = ps.trailing_zeros();
+        (rec.offset_bytes >> shift, end_byte >> shift)
+    } else {
+        (rec.offset_bytes / ps, end_byte / ps)
+    };
     let dev = rec.device_id;
     // An exclusive end, so a skipped record is simply the empty range.
     let end = if skip { first } else { last + 1 };
