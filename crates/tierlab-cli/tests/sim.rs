@@ -142,7 +142,33 @@ fn cache_counters_agree_with_the_tier_metrics() {
     let expect = cache_tier["ios"].as_f64().unwrap() / s["ios"].as_f64().unwrap();
     assert!((ratio - expect).abs() < 1e-12, "{ratio} vs {expect}");
     assert_eq!(
-        c["dirty_bytes_at_end"], 0,
+        c["dirty_bytes"], 0,
         "every dirty page is flushed by the end of the run"
     );
+}
+
+#[test]
+fn policy_counters_over_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = sim(&configs_dir().join("flashcache-nvme.toml"), tmp.path(), &[]);
+    let csv = std::fs::read_to_string(tmp.path().join("policy_series.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<f64>> = lines
+        .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
+        .collect();
+    assert!(rows.len() >= 3, "{csv}");
+    // Samples every output interval, counts never decrease, the last sample is the end of the run.
+    let interval = s["interval_ns"].as_f64().unwrap() / 1e9;
+    assert!((rows[1][0] - rows[0][0] - interval).abs() < 1e-9);
+    for w in rows.windows(2) {
+        assert!(w[1][col("host_ios")] >= w[0][col("host_ios")]);
+        assert!(w[1][col("flush_bytes")] >= w[0][col("flush_bytes")]);
+    }
+    let last = rows.last().unwrap();
+    assert_eq!(last[col("host_ios")] as u64, s["ios"].as_u64().unwrap());
+    assert_eq!(last[col("dirty_bytes")], 0.0);
+    // Write-back: dirty data accumulates during the run before it is flushed.
+    assert!(rows.iter().any(|r| r[col("dirty_bytes")] > 0.0));
 }

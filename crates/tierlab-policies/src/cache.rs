@@ -1173,7 +1173,7 @@ impl Policy for Cache {
             ("bypassed_pages", s.bypassed_pages as f64),
             ("flush_ios", s.flush_ios as f64),
             ("flush_bytes", s.flush_bytes as f64),
-            ("dirty_bytes_at_end", s.dirty_bytes as f64),
+            ("dirty_bytes", s.dirty_bytes as f64),
         ]
     }
 

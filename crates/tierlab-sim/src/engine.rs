@@ -138,6 +138,10 @@ pub struct Simulation {
     states: Vec<DeviceState>,
     host_ios: u64,
     events: u64,
+    /// Policy counters sampled every `sample_interval_ns` (see `sample_policy_counters`).
+    sample_interval_ns: Option<TimeNs>,
+    next_sample_ns: TimeNs,
+    counter_samples: Vec<(TimeNs, Vec<f64>)>,
 }
 
 impl Simulation {
@@ -161,6 +165,36 @@ impl Simulation {
             states,
             host_ios: 0,
             events: 0,
+            sample_interval_ns: None,
+            next_sample_ns: 0,
+            counter_samples: Vec::new(),
+        }
+    }
+
+    /// Samples `Policy::counters` at every multiple of `interval_ns` (the
+    /// state just before that instant's events) and at the end of the run:
+    /// e.g. a cache's dirty bytes over time. Policies without counters are
+    /// not sampled.
+    pub fn sample_policy_counters(&mut self, interval_ns: TimeNs) {
+        if interval_ns > 0 && !self.policy.counters().is_empty() {
+            self.sample_interval_ns = Some(interval_ns);
+            self.next_sample_ns = interval_ns;
+        }
+    }
+
+    /// (time, counter values in `Policy::counters` order).
+    pub fn counter_samples(&self) -> &[(TimeNs, Vec<f64>)] {
+        &self.counter_samples
+    }
+
+    fn sample_until(&mut self, t: TimeNs) {
+        let Some(interval) = self.sample_interval_ns else {
+            return;
+        };
+        while self.next_sample_ns <= t {
+            let values = self.policy.counters().into_iter().map(|(_, v)| v).collect();
+            self.counter_samples.push((self.next_sample_ns, values));
+            self.next_sample_ns += interval;
         }
     }
 
@@ -211,6 +245,7 @@ impl Simulation {
                 self.now_ns = until_ns.unwrap();
                 break;
             }
+            self.sample_until(next);
             debug_assert!(
                 next >= self.now_ns,
                 "time ran backwards: {next} < {}",
@@ -276,6 +311,17 @@ impl Simulation {
                     self.policy.on_host_io(now, io, &mut self.outbox);
                     self.apply(obs)?;
                 }
+            }
+        }
+        if self.sample_interval_ns.is_some() {
+            self.sample_until(self.now_ns);
+            if self
+                .counter_samples
+                .last()
+                .is_none_or(|(t, _)| *t < self.now_ns)
+            {
+                let values = self.policy.counters().into_iter().map(|(_, v)| v).collect();
+                self.counter_samples.push((self.now_ns, values));
             }
         }
         Ok(RunOutcome {

@@ -86,6 +86,9 @@ pub struct RunResult {
     pub metrics: SimMetrics,
     pub info: RunInfo,
     pub outcome: RunOutcome,
+    /// Counter names and (time, values) samples of the policy's counters.
+    pub counter_names: Vec<&'static str>,
+    pub counter_samples: Vec<(TimeNs, Vec<f64>)>,
 }
 
 /// Runs a config. `base_dir` resolves relative trace paths.
@@ -101,6 +104,7 @@ pub fn run(config: &SimConfig, base_dir: &Path) -> Result<RunResult, Box<dyn std
         ..MetricsConfig::default()
     })
     .map_err(|e| ConfigError(format!("output: {e}")))?;
+    sim.sample_policy_counters(interval_ns);
     let until = config
         .run
         .duration_s
@@ -140,10 +144,19 @@ pub fn run(config: &SimConfig, base_dir: &Path) -> Result<RunResult, Box<dyn std
             })
             .collect(),
     };
+    let counter_names = sim
+        .policy()
+        .counters()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    let counter_samples = sim.counter_samples().to_vec();
     Ok(RunResult {
         metrics,
         info,
         outcome,
+        counter_names,
+        counter_samples,
     })
 }
 
@@ -156,5 +169,27 @@ pub fn write_outputs(result: &RunResult, dir: &Path) -> std::io::Result<()> {
     let path = dir.join("summary.json");
     let mut summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)?;
     summary["run"] = serde_json::to_value(&result.info)?;
-    std::fs::write(&path, serde_json::to_string_pretty(&summary)? + "\n")
+    std::fs::write(&path, serde_json::to_string_pretty(&summary)? + "\n")?;
+    if !result.counter_names.is_empty() {
+        // policy_series.csv: the policy's counters at every interval boundary.
+        let mut csv = String::from("time_s");
+        for name in &result.counter_names {
+            csv.push(',');
+            csv.push_str(name);
+        }
+        csv.push('\n');
+        for (t, values) in &result.counter_samples {
+            csv.push_str(&format!("{:.9}", *t as f64 / NS_PER_S as f64));
+            for v in values {
+                if v.fract() == 0.0 && v.abs() < 9.0e15 {
+                    csv.push_str(&format!(",{}", *v as i64));
+                } else {
+                    csv.push_str(&format!(",{v:.6}"));
+                }
+            }
+            csv.push('\n');
+        }
+        std::fs::write(dir.join("policy_series.csv"), csv)?;
+    }
+    Ok(())
 }
