@@ -39,6 +39,14 @@ pub struct CacheArgs {
     /// --policy/--capacity.
     #[arg(long, value_delimiter = ',', conflicts_with_all = ["policy", "capacity"])]
     pub mrc: Vec<String>,
+    /// With --mrc: the policy of the curve. LRU is exact (stack distances)
+    /// unless --shards-rate is given; other policies need --shards-rate.
+    #[arg(long, default_value = "lru", requires = "mrc")]
+    pub mrc_policy: String,
+    /// With --mrc: estimate the curve with SHARDS (Waldspurger et al., FAST '15)
+    /// at this spatial sampling rate (0 < R <= 1), e.g. 0.01.
+    #[arg(long, requires = "mrc")]
+    pub shards_rate: Option<f64>,
     /// Page (block) size: requests are split into pages of this size.
     #[arg(long, default_value = "4KiB")]
     pub page_size: String,
@@ -125,44 +133,85 @@ fn print_table(results: &[CacheSimResult]) {
     }
 }
 
-/// Exact LRU misses at every size in `sizes` from one pass (stack
-/// distances), as results shaped like the simulator's (read/write splits
-/// are not tracked and are 0).
-fn run_mrc(args: &CacheArgs, page_size: u32) -> CliResult<Vec<CacheSimResult>> {
+/// One point of a miss-ratio curve.
+#[derive(serde::Serialize)]
+pub struct MrcPoint {
+    pub policy: String,
+    /// `exact` (LRU stack distances) or `shards` (sampled estimate).
+    pub method: &'static str,
+    pub sampling_rate: f64,
+    pub capacity_pages: u64,
+    pub page_size_bytes: u32,
+    pub requests: u64,
+    pub io_requests: u64,
+    /// Exact, or `miss_ratio × requests` rounded for SHARDS.
+    pub misses: u64,
+    pub miss_ratio: f64,
+}
+
+/// Miss ratios at every size in `--mrc` from one pass: exact for LRU by
+/// stack distance, SHARDS-sampled otherwise (docs/cache.md).
+fn run_mrc(args: &CacheArgs, page_size: u32) -> CliResult<Vec<MrcPoint>> {
     let sizes = args
         .mrc
         .iter()
         .map(|c| parse_capacity_pages(c, page_size))
         .collect::<Result<Vec<_>, _>>()?;
+    let policy = check_policy(&args.mrc_policy)?;
     let mut reader = args.input.open()?;
-    let mut mrc = tierlab_cache::mrc::LruMrc::new();
     let mut io_requests = 0u64;
+    let mut requests = 0u64;
+    let exact = policy == "lru" && args.shards_rate.is_none();
+    let mut lru = exact.then(tierlab_cache::mrc::LruMrc::new);
+    let mut sampled = match (exact, args.shards_rate) {
+        (true, _) => None,
+        (false, Some(rate)) => Some(tierlab_cache::mrc::ShardsSim::new(&policy, &sizes, rate)?),
+        (false, None) => {
+            return Err(format!(
+                "an exact one-pass curve exists only for LRU; for {policy:?} give --shards-rate (e.g. 0.01)"
+            )
+            .into());
+        }
+    };
     while let Some(rec) = reader.next_record()? {
         let mut any = false;
         for key in sim::record_pages(&rec, page_size) {
-            mrc.access(key);
+            match (&mut lru, &mut sampled) {
+                (Some(m), _) => m.access(key),
+                (_, Some(s)) => s.access(key),
+                _ => {}
+            }
+            requests += 1;
             any = true;
         }
         io_requests += any as u64;
     }
     report_skipped(&reader);
+    let ratios: Vec<f64> = match (&lru, &sampled) {
+        (Some(m), _) => sizes.iter().map(|&c| m.miss_ratio_at(c)).collect(),
+        (_, Some(s)) => s.miss_ratios(),
+        _ => Vec::new(),
+    };
     Ok(sizes
-        .into_iter()
-        .map(|capacity_pages| {
-            let misses = mrc.misses_at(capacity_pages);
-            CacheSimResult {
-                policy: "lru".to_string(),
-                capacity_pages,
-                page_size_bytes: page_size,
-                requests: mrc.requests(),
-                io_requests,
-                misses,
-                miss_ratio: mrc.miss_ratio_at(capacity_pages),
-                read_requests: 0,
-                read_misses: 0,
-                write_requests: 0,
-                write_misses: 0,
-            }
+        .iter()
+        .zip(ratios)
+        .map(|(&capacity_pages, miss_ratio)| MrcPoint {
+            policy: policy.clone(),
+            method: if exact { "exact" } else { "shards" },
+            sampling_rate: if exact {
+                1.0
+            } else {
+                args.shards_rate.unwrap_or(1.0)
+            },
+            capacity_pages,
+            page_size_bytes: page_size,
+            requests,
+            io_requests,
+            misses: match &lru {
+                Some(m) => m.misses_at(capacity_pages),
+                None => (miss_ratio * requests as f64).round() as u64,
+            },
+            miss_ratio,
         })
         .collect())
 }
@@ -171,6 +220,12 @@ pub fn run(args: CacheArgs) -> CliResult {
     let page_size = parse_page_size(&args.page_size)?;
     if !args.mrc.is_empty() {
         let results = run_mrc(&args, page_size)?;
+        if let Some(first) = results.first().filter(|r| r.method == "shards") {
+            eprintln!(
+                "tierlab: {} miss ratios estimated with SHARDS at sampling rate {}",
+                first.policy, first.sampling_rate
+            );
+        }
         if args.json {
             println!("{}", serde_json::to_string_pretty(&results)?);
         } else {
