@@ -539,6 +539,30 @@ impl Cache {
         }
     }
 
+    /// Sends a pending run of missed pages `(first page, pages, fills)` of
+    /// host read `id` to the backing device; returns the parts issued (0/1).
+    fn submit_backing_read(
+        &mut self,
+        out: &mut Outbox,
+        id: u64,
+        first: u64,
+        run: Option<(u64, u64, Vec<Fill>)>,
+    ) -> u32 {
+        let Some((f, k, fills)) = run else { return 0 };
+        let dio = self.page_io(Op::Read, Buffer::Host(id), f - first, f, k);
+        self.submit(
+            out,
+            BACKING_DEVICE,
+            dio,
+            Rec::HostRead {
+                host: id,
+                slot: None,
+                fills,
+            },
+        );
+        1
+    }
+
     fn submit(&mut self, out: &mut Outbox, device: usize, io: DeviceIo, rec: Rec) {
         self.inflight.insert((device, io.tag), rec);
         out.device_ios.push((device, io));
@@ -738,20 +762,7 @@ impl Cache {
                 if !evicting {
                     self.evict.access(p);
                 }
-                if let Some((f, k, fills)) = run.take() {
-                    parts += 1;
-                    let dio = self.page_io(Op::Read, Buffer::Host(id), f - first, f, k);
-                    self.submit(
-                        out,
-                        BACKING_DEVICE,
-                        dio,
-                        Rec::HostRead {
-                            host: id,
-                            slot: None,
-                            fills,
-                        },
-                    );
-                }
+                parts += self.submit_backing_read(out, id, first, run.take());
                 self.pins[slot as usize] += 1;
                 parts += 1;
                 let dio = self.page_io(Op::Read, Buffer::Host(id), i, slot, 1);
@@ -788,40 +799,14 @@ impl Cache {
                         fills.extend(fill);
                     }
                     _ => {
-                        if let Some((f, k, fills)) = run.take() {
-                            parts += 1;
-                            let dio = self.page_io(Op::Read, Buffer::Host(id), f - first, f, k);
-                            self.submit(
-                                out,
-                                BACKING_DEVICE,
-                                dio,
-                                Rec::HostRead {
-                                    host: id,
-                                    slot: None,
-                                    fills,
-                                },
-                            );
-                        }
+                        parts += self.submit_backing_read(out, id, first, run.take());
                         run = Some((p, 1, fill.into_iter().collect()));
                     }
                 }
             }
             i += 1;
         }
-        if let Some((f, k, fills)) = run.take() {
-            parts += 1;
-            let dio = self.page_io(Op::Read, Buffer::Host(id), f - first, f, k);
-            self.submit(
-                out,
-                BACKING_DEVICE,
-                dio,
-                Rec::HostRead {
-                    host: id,
-                    slot: None,
-                    fills,
-                },
-            );
-        }
+        parts += self.submit_backing_read(out, id, first, run.take());
         self.hosts.insert(id, HostPending { parts, cache_only });
     }
 

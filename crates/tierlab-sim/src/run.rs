@@ -56,6 +56,15 @@ pub fn standard_device(table: &toml::Table, seed: u64) -> Result<Box<dyn DeviceM
     tierlab_devices::build(&config, seed)
 }
 
+/// A policy counter as JSON/CSV: counts as integers, ratios as decimals.
+fn counter_value(v: f64) -> serde_json::Value {
+    if v.fract() == 0.0 && v.abs() < 9.0e15 {
+        serde_json::Value::from(v as i64)
+    } else {
+        serde_json::Value::from(v)
+    }
+}
+
 /// What each tenant did, beyond the metrics.
 #[derive(Clone, Debug, Serialize)]
 pub struct TenantReport {
@@ -121,15 +130,7 @@ pub fn run(config: &SimConfig, base_dir: &Path) -> Result<RunResult, Box<dyn std
             .policy()
             .counters()
             .into_iter()
-            .map(|(k, v)| {
-                // Counts print as integers, ratios as decimals.
-                let value = if v.fract() == 0.0 && v.abs() < 9.0e15 {
-                    serde_json::Value::from(v as i64)
-                } else {
-                    serde_json::Value::from(v)
-                };
-                (k.to_string(), value)
-            })
+            .map(|(k, v)| (k.to_string(), counter_value(v)))
             .collect(),
         tenants: sim
             .tenants()
@@ -181,11 +182,7 @@ pub fn write_outputs(result: &RunResult, dir: &Path) -> std::io::Result<()> {
         for (t, values) in &result.counter_samples {
             csv.push_str(&format!("{:.9}", *t as f64 / NS_PER_S as f64));
             for v in values {
-                if v.fract() == 0.0 && v.abs() < 9.0e15 {
-                    csv.push_str(&format!(",{}", *v as i64));
-                } else {
-                    csv.push_str(&format!(",{v:.6}"));
-                }
+                csv.push_str(&format!(",{}", counter_value(*v)));
             }
             csv.push('\n');
         }
