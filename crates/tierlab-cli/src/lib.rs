@@ -7,6 +7,7 @@ mod cache_cmd;
 mod demo_cmd;
 mod gen_bench;
 mod gen_cmd;
+mod reproduce;
 mod sim_cmd;
 mod trace_cmd;
 
@@ -35,6 +36,9 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Cache-only hit-ratio study: policies × capacities in one pass.
     Cache(cache_cmd::CacheArgs),
+    /// Re-run a paper's experiments and write its tables and figure data.
+    #[command(subcommand)]
+    Reproduce(reproduce::ReproduceCommand),
 }
 
 /// Runs the CLI with explicit arguments (the first is the program name).
@@ -60,6 +64,7 @@ where
         Command::Demo(args) => demo_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),
         Command::Cache(args) => cache_cmd::run(args),
+        Command::Reproduce(cmd) => reproduce::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
