@@ -7,6 +7,8 @@ mod cache_cmd;
 mod demo_cmd;
 mod gen_bench;
 mod gen_cmd;
+#[allow(dead_code)] // used by the reproduce commands as they land
+mod plot;
 mod reproduce;
 mod sim_cmd;
 mod trace_cmd;
