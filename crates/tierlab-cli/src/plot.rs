@@ -169,6 +169,7 @@ mod tests {
                 .nth(1)
                 .unwrap()
                 .split_whitespace()
+                .filter(|t| t.contains(','))
                 .count()
         };
         assert_eq!(points(thick[0]), 3, "tenant A has 3 points: {}", thick[0]);
