@@ -72,4 +72,11 @@ pub trait DeviceModel {
     fn members(&self) -> Vec<&dyn DeviceModel> {
         Vec::new()
     }
+    /// The model's own counters at the end of a run (an SMR disk's band
+    /// read-modify-writes, a drive-managed SMR disk's cache cleanings),
+    /// reported in summary.json under `run.device_counters` and defined in
+    /// the model's docs.
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
 }

@@ -26,7 +26,9 @@ use tierlab_core::device::DeviceModel;
 use crate::hdd::{HddModel, HddOverrides, HddParams};
 use crate::memory::{MemoryModel, MemoryOverrides, MemoryParams};
 use crate::raid::{Raid, RaidParams};
+use crate::smr::{SmrModel, SmrOverrides, SmrParams};
 use crate::ssd::{SsdModel, SsdOverrides, SsdParams};
+use crate::sswd::{SswdModel, SswdOverrides, SswdParams};
 
 /// One device of a run, after preset and overrides have been merged.
 /// Serializes back with every key explicit (no preset), so a run's output
@@ -39,6 +41,10 @@ pub enum DeviceConfig {
     Hdd(HddParams),
     /// A RAID array over member devices, each configured on its own.
     Raid(RaidParams),
+    /// A shingled (SMR) disk: bands, guard gaps, band read-modify-write.
+    Smr(SmrParams),
+    /// A drive-managed SMR disk: RAM buffer, on-platter persistent cache.
+    Sswd(SswdParams),
 }
 
 /// What the config file holds: the model tag, an optional preset and the
@@ -51,6 +57,8 @@ enum RawDeviceConfig {
     Hdd(HddOverrides),
     /// No presets: the params are the keys (members are full configs).
     Raid(RaidParams),
+    Smr(SmrOverrides),
+    Sswd(SswdOverrides),
 }
 
 impl TryFrom<RawDeviceConfig> for DeviceConfig {
@@ -83,6 +91,8 @@ impl TryFrom<RawDeviceConfig> for DeviceConfig {
                 DeviceConfig::Hdd(params)
             }
             RawDeviceConfig::Raid(params) => DeviceConfig::Raid(params),
+            RawDeviceConfig::Smr(keys) => DeviceConfig::Smr(keys.into_params()?),
+            RawDeviceConfig::Sswd(keys) => DeviceConfig::Sswd(keys.into_params()?),
         };
         config.validate()?;
         Ok(config)
@@ -97,6 +107,8 @@ impl DeviceConfig {
             DeviceConfig::Ssd(_) => "ssd",
             DeviceConfig::Hdd(_) => "hdd",
             DeviceConfig::Raid(_) => "raid",
+            DeviceConfig::Smr(_) => "smr",
+            DeviceConfig::Sswd(_) => "sswd",
         }
     }
 
@@ -107,6 +119,8 @@ impl DeviceConfig {
             DeviceConfig::Ssd(p) => p.validate(),
             DeviceConfig::Hdd(p) => p.validate(),
             DeviceConfig::Raid(p) => p.validate().map_err(|e| e.to_string()),
+            DeviceConfig::Smr(p) => p.validate(),
+            DeviceConfig::Sswd(p) => p.validate(),
         }
     }
 
@@ -117,6 +131,8 @@ impl DeviceConfig {
             DeviceConfig::Ssd(p) => p.capacity_bytes,
             DeviceConfig::Hdd(p) => p.capacity_bytes,
             DeviceConfig::Raid(p) => p.capacity_bytes(),
+            DeviceConfig::Smr(p) => p.capacity_bytes(),
+            DeviceConfig::Sswd(p) => p.capacity_bytes(),
         }
     }
 }
@@ -130,5 +146,7 @@ pub fn build(config: &DeviceConfig, seed: u64) -> Result<Box<dyn DeviceModel>, S
         DeviceConfig::Ssd(p) => Box::new(SsdModel::new(p)?),
         DeviceConfig::Hdd(p) => Box::new(HddModel::new(p, seed)?),
         DeviceConfig::Raid(p) => Box::new(Raid::build(p, seed).map_err(|e| e.to_string())?),
+        DeviceConfig::Smr(p) => Box::new(SmrModel::new(p, seed)?),
+        DeviceConfig::Sswd(p) => Box::new(SswdModel::new(p, seed)?),
     })
 }

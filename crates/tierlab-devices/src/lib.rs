@@ -6,7 +6,11 @@
 //! - [`ssd`]: flash SSD as a queueing model (parallel units behind a FIFO
 //!   queue, GC slowdown with the recent write share, IOPS/bandwidth caps);
 //! - [`hdd`]: seek curve, rotation, zoned transfer rate, command overhead,
-//!   write cache, read-ahead, FIFO/SSTF queueing.
+//!   write cache, read-ahead, FIFO/SSTF queueing;
+//! - [`smr`]: shingled disk (bands, guard gaps, band read-modify-write) on
+//!   the HDD's mechanics;
+//! - [`sswd`]: drive-managed SMR (RAM buffer, on-platter log-structured
+//!   persistent cache, FIFO cleaning, idle-time cleaning).
 //!
 //! Every model is deterministic: time is integer nanoseconds and the only
 //! randomness (the HDD's initial platter angle) comes from the seed given
@@ -24,9 +28,13 @@ pub mod hdd;
 pub mod memory;
 mod parallel;
 pub mod raid;
+pub mod smr;
 pub mod ssd;
+pub mod sswd;
 
 pub use config::{DeviceConfig, build};
 pub use hdd::{HddModel, HddParams, Scheduler};
 pub use memory::{MemoryModel, MemoryParams};
+pub use smr::{SmrModel, SmrParams};
 pub use ssd::{SsdModel, SsdParams};
+pub use sswd::{SswdModel, SswdParams};

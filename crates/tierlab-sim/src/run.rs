@@ -89,6 +89,10 @@ pub struct RunInfo {
     pub tenants: Vec<TenantReport>,
     /// The policy's own end-of-run counters (`Policy::counters`).
     pub policy_counters: serde_json::Map<String, serde_json::Value>,
+    /// Per device name, the model's own counters (`DeviceModel::counters`),
+    /// for devices that have any.
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub device_counters: serde_json::Map<String, serde_json::Value>,
 }
 
 pub struct RunResult {
@@ -131,6 +135,20 @@ pub fn run(config: &SimConfig, base_dir: &Path) -> Result<RunResult, Box<dyn std
             .counters()
             .into_iter()
             .map(|(k, v)| (k.to_string(), counter_value(v)))
+            .collect(),
+        device_counters: device_names(config)
+            .into_iter()
+            .zip(sim.devices())
+            .filter_map(|(name, d)| {
+                let counters = d.counters();
+                (!counters.is_empty()).then(|| {
+                    let map: serde_json::Map<String, serde_json::Value> = counters
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), counter_value(v)))
+                        .collect();
+                    (name, serde_json::Value::Object(map))
+                })
+            })
             .collect(),
         tenants: sim
             .tenants()

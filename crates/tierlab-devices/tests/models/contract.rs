@@ -6,7 +6,9 @@
 
 use tierlab_core::device::DeviceState;
 use tierlab_core::{Op, TimeNs};
-use tierlab_devices::{DeviceConfig, HddParams, MemoryParams, Scheduler, SsdParams, build};
+use tierlab_devices::{
+    DeviceConfig, HddParams, MemoryParams, Scheduler, SmrParams, SsdParams, SswdParams, build,
+};
 
 use crate::driver::{Driver, Outcome, TestRng, open_loop};
 
@@ -47,6 +49,23 @@ fn models() -> Vec<(String, DeviceConfig, f64)> {
         DeviceConfig::Hdd(p),
         8e6,
     ));
+    for name in SmrParams::PRESETS {
+        let p = SmrParams::preset(name).unwrap();
+        out.push((name.to_string(), DeviceConfig::Smr(p), 8e6));
+    }
+    for name in SswdParams::PRESETS {
+        let p = SswdParams::preset(name).unwrap();
+        out.push((name.to_string(), DeviceConfig::Sswd(p), 8e6));
+    }
+    // A log small enough for the workload to force cleaning.
+    let p = SswdParams {
+        band_bytes: 4 << 20,
+        persistent_cache_bytes: 16 << 20,
+        ram_buffer_bytes: 1 << 20,
+        max_append_bytes: 256 << 10,
+        ..SswdParams::sswd_7200_2tb()
+    };
+    out.push(("sswd small log".into(), DeviceConfig::Sswd(p), 8e6));
     out
 }
 
@@ -108,6 +127,17 @@ fn min_service_ns(config: &DeviceConfig, op: Op, size: u32) -> u64 {
             // Reads may come from the read-ahead buffer.
             Op::Read | Op::Trim | Op::Flush => p.command_overhead_ns,
         },
+        DeviceConfig::Smr(p) => match op {
+            Op::Write => {
+                p.disk.command_overhead_ns + over(p.disk.outer_rate_bytes_per_s).saturating_sub(1)
+            }
+            Op::Read | Op::Trim | Op::Flush => p.disk.command_overhead_ns,
+        },
+        // Writes may be served by the RAM buffer, reads by read-ahead.
+        DeviceConfig::Sswd(p) => match op {
+            Op::Write => p.disk.command_overhead_ns + over(p.disk.interface_rate_bytes_per_s),
+            Op::Read | Op::Trim | Op::Flush => p.disk.command_overhead_ns,
+        },
         other => panic!("no minimum service time for {}", other.model()),
     }
 }
@@ -120,7 +150,10 @@ fn run(config: &DeviceConfig, seed: u64, ios: &[Io]) -> Outcome {
 #[test]
 fn every_model_keeps_the_contract() {
     for (name, config, gap_ns) in models() {
-        let count = if matches!(config, DeviceConfig::Hdd(_)) {
+        let count = if matches!(
+            config,
+            DeviceConfig::Hdd(_) | DeviceConfig::Smr(_) | DeviceConfig::Sswd(_)
+        ) {
             1_500
         } else {
             20_000

@@ -10,4 +10,5 @@ mod contract;
 mod driver;
 mod hdd;
 mod memory;
+mod smr;
 mod ssd;
