@@ -4,6 +4,7 @@
 pub mod cache;
 pub mod flashcache;
 pub mod linear;
+pub mod qos;
 
 pub use linear::Linear;
 pub use tierlab_core::policy::Passthrough;

@@ -133,8 +133,70 @@ fn tenant(
         offset_bytes: r.offset_bytes.0,
         size_bytes: r.size_bytes.0,
     });
+    let schedule = iops_schedule_ns(t);
     Tenant::new(&t.name, workload, mode, stop, region, t.iops_cap)
+        .and_then(|t| t.with_iops_schedule(schedule))
         .map_err(|e| ConfigError(format!("key `tenants[{index}]`: {e}")))
+}
+
+/// A tenant's `iops_schedule` in ns.
+fn iops_schedule_ns(t: &TenantConfig) -> Vec<(u64, f64)> {
+    t.iops_schedule
+        .iter()
+        .map(|s| ((s.from_s * NS_PER_S as f64).round() as u64, s.iops))
+        .collect()
+}
+
+/// The busy-rate QoS policy: tenants by name, A's guarantee from the
+/// policy or else from A's own limit (the paper caps A at its target).
+fn busy_rate_qos(
+    config: &SimConfig,
+    params: &tierlab_policies::qos::QosParams,
+) -> Result<Box<dyn Policy>, ConfigError> {
+    let names: Vec<&str> = config.tenants.iter().map(|t| t.name.as_str()).collect();
+    let find = |key: &str, name: &str| {
+        names.iter().position(|n| *n == name).ok_or_else(|| {
+            ConfigError(format!(
+                "key `policy.{key}`: no tenant is named {name:?}; tenants: {names:?}"
+            ))
+        })
+    };
+    let a = find("guaranteed_tenant", &params.guaranteed_tenant)?;
+    let b = find("throttled_tenant", &params.throttled_tenant)?;
+    let guarantee = match params.guaranteed_iops {
+        Some(v) if !(v.is_finite() && v >= 0.0) => {
+            return Err(ConfigError(format!(
+                "key `policy.guaranteed_iops`: {v} is not an IOPS value ≥ 0"
+            )));
+        }
+        Some(v) => vec![(0, v)],
+        None => {
+            let ta = &config.tenants[a];
+            let steps = iops_schedule_ns(ta);
+            // The own limit: iops_cap until the schedule's first step.
+            let mut s: Vec<(u64, f64)> = match (ta.iops_cap, steps.first()) {
+                (Some(c), Some((t, _))) if *t > 0 => vec![(0, c)],
+                (Some(c), None) => vec![(0, c)],
+                _ => Vec::new(),
+            };
+            s.extend(steps);
+            if s.is_empty() {
+                return Err(ConfigError(format!(
+                    "key `policy.guaranteed_iops`: not set, and tenant {:?} has neither `iops_cap` nor `iops_schedule` to take it from",
+                    ta.name
+                )));
+            }
+            s
+        }
+    };
+    tierlab_policies::qos::BusyRateQos::new(
+        params.controller.clone(),
+        a as u32,
+        b as u32,
+        guarantee,
+    )
+    .map(|p| Box::new(p) as Box<dyn Policy>)
+    .map_err(|e| ConfigError(format!("key `policy`: {e}")))
 }
 
 /// Device names for outputs: `name` from the config, else `model` + index.
@@ -151,6 +213,46 @@ pub fn device_names(config: &SimConfig) -> Vec<String> {
             ),
         })
         .collect()
+}
+
+/// HSWD: the PCache (metadata + data + RCache) must fit on device 0, and an
+/// SMR native region must have the policy's band size.
+fn hswd_policy(
+    config: &SimConfig,
+    built: &[Box<dyn DeviceModel>],
+    params: &tierlab_policies::hswd::HswdParams,
+) -> Result<Box<dyn Policy>, ConfigError> {
+    let layout = tierlab_policies::hswd::Layout::new(params)
+        .map_err(|e| ConfigError(format!("key `policy`: {e}")))?;
+    if built.len() != 2 {
+        return Err(ConfigError(format!(
+            "key `devices`: HSWD needs exactly two devices (0 = SSD PCache, 1 = SMR native region), found {}",
+            built.len()
+        )));
+    }
+    if layout.device_bytes > built[0].capacity_bytes() {
+        return Err(ConfigError(format!(
+            "key `policy.pcache_bytes`: the PCache needs {} bytes of devices[0] (metadata {} + data + RCache), which holds {}",
+            layout.device_bytes,
+            layout.metadata_bytes,
+            built[0].capacity_bytes()
+        )));
+    }
+    let mut nregion = config.devices[1].clone();
+    nregion.remove("name");
+    if let Ok(tierlab_devices::DeviceConfig::Smr(smr)) =
+        toml::Value::Table(nregion).try_into::<tierlab_devices::DeviceConfig>()
+        && smr.band_bytes != layout.band_bytes
+    {
+        return Err(ConfigError(format!(
+            "key `policy.band_bytes`: {} bytes, but the SMR native region (devices[1]) has bands of {} bytes; make them equal",
+            layout.band_bytes, smr.band_bytes
+        )));
+    }
+    Ok(Box::new(
+        tierlab_policies::hswd::Hswd::new(params, built[1].capacity_bytes())
+            .map_err(|e| ConfigError(format!("key `policy`: {e}")))?,
+    ))
 }
 
 /// A cache needs a cache device (0) large enough and a backing device (1).
@@ -229,6 +331,8 @@ pub fn build(
                     .map_err(|e| ConfigError(format!("key `policy`: {e}")))?,
             )
         }
+        PolicyConfig::BusyRateQos(params) => busy_rate_qos(config, params)?,
+        PolicyConfig::Hswd(params) => hswd_policy(config, &built, params)?,
     };
     let tenants = config
         .tenants

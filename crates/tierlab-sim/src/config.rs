@@ -73,6 +73,12 @@ pub enum PolicyConfig {
     /// Facebook flashcache's set-associative write-back cache: device 0
     /// caches device 1 (docs/cache-layer.md).
     Flashcache(tierlab_policies::flashcache::FlashcacheParams),
+    /// HSWD: an SSD persistent cache (device 0) over an SMR native region
+    /// (device 1), cleaned by band read-modify-write (docs/hswd.md).
+    Hswd(tierlab_policies::hswd::HswdParams),
+    /// Busy-rate IOPS guarantee: device 0 shared by tenants, one tenant's
+    /// IOPS guaranteed by capping another (docs/qos.md).
+    BusyRateQos(tierlab_policies::qos::QosParams),
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -85,6 +91,19 @@ pub struct TenantConfig {
     pub region: Option<RegionConfig>,
     /// IOPS cap (per-second token bucket).
     pub iops_cap: Option<f64>,
+    /// The cap over time: from each entry's `from_s` on, `iops` (a
+    /// tenant whose demand changes, as in the QoS evaluations); before the
+    /// first entry `iops_cap` applies.
+    #[serde(default)]
+    pub iops_schedule: Vec<IopsStep>,
+}
+
+/// One step of a tenant's `iops_schedule`.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IopsStep {
+    pub from_s: f64,
+    pub iops: f64,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -326,6 +345,33 @@ impl SimConfig {
                     return err(
                         &format!("tenants[{i}].iops_cap"),
                         format!("{cap} is not a positive IOPS value"),
+                    );
+                }
+            }
+            let mut previous_s = None;
+            for (j, step) in t.iops_schedule.iter().enumerate() {
+                let key = format!("tenants[{i}].iops_schedule[{j}]");
+                if !(step.from_s.is_finite() && step.from_s >= 0.0) {
+                    return err(
+                        &format!("{key}.from_s"),
+                        format!("{} is not a time ≥ 0 s", step.from_s),
+                    );
+                }
+                if previous_s.is_some_and(|p| step.from_s <= p) {
+                    return err(
+                        &format!("{key}.from_s"),
+                        format!(
+                            "{} s is not after the previous step's {} s; steps must be in time order",
+                            step.from_s,
+                            previous_s.unwrap()
+                        ),
+                    );
+                }
+                previous_s = Some(step.from_s);
+                if !(step.iops.is_finite() && step.iops > 0.0) {
+                    return err(
+                        &format!("{key}.iops"),
+                        format!("{} is not a positive IOPS value", step.iops),
                     );
                 }
             }

@@ -4,7 +4,10 @@
 //! size, a duration, or the end of the workload). A tenant wraps a driver
 //! with its own region of the volume and an optional IOPS cap (a per-second
 //! token bucket, as in spec/qos.md: count the tenant's IOs and hold the rest
-//! of each second once the cap is reached).
+//! of each second once the cap is reached). The cap is the lower of the
+//! tenant's own limit (fixed, or a schedule over time: its demand) and a
+//! policy's cap (`Action::CapTenant`), as the paper's load-control thread
+//! takes the smaller of the table's rate and the controller's.
 
 use std::collections::VecDeque;
 
@@ -50,8 +53,13 @@ pub struct Tenant {
     mode: DriverMode,
     stop: StopAfter,
     region: Option<Region>,
-    /// IOs per second, `None` for uncapped.
+    /// The tenant's own IOs per second, `None` for uncapped.
     iops_cap: Option<f64>,
+    /// The tenant's own limit over time, (from, IOPS) with increasing
+    /// times; replaces `iops_cap` from the first entry's time on.
+    iops_schedule: Vec<(TimeNs, f64)>,
+    /// A policy's cap (`Action::CapTenant`), `None` for none.
+    policy_cap: Option<f64>,
     /// Token bucket: the current one-second window and IOs issued in it.
     window_start_ns: TimeNs,
     window_ios: u64,
@@ -114,6 +122,8 @@ impl Tenant {
             stop,
             region,
             iops_cap,
+            iops_schedule: Vec::new(),
+            policy_cap: None,
             window_start_ns: 0,
             window_ios: 0,
             first_time_ns: None,
@@ -129,12 +139,49 @@ impl Tenant {
         })
     }
 
-    pub fn set_iops_cap(&mut self, cap: Option<f64>) {
-        self.iops_cap = cap.filter(|c| c.is_finite() && *c > 0.0);
+    /// Makes the tenant's own limit follow `schedule`: (from time, IOPS),
+    /// times strictly increasing, IOPS positive. Before the first entry the
+    /// fixed `iops_cap` (if any) applies.
+    pub fn with_iops_schedule(mut self, schedule: Vec<(TimeNs, f64)>) -> Result<Tenant, String> {
+        if let Some(w) = schedule.windows(2).find(|w| w[0].0 >= w[1].0) {
+            return Err(format!(
+                "tenant {}: iops_schedule times must increase ({} s is followed by {} s)",
+                self.name,
+                w[0].0 as f64 / NS_PER_S as f64,
+                w[1].0 as f64 / NS_PER_S as f64
+            ));
+        }
+        if let Some((_, v)) = schedule.iter().find(|(_, v)| !(v.is_finite() && *v > 0.0)) {
+            return Err(format!(
+                "tenant {}: iops_schedule IOPS must be positive numbers, not {v}",
+                self.name
+            ));
+        }
+        self.iops_schedule = schedule;
+        Ok(self)
     }
 
-    pub fn iops_cap(&self) -> Option<f64> {
-        self.iops_cap
+    /// A policy's cap (`Action::CapTenant`); the tenant's own limit still applies.
+    pub fn set_iops_cap(&mut self, cap: Option<f64>) {
+        self.policy_cap = cap.filter(|c| c.is_finite() && *c > 0.0);
+    }
+
+    /// The tenant's own limit at `t` (schedule, else the fixed cap).
+    pub fn own_iops_cap_at(&self, t: TimeNs) -> Option<f64> {
+        let i = self.iops_schedule.partition_point(|(from, _)| *from <= t);
+        if i == 0 {
+            self.iops_cap
+        } else {
+            Some(self.iops_schedule[i - 1].1)
+        }
+    }
+
+    /// The cap in force at `t`: the lower of the own limit and the policy's.
+    pub fn iops_cap_at(&self, t: TimeNs) -> Option<f64> {
+        match (self.own_iops_cap_at(t), self.policy_cap) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn fold(&mut self, r: &IoRecord) -> (u64, u32) {
@@ -231,16 +278,25 @@ impl Tenant {
 
     /// The earliest time ≥ `t` at which the token bucket allows an IO.
     fn cap_delay(&self, t: TimeNs) -> TimeNs {
-        let Some(cap) = self.iops_cap else { return t };
+        let Some(cap) = self.iops_cap_at(t) else {
+            return t;
+        };
         let window = t / NS_PER_S * NS_PER_S;
         if window > self.window_start_ns {
             return t; // a fresh window
         }
-        if (self.window_ios as f64) < cap.floor().max(1.0) {
-            t
-        } else {
-            self.window_start_ns + NS_PER_S
+        let allows = |cap: f64| (self.window_ios as f64) < cap.floor().max(1.0);
+        if allows(cap) {
+            return t;
         }
+        // A schedule step later in this window may lift the cap.
+        let end = self.window_start_ns + NS_PER_S;
+        self.iops_schedule
+            .iter()
+            .map(|(from, _)| *from)
+            .filter(|from| *from > t && *from < end)
+            .find(|from| self.iops_cap_at(*from).is_none_or(allows))
+            .unwrap_or(end)
     }
 
     /// Takes the next IO to issue at `now_ns` (which `next_issue_ns` allowed).

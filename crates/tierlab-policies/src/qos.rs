@@ -1,0 +1,1066 @@
+//! IO performance guarantee by busy rate per IOPS (spec/qos.md, seed 001):
+//! guarantee tenant A an IOPS target `a` on a shared device by capping
+//! tenant B, from OS statistics alone (`%util` and IOPS, as `iostat -x`).
+//!
+//! Two layers, both sans-IO:
+//! - [`BusyRateController`]: the control law and the adaptation of the
+//!   target busy rate X. It is fed one sample at a time (`%util`, total,
+//!   A's and B's IOPS over the last interval) and answers with B's IOPS
+//!   cap and a [`Decision`] record saying why. No clock, no IO: the
+//!   simulator and `tierlab qos run` (live Linux) drive it unchanged.
+//! - [`BusyRateQos`]: a [`Policy`] for the simulator. It passes every host
+//!   IO through to device 0, measures that device the way iostat does
+//!   (io_ticks = time with at least one IO outstanding; IOPS = completions
+//!   per second), samples on a timer and caps tenant B with
+//!   `Action::CapTenant`.
+//!
+//! The control law, every sample (units: `%util` in percent, so
+//! `busy_pct_per_iops` is percentage points of `%util` per IOPS):
+//! ```text
+//! busy_pct_per_iops = util_pct / total_iops
+//! b = (X − a · busy_pct_per_iops) / busy_pct_per_iops    [− cut · total_iops while saturated]
+//! ```
+//! Adapting X (docs/qos.md has the exact rules and their reasons):
+//! - a sample is *saturated* when its `%util` printed as iostat does (two
+//!   decimals) is at least `saturated_util_pct` (100);
+//! - when at least `saturation_trigger_samples` (3) of the last
+//!   `saturation_window_samples` (10) are saturated, the lowering is
+//!   *armed*: point 1 is the latest saturated sample (`C` = its total IOPS,
+//!   `c` = its busy_pct_per_iops); the first later sample that is not
+//!   saturated, not below `reset_util_pct`, and has `d` = busy_pct_per_iops
+//!   below `c` is point 2, and `X ← X − (c − d) · C · y`; the window is
+//!   then cleared, so a further lowering needs fresh saturated samples;
+//! - `%util` below `reset_util_pct` (20) resets X to its initial value;
+//! - so does a sharp change of busy_pct_per_iops between two consecutive
+//!   unsaturated samples with no change of X between them (relative
+//!   change ≥ `reset_bpi_change`), the rule the paper proposed after
+//!   evaluation 1 but did not implement.
+
+use std::collections::VecDeque;
+
+use serde::Deserialize;
+use tierlab_core::policy::{Action, HostIo, Outbox, Policy};
+use tierlab_core::{DeviceIo, NS_PER_S, TimeNs};
+
+/// The controller's thresholds. Defaults are the paper's.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BusyRateParams {
+    /// Length of one sample (the paper's iostat interval), seconds.
+    pub sample_interval_s: f64,
+    /// X at the start and after a reset, percent.
+    pub initial_target_busy_pct: f64,
+    /// y in `New X = X − (c − d)·C·y`, 0 < y ≤ 1.
+    pub lowering_gain: f64,
+    /// A sample whose `%util` (rounded to 2 decimals, as iostat prints it)
+    /// reaches this is saturated, percent.
+    pub saturated_util_pct: f64,
+    /// How many recent samples the saturation count looks at.
+    pub saturation_window_samples: u32,
+    /// Saturated samples in that window that arm the lowering of X.
+    pub saturation_trigger_samples: u32,
+    /// While saturated, B's cap loses this fraction of the total IOPS.
+    pub saturated_extra_cut: f64,
+    /// `%util` below this resets X, percent.
+    pub reset_util_pct: f64,
+    /// A relative change of busy_pct_per_iops between consecutive
+    /// unsaturated samples (max(r, 1/r) − 1, r = new/old) at least this
+    /// resets X; 0 disables the rule (the paper's implementation).
+    pub reset_bpi_change: f64,
+    /// X never goes below this, percent.
+    pub min_target_busy_pct: f64,
+    /// B's cap never goes below this, IOPS (a cap of 0 would stop B for good).
+    pub min_throttled_iops: f64,
+}
+
+impl Default for BusyRateParams {
+    fn default() -> Self {
+        BusyRateParams {
+            sample_interval_s: 20.0,
+            initial_target_busy_pct: 95.0,
+            lowering_gain: 0.5,
+            saturated_util_pct: 100.0,
+            saturation_window_samples: 10,
+            saturation_trigger_samples: 3,
+            saturated_extra_cut: 0.2,
+            reset_util_pct: 20.0,
+            reset_bpi_change: 0.5,
+            min_target_busy_pct: 10.0,
+            min_throttled_iops: 1.0,
+        }
+    }
+}
+
+impl BusyRateParams {
+    /// Checks every value; the error names the key, the value and what is allowed.
+    pub fn validate(&self) -> Result<(), String> {
+        let range = |key: &str, v: f64, lo: f64, hi: f64, lo_open: bool| {
+            let ok = v.is_finite() && (if lo_open { v > lo } else { v >= lo }) && v <= hi;
+            if ok {
+                Ok(())
+            } else {
+                let open = if lo_open { "(" } else { "[" };
+                Err(format!(
+                    "busy-rate qos: `{key}` = {v} is out of range; allowed {open}{lo}, {hi}]"
+                ))
+            }
+        };
+        range(
+            "sample_interval_s",
+            self.sample_interval_s,
+            0.001,
+            86_400.0,
+            false,
+        )?;
+        range(
+            "initial_target_busy_pct",
+            self.initial_target_busy_pct,
+            0.0,
+            100.0,
+            true,
+        )?;
+        range("lowering_gain", self.lowering_gain, 0.0, 1.0, true)?;
+        range(
+            "saturated_util_pct",
+            self.saturated_util_pct,
+            0.0,
+            100.0,
+            true,
+        )?;
+        range(
+            "saturated_extra_cut",
+            self.saturated_extra_cut,
+            0.0,
+            1.0,
+            false,
+        )?;
+        range("reset_util_pct", self.reset_util_pct, 0.0, 100.0, false)?;
+        range("reset_bpi_change", self.reset_bpi_change, 0.0, 1e9, false)?;
+        range(
+            "min_target_busy_pct",
+            self.min_target_busy_pct,
+            0.0,
+            self.initial_target_busy_pct,
+            true,
+        )
+        .map_err(|e| format!("{e} (at most initial_target_busy_pct)"))?;
+        range(
+            "min_throttled_iops",
+            self.min_throttled_iops,
+            0.0,
+            1e12,
+            true,
+        )?;
+        if self.saturation_window_samples == 0 {
+            return Err(
+                "busy-rate qos: `saturation_window_samples` = 0 is out of range; allowed ≥ 1"
+                    .into(),
+            );
+        }
+        if self.saturation_trigger_samples == 0
+            || self.saturation_trigger_samples > self.saturation_window_samples
+        {
+            return Err(format!(
+                "busy-rate qos: `saturation_trigger_samples` = {} is out of range; allowed 1 ..= saturation_window_samples ({})",
+                self.saturation_trigger_samples, self.saturation_window_samples
+            ));
+        }
+        if self.reset_util_pct >= self.saturated_util_pct {
+            return Err(format!(
+                "busy-rate qos: `reset_util_pct` = {} must be below `saturated_util_pct` = {}",
+                self.reset_util_pct, self.saturated_util_pct
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn sample_interval_ns(&self) -> TimeNs {
+        (self.sample_interval_s * NS_PER_S as f64).round() as TimeNs
+    }
+}
+
+/// One sample as iostat would report it over the last interval.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SampleInput {
+    /// End of the sample's interval (for the log only; the controller reads no clock).
+    pub time_ns: TimeNs,
+    /// `%util` of the device over the interval.
+    pub util_pct: f64,
+    /// `r/s + w/s` of the device.
+    pub total_iops: f64,
+    /// The guaranteed tenant's (A's) and the throttled tenant's (B's) IOPS.
+    pub a_iops: f64,
+    pub b_iops: f64,
+    /// A's guarantee `a` from now on.
+    pub a_target_iops: f64,
+}
+
+/// What a sample changed in the target busy rate X.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Event {
+    None,
+    /// No IO completed (or `%util` was 0): busy_pct_per_iops is undefined,
+    /// B's cap is left as it was.
+    Hold,
+    /// The lowering was armed by this saturated sample.
+    Armed,
+    /// X lowered: `New X = X − (c − d)·C·y`.
+    Lowered {
+        c_busy_pct_per_iops: f64,
+        d_busy_pct_per_iops: f64,
+        c_total_iops: f64,
+    },
+    /// X reset to its initial value because `%util` fell below `reset_util_pct`.
+    ResetLowUtil,
+    /// X reset to its initial value because busy_pct_per_iops changed sharply.
+    ResetBpiChange {
+        previous_busy_pct_per_iops: f64,
+    },
+}
+
+impl Event {
+    /// A number for CSV columns: 0 none, 1 hold, 2 armed, 3 lowered,
+    /// 4 reset (low util), 5 reset (busy_pct_per_iops change).
+    pub fn code(&self) -> u8 {
+        match self {
+            Event::None => 0,
+            Event::Hold => 1,
+            Event::Armed => 2,
+            Event::Lowered { .. } => 3,
+            Event::ResetLowUtil => 4,
+            Event::ResetBpiChange { .. } => 5,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::None => "none",
+            Event::Hold => "hold",
+            Event::Armed => "armed",
+            Event::Lowered { .. } => "lowered",
+            Event::ResetLowUtil => "reset_low_util",
+            Event::ResetBpiChange { .. } => "reset_bpi_change",
+        }
+    }
+}
+
+/// The controller's record of one sample: what it saw and what it decided.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Decision {
+    /// 0-based sample number.
+    pub sample: u64,
+    pub input: SampleInput,
+    /// `%util` as used (clamped to [0, 100]).
+    pub util_pct: f64,
+    /// `util_pct / total_iops`; None when either is 0.
+    pub busy_pct_per_iops: Option<f64>,
+    pub saturated: bool,
+    /// Saturated samples among the last `saturation_window_samples` (after this one).
+    pub saturated_in_window: u32,
+    /// Saturated samples since the start.
+    pub saturated_total: u64,
+    pub target_busy_pct_before: f64,
+    /// X after this sample.
+    pub target_busy_pct: f64,
+    pub armed: bool,
+    pub event: Event,
+    /// The extra cut taken off B's cap while saturated, IOPS.
+    pub extra_cut_iops: f64,
+    /// B's cap from now on; None = B has never been capped.
+    pub b_cap_iops: Option<f64>,
+}
+
+/// Point 1 of the lowering: the latest saturated sample.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Saturation {
+    c_busy_pct_per_iops: f64,
+    c_total_iops: f64,
+}
+
+/// The busy-rate controller: pure, one sample in, one decision out.
+#[derive(Clone, Debug)]
+pub struct BusyRateController {
+    params: BusyRateParams,
+    target_busy_pct: f64,
+    window: VecDeque<bool>,
+    saturated_total: u64,
+    point1: Option<Saturation>,
+    armed: bool,
+    /// busy_pct_per_iops of the previous sample if it was unsaturated and defined.
+    previous_unsaturated_bpi: Option<f64>,
+    b_cap_iops: Option<f64>,
+    samples: u64,
+    lowerings: u64,
+    resets_low_util: u64,
+    resets_bpi_change: u64,
+}
+
+impl BusyRateController {
+    pub fn new(params: BusyRateParams) -> Result<BusyRateController, String> {
+        params.validate()?;
+        Ok(BusyRateController {
+            target_busy_pct: params.initial_target_busy_pct,
+            window: VecDeque::with_capacity(params.saturation_window_samples as usize + 1),
+            params,
+            saturated_total: 0,
+            point1: None,
+            armed: false,
+            previous_unsaturated_bpi: None,
+            b_cap_iops: None,
+            samples: 0,
+            lowerings: 0,
+            resets_low_util: 0,
+            resets_bpi_change: 0,
+        })
+    }
+
+    pub fn params(&self) -> &BusyRateParams {
+        &self.params
+    }
+
+    /// The current target busy rate X, percent.
+    pub fn target_busy_pct(&self) -> f64 {
+        self.target_busy_pct
+    }
+
+    pub fn b_cap_iops(&self) -> Option<f64> {
+        self.b_cap_iops
+    }
+
+    pub fn lowerings(&self) -> u64 {
+        self.lowerings
+    }
+
+    pub fn resets_low_util(&self) -> u64 {
+        self.resets_low_util
+    }
+
+    pub fn resets_bpi_change(&self) -> u64 {
+        self.resets_bpi_change
+    }
+
+    pub fn saturated_total(&self) -> u64 {
+        self.saturated_total
+    }
+
+    fn reset_target(&mut self) -> bool {
+        self.armed = false;
+        self.point1 = None;
+        self.window.clear();
+        let changed = self.target_busy_pct != self.params.initial_target_busy_pct;
+        self.target_busy_pct = self.params.initial_target_busy_pct;
+        changed
+    }
+
+    /// Takes one sample and decides B's cap.
+    pub fn step(&mut self, input: SampleInput) -> Decision {
+        let p = self.params.clone();
+        let finite = |v: f64| if v.is_finite() { v.max(0.0) } else { 0.0 };
+        let util_pct = finite(input.util_pct).min(100.0);
+        let total_iops = finite(input.total_iops);
+        let a_target = finite(input.a_target_iops);
+        // iostat prints %util with two decimals; "100 %" is what it shows.
+        let saturated = (util_pct * 100.0).round() / 100.0 >= p.saturated_util_pct;
+        let bpi = (util_pct > 0.0 && total_iops > 0.0).then(|| util_pct / total_iops);
+        let before = self.target_busy_pct;
+        let mut event = if bpi.is_none() {
+            Event::Hold
+        } else {
+            Event::None
+        };
+
+        self.window.push_back(saturated);
+        while self.window.len() > p.saturation_window_samples as usize {
+            self.window.pop_front();
+        }
+        if saturated {
+            self.saturated_total += 1;
+            if let Some(c) = bpi {
+                self.point1 = Some(Saturation {
+                    c_busy_pct_per_iops: c,
+                    c_total_iops: total_iops,
+                });
+            }
+        }
+
+        if util_pct < p.reset_util_pct {
+            // Far below any plausible target: the workload changed; start over.
+            if self.reset_target() {
+                event = Event::ResetLowUtil;
+                self.resets_low_util += 1;
+            }
+        } else if let (false, Some(now), Some(prev), true) = (
+            saturated,
+            bpi,
+            self.previous_unsaturated_bpi,
+            p.reset_bpi_change > 0.0,
+        ) {
+            let r = now / prev;
+            if r.max(1.0 / r) - 1.0 >= p.reset_bpi_change && self.reset_target() {
+                event = Event::ResetBpiChange {
+                    previous_busy_pct_per_iops: prev,
+                };
+                self.resets_bpi_change += 1;
+            }
+        }
+
+        let in_window = self.window.iter().filter(|s| **s).count() as u32;
+        if saturated && in_window >= p.saturation_trigger_samples && !self.armed && bpi.is_some() {
+            self.armed = true;
+            event = Event::Armed;
+        }
+        if self.armed && !saturated && util_pct >= p.reset_util_pct {
+            if let (Some(d), Some(pt)) = (bpi, self.point1) {
+                if d < pt.c_busy_pct_per_iops {
+                    let x = (pt.c_busy_pct_per_iops - d) * pt.c_total_iops * p.lowering_gain;
+                    self.target_busy_pct = (self.target_busy_pct - x).max(p.min_target_busy_pct);
+                    event = Event::Lowered {
+                        c_busy_pct_per_iops: pt.c_busy_pct_per_iops,
+                        d_busy_pct_per_iops: d,
+                        c_total_iops: pt.c_total_iops,
+                    };
+                    self.lowerings += 1;
+                    self.armed = false;
+                    self.point1 = None;
+                    self.window.clear();
+                }
+            }
+        }
+        let in_window = self.window.iter().filter(|s| **s).count() as u32;
+
+        let mut extra_cut_iops = 0.0;
+        if let Some(bpi) = bpi {
+            let x = self.target_busy_pct;
+            let b_busy = x - a_target * bpi;
+            if saturated {
+                extra_cut_iops = p.saturated_extra_cut * total_iops;
+            }
+            let b = b_busy / bpi - extra_cut_iops;
+            self.b_cap_iops = Some(b.max(p.min_throttled_iops));
+        }
+        // A change of X moves the operating point (B's share, so the IO mix):
+        // the next sample's busy_pct_per_iops is not compared across it.
+        let x_changed = self.target_busy_pct != before;
+        self.previous_unsaturated_bpi = if saturated || x_changed { None } else { bpi };
+        let d = Decision {
+            sample: self.samples,
+            input,
+            util_pct,
+            busy_pct_per_iops: bpi,
+            saturated,
+            saturated_in_window: in_window,
+            saturated_total: self.saturated_total,
+            target_busy_pct_before: before,
+            target_busy_pct: self.target_busy_pct,
+            armed: self.armed,
+            event,
+            extra_cut_iops,
+            b_cap_iops: self.b_cap_iops,
+        };
+        self.samples += 1;
+        d
+    }
+}
+
+/// Simulator policy parameters (`[policy] kind = "busy-rate-qos"`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QosParams {
+    /// Name of the tenant whose IOPS is guaranteed (A).
+    pub guaranteed_tenant: String,
+    /// Name of the tenant that is throttled (B).
+    pub throttled_tenant: String,
+    /// A's guarantee, IOPS; default: A's own `iops_schedule` / `iops_cap`.
+    pub guaranteed_iops: Option<f64>,
+    #[serde(default)]
+    pub controller: BusyRateParams,
+}
+
+/// A's guarantee over time: (from time, IOPS), sorted; 0 before the first.
+pub type IopsSchedule = Vec<(TimeNs, f64)>;
+
+fn schedule_at(schedule: &[(TimeNs, f64)], t: TimeNs) -> f64 {
+    let i = schedule.partition_point(|(from, _)| *from <= t);
+    if i == 0 { 0.0 } else { schedule[i - 1].1 }
+}
+
+const SAMPLE_TIMER: u64 = 1;
+
+/// The controller as a simulator policy over device 0 (see the module docs).
+pub struct BusyRateQos {
+    controller: BusyRateController,
+    guaranteed: u32,
+    throttled: u32,
+    guarantee: IopsSchedule,
+    interval_ns: TimeNs,
+    /// iostat's view of device 0 in the current window.
+    in_flight: u64,
+    busy_since_ns: TimeNs,
+    io_ticks_ns: TimeNs,
+    window_start_ns: TimeNs,
+    completed: u64,
+    completed_a: u64,
+    completed_b: u64,
+    arrivals: u64,
+    timer_set: bool,
+    /// Per in-flight IO (indexed by slot, the device tag): host id and tenant.
+    pending: Vec<(u64, u32)>,
+    free: Vec<usize>,
+    log: Vec<Decision>,
+}
+
+impl BusyRateQos {
+    /// `guarantee`: A's target over time (see [`IopsSchedule`]).
+    pub fn new(
+        params: BusyRateParams,
+        guaranteed: u32,
+        throttled: u32,
+        guarantee: IopsSchedule,
+    ) -> Result<BusyRateQos, String> {
+        if guaranteed == throttled {
+            return Err(format!(
+                "busy-rate qos: the guaranteed and the throttled tenant are the same (tenant {guaranteed})"
+            ));
+        }
+        if guarantee.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err("busy-rate qos: the guarantee schedule's times must increase".into());
+        }
+        if let Some((_, v)) = guarantee
+            .iter()
+            .find(|(_, v)| !(v.is_finite() && *v >= 0.0))
+        {
+            return Err(format!(
+                "busy-rate qos: guaranteed IOPS {v} is not a number ≥ 0"
+            ));
+        }
+        let interval_ns = params.sample_interval_ns().max(1);
+        Ok(BusyRateQos {
+            controller: BusyRateController::new(params)?,
+            guaranteed,
+            throttled,
+            guarantee,
+            interval_ns,
+            in_flight: 0,
+            busy_since_ns: 0,
+            io_ticks_ns: 0,
+            window_start_ns: 0,
+            completed: 0,
+            completed_a: 0,
+            completed_b: 0,
+            arrivals: 0,
+            timer_set: false,
+            pending: Vec::new(),
+            free: Vec::new(),
+            log: Vec::new(),
+        })
+    }
+
+    /// Every sample and decision so far, in order (about 200 bytes each).
+    pub fn decisions(&self) -> &[Decision] {
+        &self.log
+    }
+
+    pub fn controller(&self) -> &BusyRateController {
+        &self.controller
+    }
+
+    fn set_timer(&mut self, now_ns: TimeNs, out: &mut Outbox) {
+        // Samples stay on multiples of the interval, idle gaps included.
+        let next = (now_ns / self.interval_ns + 1) * self.interval_ns;
+        self.window_start_ns = next - self.interval_ns;
+        out.timers.push((next, SAMPLE_TIMER));
+        self.timer_set = true;
+    }
+}
+
+impl Policy for BusyRateQos {
+    fn name(&self) -> &str {
+        "busy-rate-qos"
+    }
+
+    fn tier_names(&self) -> Vec<String> {
+        vec!["device".into()]
+    }
+
+    fn on_host_io(&mut self, now_ns: TimeNs, io: HostIo, out: &mut Outbox) {
+        if !self.timer_set {
+            self.set_timer(now_ns, out);
+        }
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.pending.push((0, 0));
+                self.pending.len() - 1
+            }
+        };
+        self.pending[slot] = (io.id, io.tenant);
+        if self.in_flight == 0 {
+            self.busy_since_ns = now_ns;
+        }
+        self.in_flight += 1;
+        self.arrivals += 1;
+        out.device_ios.push((
+            0,
+            DeviceIo {
+                tag: slot as u64,
+                op: io.op,
+                offset_bytes: io.offset_bytes,
+                size_bytes: io.size_bytes,
+            },
+        ));
+    }
+
+    fn on_device_completion(&mut self, now_ns: TimeNs, _device: usize, tag: u64, out: &mut Outbox) {
+        let slot = tag as usize;
+        let (id, tenant) = self.pending[slot];
+        self.free.push(slot);
+        self.in_flight -= 1;
+        if self.in_flight == 0 {
+            self.io_ticks_ns += now_ns - self.busy_since_ns;
+        }
+        self.completed += 1;
+        if tenant == self.guaranteed {
+            self.completed_a += 1;
+        } else if tenant == self.throttled {
+            self.completed_b += 1;
+        }
+        out.complete.push((id, 0));
+    }
+
+    fn on_timer(&mut self, now_ns: TimeNs, timer_id: u64, out: &mut Outbox) {
+        if timer_id != SAMPLE_TIMER {
+            return;
+        }
+        if self.in_flight > 0 {
+            // Close the busy span at the sample, as a diskstats read does.
+            self.io_ticks_ns += now_ns - self.busy_since_ns;
+            self.busy_since_ns = now_ns;
+        }
+        let duration_ns = now_ns.saturating_sub(self.window_start_ns).max(1);
+        let duration_s = duration_ns as f64 / NS_PER_S as f64;
+        let input = SampleInput {
+            time_ns: now_ns,
+            util_pct: 100.0 * self.io_ticks_ns as f64 / duration_ns as f64,
+            total_iops: self.completed as f64 / duration_s,
+            a_iops: self.completed_a as f64 / duration_s,
+            b_iops: self.completed_b as f64 / duration_s,
+            a_target_iops: schedule_at(&self.guarantee, now_ns),
+        };
+        let active = self.in_flight > 0 || self.completed > 0 || self.arrivals > 0;
+        let decision = self.controller.step(input);
+        if let Some(cap) = decision.b_cap_iops {
+            out.actions.push(Action::CapTenant {
+                tenant: self.throttled,
+                iops: Some(cap),
+            });
+        }
+        self.log.push(decision);
+        self.io_ticks_ns = 0;
+        self.completed = 0;
+        self.completed_a = 0;
+        self.completed_b = 0;
+        self.arrivals = 0;
+        self.window_start_ns = now_ns;
+        if active {
+            out.timers.push((now_ns + self.interval_ns, SAMPLE_TIMER));
+        } else {
+            // Idle: no timer keeps the run alive; the next IO sets one.
+            self.timer_set = false;
+        }
+    }
+
+    /// The latest decision (sample_index identifies it) and running totals;
+    /// docs/qos.md defines each.
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        let last = self.log.last();
+        let get = |f: &dyn Fn(&Decision) -> f64| last.map_or(0.0, f);
+        let (c, d, big_c) = self
+            .log
+            .iter()
+            .rev()
+            .find_map(|d| match d.event {
+                Event::Lowered {
+                    c_busy_pct_per_iops,
+                    d_busy_pct_per_iops,
+                    c_total_iops,
+                } => Some((c_busy_pct_per_iops, d_busy_pct_per_iops, c_total_iops)),
+                _ => None,
+            })
+            .unwrap_or((0.0, 0.0, 0.0));
+        vec![
+            ("samples", self.log.len() as f64),
+            (
+                "sample_time_s",
+                get(&|d| d.input.time_ns as f64 / NS_PER_S as f64),
+            ),
+            ("util_pct", get(&|d| d.util_pct)),
+            ("iops", get(&|d| d.input.total_iops)),
+            ("a_iops", get(&|d| d.input.a_iops)),
+            ("b_iops", get(&|d| d.input.b_iops)),
+            ("a_target_iops", get(&|d| d.input.a_target_iops)),
+            (
+                "busy_pct_per_iops",
+                get(&|d| d.busy_pct_per_iops.unwrap_or(0.0)),
+            ),
+            ("saturated", get(&|d| d.saturated as u8 as f64)),
+            (
+                "saturated_in_window",
+                get(&|d| d.saturated_in_window as f64),
+            ),
+            (
+                "saturated_samples_total",
+                self.controller.saturated_total() as f64,
+            ),
+            ("target_busy_pct", self.controller.target_busy_pct()),
+            ("event", get(&|d| d.event.code() as f64)),
+            ("extra_cut_iops", get(&|d| d.extra_cut_iops)),
+            ("b_cap_iops", self.controller.b_cap_iops().unwrap_or(0.0)),
+            ("x_lowerings", self.controller.lowerings() as f64),
+            (
+                "x_resets_low_util",
+                self.controller.resets_low_util() as f64,
+            ),
+            (
+                "x_resets_bpi_change",
+                self.controller.resets_bpi_change() as f64,
+            ),
+            ("last_lowering_c_busy_pct_per_iops", c),
+            ("last_lowering_d_busy_pct_per_iops", d),
+            ("last_lowering_c_total_iops", big_c),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tierlab_core::Op;
+
+    fn ctl() -> BusyRateController {
+        BusyRateController::new(BusyRateParams::default()).unwrap()
+    }
+
+    /// A sample with A and B's split irrelevant to the control law.
+    fn s(util_pct: f64, total_iops: f64, a_target_iops: f64) -> SampleInput {
+        SampleInput {
+            time_ns: 0,
+            util_pct,
+            total_iops,
+            a_iops: 0.0,
+            b_iops: 0.0,
+            a_target_iops,
+        }
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn control_law_by_hand() {
+        let mut c = ctl();
+        // busy_pct_per_iops = 50/100 = 0.5; a_busy = 40·0.5 = 20;
+        // b_busy = 95 − 20 = 75; b = 75/0.5 = 150.
+        let d = c.step(s(50.0, 100.0, 40.0));
+        assert!(close(d.busy_pct_per_iops.unwrap(), 0.5));
+        assert!(close(d.b_cap_iops.unwrap(), 150.0), "{d:?}");
+        assert_eq!(
+            (d.event, d.saturated, d.target_busy_pct),
+            (Event::None, false, 95.0)
+        );
+        // Saturated: 100/200 = 0.5; b = (95 − 50·0.5)/0.5 − 0.2·200 = 140 − 40 = 100.
+        let d = c.step(s(100.0, 200.0, 50.0));
+        assert!(d.saturated);
+        assert!(
+            close(d.extra_cut_iops, 40.0) && close(d.b_cap_iops.unwrap(), 100.0),
+            "{d:?}"
+        );
+        // A guarantee beyond X: B gets the floor, never 0 or negative.
+        let d = c.step(s(50.0, 100.0, 1000.0));
+        assert_eq!(d.b_cap_iops, Some(1.0));
+        // No IO: busy_pct_per_iops undefined, B's cap held.
+        let d = c.step(s(0.0, 0.0, 50.0));
+        assert_eq!(
+            (d.event, d.busy_pct_per_iops, d.b_cap_iops),
+            (Event::Hold, None, Some(1.0))
+        );
+    }
+
+    #[test]
+    fn saturation_is_what_iostat_prints_as_100() {
+        let mut c = ctl();
+        assert!(c.step(s(99.996, 100.0, 0.0)).saturated, "prints as 100.00");
+        assert!(!c.step(s(99.994, 100.0, 0.0)).saturated, "prints as 99.99");
+        assert!(c.step(s(100.7, 100.0, 0.0)).saturated, "clamped to 100");
+        assert_eq!(c.saturated_total(), 2);
+    }
+
+    /// The paper's evaluation 2 structure: saturation → B cut → X 95 → 87.
+    #[test]
+    fn lowering_after_three_of_ten_saturated_samples_by_hand() {
+        let mut c = ctl();
+        // Point-1 samples: 100 % at C = 200 IOPS, c = 0.5; in between, the
+        // extra cut gets util down to 90 % (not armed yet: not point 2).
+        for (i, (u, t)) in [(100.0, 200.0), (90.0, 200.0), (100.0, 200.0), (92.0, 200.0)]
+            .into_iter()
+            .enumerate()
+        {
+            let d = c.step(s(u, t, 100.0));
+            assert_eq!(d.event, Event::None, "sample {i}: {d:?}");
+            assert_eq!(d.target_busy_pct, 95.0);
+        }
+        let d = c.step(s(100.0, 200.0, 100.0));
+        assert_eq!(
+            (d.event, d.saturated_in_window, d.armed),
+            (Event::Armed, 3, true)
+        );
+        // Point 2: 84 % at 200 IOPS, d = 0.42. x = (0.5 − 0.42)·200·0.5 = 8.
+        let d = c.step(s(84.0, 200.0, 100.0));
+        match d.event {
+            Event::Lowered {
+                c_busy_pct_per_iops,
+                d_busy_pct_per_iops,
+                c_total_iops,
+            } => {
+                assert!(close(c_busy_pct_per_iops, 0.5) && close(d_busy_pct_per_iops, 0.42));
+                assert_eq!(c_total_iops, 200.0);
+            }
+            e => panic!("expected a lowering, got {e:?}"),
+        }
+        assert!(close(d.target_busy_pct, 87.0), "{d:?}");
+        // The new X applies at once: b = (87 − 100·0.42)/0.42.
+        assert!(close(d.b_cap_iops.unwrap(), (87.0 - 42.0) / 0.42));
+        assert_eq!(
+            (d.saturated_in_window, d.armed, c.lowerings()),
+            (0, false, 1)
+        );
+
+        // Repeat: three fresh saturated samples needed; then c = 100/250 = 0.4,
+        // d = 70/200 = 0.35, x = 0.05·250·0.5 = 6.25 → X = 80.75.
+        for _ in 0..2 {
+            assert_eq!(c.step(s(100.0, 250.0, 100.0)).event, Event::None);
+        }
+        assert_eq!(c.step(s(100.0, 250.0, 100.0)).event, Event::Armed);
+        let d = c.step(s(70.0, 200.0, 100.0));
+        assert!(matches!(d.event, Event::Lowered { .. }));
+        assert!(close(d.target_busy_pct, 87.0 - 6.25), "{d:?}");
+    }
+
+    #[test]
+    fn the_window_is_ten_samples() {
+        let mut c = ctl();
+        // Two saturated samples, then nine calm ones: the first falls out of
+        // the window, so a third saturated sample does not arm.
+        c.step(s(100.0, 200.0, 0.0));
+        c.step(s(100.0, 200.0, 0.0));
+        for _ in 0..8 {
+            c.step(s(80.0, 200.0, 0.0));
+        }
+        let d = c.step(s(100.0, 200.0, 0.0));
+        assert_eq!((d.saturated_in_window, d.event), (2, Event::None));
+        // Window [8 calm, S, S]: still 2; one more makes 3.
+        assert_eq!(c.step(s(100.0, 200.0, 0.0)).saturated_in_window, 2);
+        assert_eq!(c.step(s(100.0, 200.0, 0.0)).event, Event::Armed);
+    }
+
+    #[test]
+    fn point_two_needs_a_lower_busy_per_iops() {
+        let mut c = ctl();
+        for _ in 0..3 {
+            c.step(s(100.0, 200.0, 0.0));
+        }
+        // d = 99/180 = 0.55 > c = 0.5: no lowering, still armed.
+        let d = c.step(s(99.0, 180.0, 0.0));
+        assert_eq!(
+            (d.event, d.armed, d.target_busy_pct),
+            (Event::None, true, 95.0)
+        );
+        // Below reset_util_pct: not point 2, and a reset disarms.
+        let d = c.step(s(10.0, 200.0, 0.0));
+        assert!(!d.armed && d.target_busy_pct == 95.0);
+        for _ in 0..3 {
+            c.step(s(100.0, 200.0, 0.0));
+        }
+        // The latest saturated sample is point 1: C = 250, c = 0.4; d = 0.3.
+        c.step(s(100.0, 250.0, 0.0));
+        let d = c.step(s(60.0, 200.0, 0.0));
+        assert!(close(d.target_busy_pct, 95.0 - 0.1 * 250.0 * 0.5), "{d:?}");
+    }
+
+    #[test]
+    fn reset_when_util_falls_below_twenty_percent() {
+        let mut c = ctl();
+        for _ in 0..3 {
+            c.step(s(100.0, 200.0, 0.0));
+        }
+        c.step(s(84.0, 200.0, 0.0));
+        assert!(close(c.target_busy_pct(), 87.0));
+        let d = c.step(s(20.0, 50.0, 0.0));
+        assert_eq!(d.event, Event::None, "20 % is not below 20 %");
+        let d = c.step(s(19.9, 50.0, 0.0));
+        assert_eq!((d.event, d.target_busy_pct), (Event::ResetLowUtil, 95.0));
+        assert_eq!(c.resets_low_util(), 1);
+        // Already at the initial X: nothing to reset, no event.
+        assert_eq!(c.step(s(5.0, 10.0, 0.0)).event, Event::None);
+    }
+
+    /// The paper's evaluation 1 after A's target fell: X stuck at 63 % with
+    /// `%util` near 50 %, busy_pct_per_iops 0.8 → 1.3. The new rule resets
+    /// X; without it (reset_bpi_change = 0, the paper's code) X stays.
+    #[test]
+    fn reset_on_a_sharp_change_of_busy_per_iops() {
+        for (rule, want_x) in [(0.5, 95.0), (0.0, 63.0)] {
+            let mut c = BusyRateController::new(BusyRateParams {
+                reset_bpi_change: rule,
+                ..BusyRateParams::default()
+            })
+            .unwrap();
+            // Lower X to 63: C = 100, c = 1.0, d = 0.36: x = 0.64·100·0.5 = 32.
+            for _ in 0..3 {
+                c.step(s(100.0, 100.0, 50.0));
+            }
+            let d = c.step(s(36.0, 100.0, 50.0));
+            assert!(close(d.target_busy_pct, 63.0), "{d:?}");
+            // Steady at 0.8 (50 % at 62.5 IOPS; the first is not compared
+            // with point 2, X changed in between) ...
+            for _ in 0..3 {
+                assert_eq!(c.step(s(50.0, 62.5, 50.0)).event, Event::None);
+            }
+            // ... A's target drops: 52 % at 40 IOPS = 1.3; 1.3/0.8 − 1 = 0.625.
+            let d = c.step(s(52.0, 40.0, 5.0));
+            assert!(close(d.target_busy_pct, want_x), "rule {rule}: {d:?}");
+            if rule > 0.0 {
+                assert!(matches!(
+                    d.event,
+                    Event::ResetBpiChange { previous_busy_pct_per_iops } if close(previous_busy_pct_per_iops, 0.8)
+                ));
+                assert_eq!(c.resets_bpi_change(), 1);
+            }
+        }
+        // A change below the threshold (0.8 → 1.1, 37.5 %) resets nothing.
+        let mut c = ctl();
+        for _ in 0..3 {
+            c.step(s(100.0, 100.0, 50.0));
+        }
+        c.step(s(36.0, 100.0, 50.0));
+        c.step(s(50.0, 62.5, 50.0));
+        let d = c.step(s(55.0, 50.0, 5.0));
+        assert!(close(d.target_busy_pct, 63.0), "{d:?}");
+    }
+
+    #[test]
+    fn bad_params_name_the_key() {
+        for (p, key) in [
+            (
+                BusyRateParams {
+                    lowering_gain: 0.0,
+                    ..Default::default()
+                },
+                "lowering_gain",
+            ),
+            (
+                BusyRateParams {
+                    sample_interval_s: f64::NAN,
+                    ..Default::default()
+                },
+                "sample_interval_s",
+            ),
+            (
+                BusyRateParams {
+                    saturation_trigger_samples: 11,
+                    ..Default::default()
+                },
+                "saturation_trigger_samples",
+            ),
+            (
+                BusyRateParams {
+                    min_target_busy_pct: 96.0,
+                    ..Default::default()
+                },
+                "min_target_busy_pct",
+            ),
+            (
+                BusyRateParams {
+                    reset_util_pct: 100.0,
+                    ..Default::default()
+                },
+                "reset_util_pct",
+            ),
+        ] {
+            let e = BusyRateController::new(p).unwrap_err();
+            assert!(e.contains(key), "{e}");
+        }
+    }
+
+    fn host(id: u64, tenant: u32) -> HostIo {
+        HostIo {
+            id,
+            op: Op::Read,
+            offset_bytes: 0,
+            size_bytes: 4096,
+            tenant,
+        }
+    }
+
+    /// `%util` and IOPS as iostat computes them, from the policy's own view.
+    #[test]
+    fn policy_measures_like_iostat_and_caps_the_throttled_tenant() {
+        let params = BusyRateParams {
+            sample_interval_s: 0.1,
+            ..Default::default()
+        };
+        let ms = 1_000_000;
+        let mut p = BusyRateQos::new(params, 0, 1, vec![(0, 20.0)]).unwrap();
+        let mut out = Outbox::default();
+        // IOs [0, 10) ms (A) and [5, 20) ms (B), then [50, 60) ms (B):
+        // io_ticks = 20 + 10 = 30 ms of 100 ms.
+        p.on_host_io(0, host(7, 0), &mut out);
+        assert_eq!(out.timers, vec![(100 * ms, SAMPLE_TIMER)]);
+        let tag_a = out.device_ios[0].1.tag;
+        out.clear();
+        p.on_host_io(5 * ms, host(8, 1), &mut out);
+        let tag_b = out.device_ios[0].1.tag;
+        p.on_device_completion(10 * ms, 0, tag_a, &mut out);
+        p.on_device_completion(20 * ms, 0, tag_b, &mut out);
+        assert_eq!(out.complete, vec![(7, 0), (8, 0)]);
+        out.clear();
+        p.on_host_io(50 * ms, host(9, 1), &mut out);
+        let tag = out.device_ios[0].1.tag;
+        p.on_device_completion(60 * ms, 0, tag, &mut out);
+        // An IO still in flight at the sample counts up to the sample.
+        p.on_host_io(95 * ms, host(10, 0), &mut out);
+        out.clear();
+        p.on_timer(100 * ms, SAMPLE_TIMER, &mut out);
+        let d = p.decisions()[0];
+        assert!(close(d.util_pct, 35.0), "{d:?}");
+        assert!(close(d.input.total_iops, 30.0) && close(d.input.a_iops, 10.0));
+        assert!(close(d.input.b_iops, 20.0) && d.input.a_target_iops == 20.0);
+        // b = (95 − 20·35/30)/(35/30).
+        let bpi = 35.0 / 30.0;
+        let want = (95.0 - 20.0 * bpi) / bpi;
+        assert_eq!(out.timers, vec![(200 * ms, SAMPLE_TIMER)]);
+        match &out.actions[..] {
+            [
+                Action::CapTenant {
+                    tenant: 1,
+                    iops: Some(b),
+                },
+            ] => assert!(close(*b, want)),
+            a => panic!("{a:?}"),
+        }
+        let counters = p.counters();
+        let get = |k: &str| counters.iter().find(|(n, _)| *n == k).unwrap().1;
+        assert!(close(get("util_pct"), 35.0) && close(get("b_cap_iops"), want));
+        assert_eq!(get("samples"), 1.0);
+        // The IO in flight across the sample: 5 ms in the first window,
+        // 5 ms in the second; then an idle window stops the timer.
+        out.clear();
+        p.on_device_completion(105 * ms, 0, 0, &mut out);
+        p.on_timer(200 * ms, SAMPLE_TIMER, &mut out);
+        assert!(close(p.decisions()[1].util_pct, 5.0));
+        out.clear();
+        p.on_timer(300 * ms, SAMPLE_TIMER, &mut out);
+        assert!(out.timers.is_empty(), "idle: no timer keeps the run alive");
+        assert!(BusyRateQos::new(BusyRateParams::default(), 1, 1, vec![]).is_err());
+    }
+}
