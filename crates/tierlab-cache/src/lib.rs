@@ -11,6 +11,7 @@
 pub mod mrc;
 pub mod policies;
 pub mod sim;
+pub mod table;
 pub mod workload;
 
 /// A cached object: a page number (for block traces, `device << 48 | page`).
@@ -61,4 +62,11 @@ pub trait Eviction {
     /// be accessed) is next requested, `u64::MAX` for never. Other policies
     /// ignore it.
     fn set_next_access(&mut self, _next_request: u64) {}
+    /// `access` on each key in order; `missed[i]` is set to whether
+    /// `keys[i]` missed (`missed` is cleared first). Same results as the
+    /// loop; a policy overrides it only to go faster (e.g. prefetching).
+    fn access_batch(&mut self, keys: &[Key], missed: &mut Vec<bool>) {
+        missed.clear();
+        missed.extend(keys.iter().map(|&k| !self.access(k).is_hit()));
+    }
 }

@@ -209,46 +209,86 @@ pub fn run(
         .collect())
 }
 
+/// Records per batch: the policies see the batch's page keys at once (so
+/// they can prefetch ahead), the counts are tallied per record afterwards.
+const BATCH_RECORDS: usize = 1024;
+/// ... and at most about this many page references, so a few huge records
+/// cannot make a batch's key buffer huge.
+const BATCH_PAGES: u64 = 1 << 16;
+
 fn drive(
     stream: &mut dyn RecordStream,
     lanes: &mut [Lane],
     futures: &[(u32, Vec<u64>)],
 ) -> Result<()> {
-    while let Some(rec) = stream.next_record()? {
-        for lane in lanes.iter_mut() {
-            let mut n = 0u64;
-            let mut m = 0u64;
-            let next = lane.next.map(|i| futures[i].1.as_slice());
-            for key in record_pages(&rec, lane.page_size) {
-                if let Some(next) = next {
-                    lane.cache
-                        .set_next_access(next.get(lane.pos).copied().unwrap_or(u64::MAX));
-                    lane.pos += 1;
+    let mut records: Vec<IoRecord> = Vec::with_capacity(BATCH_RECORDS);
+    let mut keys: Vec<Key> = Vec::new();
+    let mut missed: Vec<bool> = Vec::new();
+    let mut pages_per_record: Vec<usize> = Vec::with_capacity(BATCH_RECORDS);
+    let min_page_size = lanes.iter().map(|l| l.page_size.max(1)).min().unwrap_or(1) as u64;
+    loop {
+        records.clear();
+        let mut pages_bound = 0u64;
+        while records.len() < BATCH_RECORDS && pages_bound < BATCH_PAGES {
+            match stream.next_record()? {
+                Some(r) => {
+                    pages_bound += r.size_bytes as u64 / min_page_size + 2;
+                    records.push(r);
                 }
-                n += 1;
-                m += !lane.cache.access(key).is_hit() as u64;
-            }
-            if n == 0 {
-                continue;
-            }
-            let r = &mut lane.res;
-            r.io_requests += 1;
-            r.requests += n;
-            r.misses += m;
-            match rec.op {
-                Op::Read => {
-                    r.read_requests += n;
-                    r.read_misses += m;
-                }
-                Op::Write => {
-                    r.write_requests += n;
-                    r.write_misses += m;
-                }
-                Op::Trim | Op::Flush => {}
+                None => break,
             }
         }
+        if records.is_empty() {
+            return Ok(());
+        }
+        for lane in lanes.iter_mut() {
+            keys.clear();
+            pages_per_record.clear();
+            for rec in &records {
+                let before = keys.len();
+                keys.extend(record_pages(rec, lane.page_size));
+                pages_per_record.push(keys.len() - before);
+            }
+            match lane.next.map(|i| futures[i].1.as_slice()) {
+                // Belady needs each key's next use set just before it.
+                Some(next) => {
+                    missed.clear();
+                    for &key in &keys {
+                        lane.cache
+                            .set_next_access(next.get(lane.pos).copied().unwrap_or(u64::MAX));
+                        lane.pos += 1;
+                        missed.push(!lane.cache.access(key).is_hit());
+                    }
+                }
+                None => lane.cache.access_batch(&keys, &mut missed),
+            }
+            let mut at = 0usize;
+            for (rec, &n) in records.iter().zip(&pages_per_record) {
+                if n == 0 {
+                    continue;
+                }
+                let m = missed[at..at + n].iter().filter(|&&b| b).count() as u64;
+                at += n;
+                let n = n as u64;
+                let r = &mut lane.res;
+                r.io_requests += 1;
+                r.requests += n;
+                r.misses += m;
+                match rec.op {
+                    Op::Read => {
+                        r.read_requests += n;
+                        r.read_misses += m;
+                    }
+                    Op::Write => {
+                        r.write_requests += n;
+                        r.write_misses += m;
+                    }
+                    Op::Trim | Op::Flush => {}
+                }
+            }
+            debug_assert_eq!(at, keys.len());
+        }
     }
-    Ok(())
 }
 
 /// Parses one capacity: a bare integer is a page count; anything with a
