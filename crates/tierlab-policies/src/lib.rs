@@ -3,6 +3,7 @@
 
 pub mod cache;
 pub mod flashcache;
+pub mod hswd;
 pub mod linear;
 pub mod qos;
 

@@ -1,0 +1,1353 @@
+//! HSWD: a hybrid shingled-write disk (spec/hswd.md, seed 002). An SSD
+//! persistent cache (PCache, device 0) in front of the native region of an
+//! SMR disk (NRegion, device 1, addressed like the volume). Every host
+//! write goes to the PCache; dirty blocks reach the NRegion only by band
+//! read-modify-write (RMW), so the NRegion only ever sees whole-band
+//! writes.
+//!
+//! PCache layout on device 0 (byte offsets):
+//! - **metadata area** at 0: one 4 KiB header page (volume metadata: PCache
+//!   size, block size, mapping, band selection, and the RMW journal record
+//!   "band b is staged in the RCache"), then the per-block entries
+//!   (`metadata_entry_bytes` each: disk block number + state), packed into
+//!   4 KiB pages;
+//! - **data area**: `blocks` cache blocks of `block_bytes`;
+//! - **reserved area (RCache)**: one band, where an RMW is staged.
+//!
+//! `pcache_bytes` is data area + RCache (the paper's "256 MB PCache = 224 MB
+//! data + 32 MB reserved"); the metadata area comes on top.
+//!
+//! Mapping: the data area is split into `sets` equal sets (band `i` → set
+//! `i % sets`, fully associative inside a set); `mapping = "fully"` is one
+//! set. Every cached block is dirty (reads are not cached), so a set's
+//! "dirty share" is its used blocks over its size.
+//!
+//! Write (per block): a block cached in its set is overwritten in place
+//! (a write hit; writes to one slot are serialised). Otherwise a free block
+//! of the set is taken (a miss): data write, then the block's metadata
+//! page, then the host write completes. Without a free block the block
+//! waits (in arrival order) until cleaning frees one. After each write, a
+//! set whose dirty share is ≥ `clean_start_pct` is queued for cleaning.
+//!
+//! Cleaning: one RMW at a time (the RCache holds one band): take the first
+//! queued set; while its dirty share is ≥ `clean_stop_pct` (or writes wait
+//! for it), select a band of the set (`fifo`: bands in order of their first
+//! cached write; `lru`: least recently accessed band, reads and writes
+//! counted; `most`: the band with most cached blocks, ties to the lowest
+//! band) and RMW it:
+//! 1. read the whole band from the NRegion into a staging buffer;
+//! 2. read the band's cached blocks from the PCache into it (blocks with a
+//!    write in flight are left for a later RMW);
+//! 3. write the merged band into the RCache, and the journal record into
+//!    the header page;
+//! 4. write the band back to the NRegion (one sequential write) — while
+//!    this runs, reads of the band's uncached blocks are served from the
+//!    RCache (the band on the disk is being rewritten);
+//! 5. free the merged blocks unless a host write reached them since step 2
+//!    (their metadata pages and the cleared journal record are written in
+//!    the background), then serve waiting writes.
+//!
+//! Reads: a cached block from its PCache slot, else (band in step 4) from
+//! the RCache, else from the NRegion; adjacent blocks from the same place
+//! go as one IO (PCache slots one by one).
+//!
+//! Idle cleaning (`idle_clean_ms` > 0, off by default as in the paper's
+//! algorithms): after that long without host IO, bands are cleaned (most
+//! used set first, by the band selection) until a host IO arrives or the
+//! PCache is empty.
+//!
+//! Sub-block IOs are widened to whole 4 KiB blocks; a partial-block write
+//! is charged as a whole-block write (a real implementation would first
+//! fill the rest of the block: not modelled).
+//!
+//! Data movement is explicit for a real executor and the property tests:
+//! every device IO's tag names a buffer ([`decode_tag`]): the host IO's own
+//! memory, an RMW staging buffer (one band), or a metadata write (no data).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use serde::Deserialize;
+use tierlab_core::policy::{HostIo, Outbox, Policy};
+use tierlab_core::{DeviceIo, NS_PER_MS, Op, TimeNs};
+
+use crate::cache::ByteCount;
+
+pub const PCACHE_DEVICE: usize = 0;
+pub const NREGION_DEVICE: usize = 1;
+/// Tier indices in `Outbox::complete`.
+pub const TIER_PCACHE: u16 = 0;
+pub const TIER_NREGION: u16 = 1;
+pub const TIER_RCACHE: u16 = 2;
+
+const META_PAGE: u64 = 4096;
+const IDLE_TIMER: u64 = 1;
+const KIND_SHIFT: u32 = 62;
+const ID_BITS: u32 = 40;
+const PAGE_BITS: u32 = 22;
+const ID_MASK: u64 = (1 << ID_BITS) - 1;
+const PAGE_MASK: u64 = (1 << PAGE_BITS) - 1;
+
+/// Where a device IO's data comes from or goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HswdBuffer {
+    /// The host IO's memory (id = host IO id, low 40 bits).
+    Host(u64),
+    /// The staging buffer of RMW number `id` (one band).
+    Staging(u64),
+    /// A metadata write (header or entry pages): no user data.
+    Metadata(u64),
+}
+
+/// Tag layout: bits 63..62 kind (0 host, 1 staging, 2 metadata), bits
+/// 61..22 buffer id, bits 21..0 the page (block) index inside the buffer
+/// where the IO's first block goes.
+pub fn encode_tag(buffer: HswdBuffer, page: u64) -> u64 {
+    let (kind, id) = match buffer {
+        HswdBuffer::Host(id) => (0, id),
+        HswdBuffer::Staging(id) => (1, id),
+        HswdBuffer::Metadata(id) => (2, id),
+    };
+    kind << KIND_SHIFT | (id & ID_MASK) << PAGE_BITS | (page & PAGE_MASK)
+}
+
+/// The inverse of [`encode_tag`].
+pub fn decode_tag(tag: u64) -> (HswdBuffer, u64) {
+    let id = (tag >> PAGE_BITS) & ID_MASK;
+    let page = tag & PAGE_MASK;
+    let buffer = match tag >> KIND_SHIFT {
+        0 => HswdBuffer::Host(id),
+        1 => HswdBuffer::Staging(id),
+        _ => HswdBuffer::Metadata(id),
+    };
+    (buffer, page)
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mapping {
+    /// One set: any band's blocks anywhere in the data area.
+    #[default]
+    Fully,
+    /// `sets` sets; band i → set i % sets.
+    Set,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BandSelection {
+    Fifo,
+    Lru,
+    /// The band with the most cached blocks (the paper's final choice).
+    #[default]
+    Most,
+}
+
+impl BandSelection {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BandSelection::Fifo => "fifo",
+            BandSelection::Lru => "lru",
+            BandSelection::Most => "most",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HswdParams {
+    /// Data area + RCache (the paper's PCache size).
+    pub pcache_bytes: ByteCount,
+    #[serde(default = "default_block")]
+    pub block_bytes: ByteCount,
+    /// Band size of the NRegion (and of the RCache).
+    #[serde(default = "default_band")]
+    pub band_bytes: ByteCount,
+    #[serde(default)]
+    pub mapping: Mapping,
+    /// Sets for `mapping = "set"` (default: data area / band size, the
+    /// paper's "set size = band size"). Must be 1 (or absent) for `fully`.
+    #[serde(default)]
+    pub sets: Option<u64>,
+    #[serde(default)]
+    pub band_selection: BandSelection,
+    /// Dirty share of a set (%) that starts its cleaning.
+    #[serde(default = "default_start")]
+    pub clean_start_pct: f64,
+    /// Cleaning of a set stops below this dirty share (%).
+    #[serde(default = "default_stop")]
+    pub clean_stop_pct: f64,
+    /// Bytes of one block's metadata entry (disk block number + state).
+    #[serde(default = "default_entry")]
+    pub metadata_entry_bytes: u64,
+    /// Clean in idle time after this long without host IO; 0 = never.
+    #[serde(default)]
+    pub idle_clean_ms: f64,
+}
+
+fn default_block() -> ByteCount {
+    ByteCount(4096)
+}
+fn default_band() -> ByteCount {
+    ByteCount(32 << 20)
+}
+fn default_start() -> f64 {
+    80.0
+}
+fn default_stop() -> f64 {
+    60.0
+}
+fn default_entry() -> u64 {
+    16
+}
+
+impl HswdParams {
+    /// Paper defaults (fully associative, MOST, 80 % / 60 %) for a PCache.
+    pub fn with_pcache(pcache_bytes: u64) -> HswdParams {
+        HswdParams {
+            pcache_bytes: ByteCount(pcache_bytes),
+            block_bytes: default_block(),
+            band_bytes: default_band(),
+            mapping: Mapping::Fully,
+            sets: None,
+            band_selection: BandSelection::Most,
+            clean_start_pct: default_start(),
+            clean_stop_pct: default_stop(),
+            metadata_entry_bytes: default_entry(),
+            idle_clean_ms: 0.0,
+        }
+    }
+}
+
+/// The layout derived from the parameters (bytes on device 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub block_bytes: u64,
+    pub band_bytes: u64,
+    pub blocks: u64,
+    pub sets: u64,
+    pub blocks_per_set: u64,
+    pub metadata_bytes: u64,
+    pub data_offset_bytes: u64,
+    pub rcache_offset_bytes: u64,
+    /// Bytes of device 0 the PCache occupies (metadata + data + RCache).
+    pub device_bytes: u64,
+}
+
+impl Layout {
+    pub fn new(p: &HswdParams) -> Result<Layout, String> {
+        let block = p.block_bytes.0;
+        if !block.is_power_of_two() || !(512..=1 << 20).contains(&block) {
+            return Err(format!(
+                "block_bytes: {block} is not a power of two between 512 and 1 MiB"
+            ));
+        }
+        let band = p.band_bytes.0;
+        if band < block || band % block != 0 || band > 1 << 31 {
+            return Err(format!(
+                "band_bytes: {band} must be a multiple of block_bytes ({block}) and at most 2 GiB"
+            ));
+        }
+        // The staging buffer's block index lives in 22 tag bits.
+        if band / block > PAGE_MASK {
+            return Err(format!(
+                "band_bytes: {band} holds more than 2^22 blocks of {block} bytes"
+            ));
+        }
+        let pcache = p.pcache_bytes.0;
+        if pcache < band + block {
+            return Err(format!(
+                "pcache_bytes: {pcache} must hold the RCache (one band, {band} bytes) and at least one block"
+            ));
+        }
+        let data = pcache - band;
+        let sets = match (p.mapping, p.sets) {
+            (Mapping::Fully, None | Some(1)) => 1,
+            (Mapping::Fully, Some(s)) => {
+                return Err(format!(
+                    "sets: {s} sets with mapping = \"fully\" (one set); use mapping = \"set\""
+                ));
+            }
+            (Mapping::Set, Some(s)) => s,
+            (Mapping::Set, None) => (data / band).max(1),
+        };
+        let blocks_per_set = if sets == 0 { 0 } else { data / block / sets };
+        if sets == 0 || blocks_per_set == 0 {
+            return Err(format!(
+                "sets: {sets} sets of a {data}-byte data area leave no whole block per set"
+            ));
+        }
+        if !(p.clean_stop_pct.is_finite()
+            && p.clean_start_pct.is_finite()
+            && 0.0 < p.clean_stop_pct
+            && p.clean_stop_pct <= p.clean_start_pct
+            && p.clean_start_pct <= 100.0)
+        {
+            return Err(format!(
+                "clean thresholds: need 0 < clean_stop_pct ({}) <= clean_start_pct ({}) <= 100",
+                p.clean_stop_pct, p.clean_start_pct
+            ));
+        }
+        if !(1..=META_PAGE).contains(&p.metadata_entry_bytes) {
+            return Err(format!(
+                "metadata_entry_bytes: {} is not between 1 and 4096",
+                p.metadata_entry_bytes
+            ));
+        }
+        if !(p.idle_clean_ms.is_finite() && p.idle_clean_ms >= 0.0) {
+            return Err(format!("idle_clean_ms: {} is not >= 0", p.idle_clean_ms));
+        }
+        let blocks = blocks_per_set * sets;
+        let entries_per_page = META_PAGE / p.metadata_entry_bytes;
+        let metadata_bytes = META_PAGE * (1 + blocks.div_ceil(entries_per_page));
+        let data_offset = metadata_bytes.div_ceil(block) * block;
+        let rcache = data_offset + blocks * block;
+        Ok(Layout {
+            block_bytes: block,
+            band_bytes: band,
+            blocks,
+            sets,
+            blocks_per_set,
+            metadata_bytes,
+            data_offset_bytes: data_offset,
+            rcache_offset_bytes: rcache,
+            device_bytes: rcache + band,
+        })
+    }
+}
+
+/// Counters; blocks unless named otherwise.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HswdStats {
+    pub host_ios: u64,
+    pub completed_ios: u64,
+    pub read_hits: u64,
+    pub read_misses: u64,
+    /// Missed blocks read from the RCache (band under RMW).
+    pub read_rcache: u64,
+    pub write_hits: u64,
+    pub write_misses: u64,
+    /// Write blocks that had to wait for cleaning to free a block.
+    pub write_stalls: u64,
+    pub rmw_count: u64,
+    /// Bytes of PCache blocks merged into the NRegion by RMWs.
+    pub rmw_cleaned_bytes: u64,
+    /// Device bytes RMWs moved: NRegion read + write, PCache reads,
+    /// RCache write.
+    pub rmw_io_bytes: u64,
+    /// RMWs that found no block they could merge (all had writes in flight).
+    pub rmw_empty: u64,
+    /// RMWs started by idle-time cleaning.
+    pub idle_rmw_count: u64,
+    pub metadata_writes: u64,
+    pub metadata_bytes: u64,
+    pub cached_bytes: u64,
+    pub latency_sum_ns: u128,
+    pub latency_max_ns: u64,
+}
+
+struct Entry {
+    slot: u64,
+    /// Host writes accepted for the block.
+    generation: u64,
+    /// The slot holds the block's data (a first write has landed).
+    valid: bool,
+    write_inflight: bool,
+    /// Host write parts queued behind the one in flight: (host, page).
+    waiting: VecDeque<(u64, u64)>,
+}
+
+#[derive(Default)]
+struct BandInfo {
+    /// Cached blocks of the band.
+    blocks: BTreeSet<u64>,
+    /// Its key in the set's selection order (absent while under RMW).
+    key: Option<u64>,
+    last_access: u64,
+}
+
+struct SetState {
+    free: Vec<u64>,
+    used: u64,
+    /// Selection order: (key, band), the first is cleaned next.
+    order: BTreeMap<(u64, u64), ()>,
+    /// Write blocks waiting for a free block: (host, page in host, block).
+    waiters: VecDeque<(u64, u64, u64)>,
+    queued: bool,
+}
+
+enum Rec {
+    /// Host read parts (slot: a pinned PCache slot; rcache: pinned RCache).
+    Read {
+        host: u64,
+        slot: Option<u64>,
+        rcache: bool,
+        tier: u16,
+    },
+    SlotWrite {
+        host: u64,
+        block: u64,
+        slot: u64,
+        new_block: bool,
+    },
+    /// Entry pages of a host write's new blocks.
+    HostMeta {
+        host: u64,
+    },
+    /// Background metadata (freed entries, journal record).
+    BgMeta,
+    RmwBandRead,
+    RmwBlockRead {
+        slot: u64,
+    },
+    RmwStage,
+    RmwBandWrite,
+}
+
+struct HostPending {
+    parts: u32,
+    tier: u16,
+    arrival_ns: TimeNs,
+    /// Slot writes of newly allocated blocks still in flight, and the
+    /// metadata pages to write once they all landed.
+    meta_wait: u32,
+    meta_pages: BTreeSet<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    BandRead,
+    BlockReads,
+    /// Waiting for RCache readers of the previous RMW, then staging.
+    Stage,
+    BandWrite,
+}
+
+struct Rmw {
+    id: u64,
+    band: u64,
+    set: usize,
+    step: Step,
+    pending: u32,
+    /// (block, slot, generation) merged into the band.
+    merged: Vec<(u64, u64, u64)>,
+    idle: bool,
+}
+
+pub struct Hswd {
+    layout: Layout,
+    selection: BandSelection,
+    band_blocks: u64,
+    nregion_bytes: u64,
+    start_blocks: u64,
+    stop_blocks: u64,
+    entry_bytes: u64,
+    idle_ns: u64,
+    map: HashMap<u64, Entry>,
+    bands: HashMap<u64, BandInfo>,
+    sets: Vec<SetState>,
+    pins: Vec<u32>,
+    /// Slot freed while pinned: return it to its set when unpinned.
+    free_on_unpin: Vec<bool>,
+    hosts: HashMap<u64, HostPending>,
+    inflight: HashMap<(usize, u64), Rec>,
+    clean_queue: VecDeque<usize>,
+    rmw: Option<Rmw>,
+    /// The band whose uncached reads go to the RCache (step 4).
+    rcache_band: Option<u64>,
+    rcache_pins: u32,
+    next_rmw: u64,
+    next_meta: u64,
+    /// Order counter for FIFO keys and LRU stamps.
+    clock: u64,
+    last_host_ns: TimeNs,
+    timer_armed: bool,
+    idle_cleaning: bool,
+    stats: HswdStats,
+    /// Mean latency of every 10,000 completed host IOs, ns.
+    window_sum_ns: u128,
+    window_ios: u64,
+    window_means_ns: Vec<f64>,
+}
+
+/// Host IOs per window of `Hswd::window_means_ms`.
+pub const LATENCY_WINDOW_IOS: u64 = 10_000;
+
+impl Hswd {
+    /// `nregion_bytes`: capacity of device 1 (the last band may be short).
+    pub fn new(p: &HswdParams, nregion_bytes: u64) -> Result<Hswd, String> {
+        let layout = Layout::new(p)?;
+        let per_set = layout.blocks_per_set;
+        let sets = (0..layout.sets)
+            .map(|s| SetState {
+                // Popped from the end: the set's lowest slot first.
+                free: (s * per_set..(s + 1) * per_set).rev().collect(),
+                used: 0,
+                order: BTreeMap::new(),
+                waiters: VecDeque::new(),
+                queued: false,
+            })
+            .collect();
+        let threshold = |pct: f64| ((per_set as f64 * pct / 100.0).ceil() as u64).clamp(1, per_set);
+        Ok(Hswd {
+            selection: p.band_selection,
+            band_blocks: layout.band_bytes / layout.block_bytes,
+            nregion_bytes,
+            start_blocks: threshold(p.clean_start_pct),
+            stop_blocks: threshold(p.clean_stop_pct),
+            entry_bytes: p.metadata_entry_bytes,
+            idle_ns: (p.idle_clean_ms * NS_PER_MS as f64).round() as u64,
+            map: HashMap::new(),
+            bands: HashMap::new(),
+            sets,
+            pins: vec![0; layout.blocks as usize],
+            free_on_unpin: vec![false; layout.blocks as usize],
+            hosts: HashMap::new(),
+            inflight: HashMap::new(),
+            clean_queue: VecDeque::new(),
+            rmw: None,
+            rcache_band: None,
+            rcache_pins: 0,
+            next_rmw: 0,
+            next_meta: 0,
+            clock: 0,
+            last_host_ns: 0,
+            timer_armed: false,
+            idle_cleaning: false,
+            stats: HswdStats::default(),
+            window_sum_ns: 0,
+            window_ios: 0,
+            window_means_ns: Vec::new(),
+            layout,
+        })
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    pub fn stats(&self) -> HswdStats {
+        let mut s = self.stats;
+        s.cached_bytes = self.map.len() as u64 * self.layout.block_bytes;
+        s
+    }
+
+    /// Cached (dirty) blocks now.
+    pub fn cached_blocks(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    /// Mean host latency of each full window of 10,000 completed IOs
+    /// (completion order), ms.
+    pub fn window_means_ms(&self) -> Vec<f64> {
+        self.window_means_ns.iter().map(|n| n / 1e6).collect()
+    }
+
+    /// True when nothing is in flight and no cleaning runs.
+    pub fn is_quiescent(&self) -> bool {
+        self.inflight.is_empty() && self.rmw.is_none()
+    }
+
+    /// Cleans every cached block (e.g. before shutdown): RMW after RMW
+    /// until the PCache is empty; progress comes with device completions.
+    pub fn clean_all(&mut self, out: &mut Outbox) {
+        self.idle_cleaning = true;
+        self.try_clean(out);
+    }
+
+    fn set_of_band(&self, band: u64) -> usize {
+        (band % self.layout.sets) as usize
+    }
+
+    fn band_len_bytes(&self, band: u64) -> u64 {
+        let start = band * self.layout.band_bytes;
+        self.layout
+            .band_bytes
+            .min(self.nregion_bytes.saturating_sub(start))
+    }
+
+    fn slot_offset(&self, slot: u64) -> u64 {
+        self.layout.data_offset_bytes + slot * self.layout.block_bytes
+    }
+
+    fn meta_page_of_slot(&self, slot: u64) -> u64 {
+        1 + slot * self.entry_bytes / META_PAGE
+    }
+
+    fn submit(&mut self, out: &mut Outbox, device: usize, io: DeviceIo, rec: Rec) {
+        self.inflight.insert((device, io.tag), rec);
+        out.device_ios.push((device, io));
+    }
+
+    fn io(tag: u64, op: Op, offset_bytes: u64, bytes: u64) -> DeviceIo {
+        DeviceIo {
+            tag,
+            op,
+            offset_bytes,
+            size_bytes: bytes as u32,
+        }
+    }
+
+    /// Writes metadata pages (merged into runs of adjacent pages).
+    fn write_meta(&mut self, pages: &BTreeSet<u64>, host: Option<u64>, out: &mut Outbox) -> u32 {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for &p in pages {
+            match runs.last_mut() {
+                Some((f, n)) if *f + *n == p => *n += 1,
+                _ => runs.push((p, 1)),
+            }
+        }
+        for &(first, n) in &runs {
+            let id = self.next_meta;
+            self.next_meta = (self.next_meta + 1) & ID_MASK;
+            let io = Self::io(
+                encode_tag(HswdBuffer::Metadata(id), 0),
+                Op::Write,
+                first * META_PAGE,
+                n * META_PAGE,
+            );
+            self.stats.metadata_writes += 1;
+            self.stats.metadata_bytes += n * META_PAGE;
+            let rec = match host {
+                Some(host) => Rec::HostMeta { host },
+                None => Rec::BgMeta,
+            };
+            self.submit(out, PCACHE_DEVICE, io, rec);
+        }
+        runs.len() as u32
+    }
+
+    // ---- band selection order -------------------------------------------
+
+    fn order_key(&mut self, band: u64) -> u64 {
+        match self.selection {
+            BandSelection::Fifo => {
+                self.clock += 1;
+                self.clock
+            }
+            BandSelection::Lru => self.bands[&band].last_access,
+            BandSelection::Most => u64::MAX - self.bands[&band].blocks.len() as u64,
+        }
+    }
+
+    /// Re-files a band after its cached count or recency changed (FIFO
+    /// keeps its place; bands under RMW are filed when it ends).
+    fn refile(&mut self, band: u64) {
+        let set = self.set_of_band(band);
+        let under_rmw = self.rmw.as_ref().is_some_and(|r| r.band == band);
+        let Some(info) = self.bands.get(&band) else {
+            return;
+        };
+        let old = info.key;
+        let empty = info.blocks.is_empty();
+        if under_rmw {
+            return;
+        }
+        if empty {
+            if let Some(k) = old {
+                self.sets[set].order.remove(&(k, band));
+            }
+            self.bands.remove(&band);
+            return;
+        }
+        if self.selection == BandSelection::Fifo && old.is_some() {
+            return;
+        }
+        let key = self.order_key(band);
+        if old == Some(key) {
+            return;
+        }
+        if let Some(k) = old {
+            self.sets[set].order.remove(&(k, band));
+        }
+        self.sets[set].order.insert((key, band), ());
+        self.bands.get_mut(&band).unwrap().key = Some(key);
+    }
+
+    fn touch_band(&mut self, band: u64) {
+        self.clock += 1;
+        let stamp = self.clock;
+        if let Some(info) = self.bands.get_mut(&band) {
+            info.last_access = stamp;
+            if self.selection == BandSelection::Lru {
+                self.refile(band);
+            }
+        }
+    }
+
+    // ---- host IO ----------------------------------------------------------
+
+    fn host_part_done(&mut self, host: u64, tier: u16, now_ns: TimeNs, out: &mut Outbox) {
+        let Some(h) = self.hosts.get_mut(&host) else {
+            return;
+        };
+        h.tier = h.tier.max(tier);
+        h.parts -= 1;
+        if h.parts == 0 {
+            let h = self.hosts.remove(&host).unwrap();
+            // NRegion (1) and RCache (2) both mean "not served by the
+            // PCache alone"; NRegion wins over RCache.
+            let tier = match h.tier {
+                0 => TIER_PCACHE,
+                2 => TIER_RCACHE,
+                _ => TIER_NREGION,
+            };
+            let latency = now_ns - h.arrival_ns;
+            self.stats.completed_ios += 1;
+            self.stats.latency_sum_ns += latency as u128;
+            self.stats.latency_max_ns = self.stats.latency_max_ns.max(latency);
+            self.window_sum_ns += latency as u128;
+            self.window_ios += 1;
+            if self.window_ios == LATENCY_WINDOW_IOS {
+                self.window_means_ns
+                    .push(self.window_sum_ns as f64 / LATENCY_WINDOW_IOS as f64);
+                self.window_sum_ns = 0;
+                self.window_ios = 0;
+            }
+            out.complete.push((host, tier));
+        }
+    }
+
+    fn read(&mut self, id: u64, first: u64, n: u64, out: &mut Outbox) {
+        let bb = self.layout.block_bytes;
+        // Runs to the NRegion or RCache: (first block, blocks, rcache).
+        let mut run: Option<(u64, u64, bool)> = None;
+        let mut parts = 0u32;
+        let flush_run = |this: &mut Hswd, run: Option<(u64, u64, bool)>, out: &mut Outbox| -> u32 {
+            let Some((f, k, rcache)) = run else { return 0 };
+            let tag = encode_tag(HswdBuffer::Host(id), f - first);
+            if rcache {
+                let band = f / this.band_blocks;
+                let off = this.layout.rcache_offset_bytes + (f - band * this.band_blocks) * bb;
+                this.rcache_pins += 1;
+                let io = Self::io(tag, Op::Read, off, k * bb);
+                this.submit(
+                    out,
+                    PCACHE_DEVICE,
+                    io,
+                    Rec::Read {
+                        host: id,
+                        slot: None,
+                        rcache: true,
+                        tier: 2,
+                    },
+                );
+            } else {
+                let io = Self::io(tag, Op::Read, f * bb, k * bb);
+                this.submit(
+                    out,
+                    NREGION_DEVICE,
+                    io,
+                    Rec::Read {
+                        host: id,
+                        slot: None,
+                        rcache: false,
+                        tier: 1,
+                    },
+                );
+            }
+            1
+        };
+        let mut last_band = u64::MAX;
+        for i in 0..n {
+            let b = first + i;
+            let band = b / self.band_blocks;
+            if band != last_band {
+                self.touch_band(band);
+                last_band = band;
+            }
+            if let Some(e) = self.map.get(&b).filter(|e| e.valid) {
+                self.stats.read_hits += 1;
+                let slot = e.slot;
+                parts += flush_run(self, run.take(), out);
+                self.pins[slot as usize] += 1;
+                let io = Self::io(
+                    encode_tag(HswdBuffer::Host(id), i),
+                    Op::Read,
+                    self.slot_offset(slot),
+                    bb,
+                );
+                self.submit(
+                    out,
+                    PCACHE_DEVICE,
+                    io,
+                    Rec::Read {
+                        host: id,
+                        slot: Some(slot),
+                        rcache: false,
+                        tier: 0,
+                    },
+                );
+                parts += 1;
+                continue;
+            }
+            self.stats.read_misses += 1;
+            let rcache = self.rcache_band == Some(band);
+            self.stats.read_rcache += u64::from(rcache);
+            match &mut run {
+                Some((f, k, r))
+                    if *f + *k == b
+                        && *r == rcache
+                        && (*f / self.band_blocks == band || !rcache)
+                        && *k < (u32::MAX as u64 / bb) =>
+                {
+                    *k += 1
+                }
+                _ => {
+                    parts += flush_run(self, run.take(), out);
+                    run = Some((b, 1, rcache));
+                }
+            }
+        }
+        parts += flush_run(self, run.take(), out);
+        self.hosts.get_mut(&id).unwrap().parts += parts;
+    }
+
+    /// Issues (or queues behind the one in flight) a host write of `block`.
+    fn slot_write(&mut self, host: u64, page: u64, block: u64, new_block: bool, out: &mut Outbox) {
+        let e = self.map.get_mut(&block).unwrap();
+        if e.write_inflight {
+            e.waiting.push_back((host, page));
+            return;
+        }
+        e.write_inflight = true;
+        let slot = e.slot;
+        self.pins[slot as usize] += 1;
+        let io = Self::io(
+            encode_tag(HswdBuffer::Host(host), page),
+            Op::Write,
+            self.slot_offset(slot),
+            self.layout.block_bytes,
+        );
+        self.submit(
+            out,
+            PCACHE_DEVICE,
+            io,
+            Rec::SlotWrite {
+                host,
+                block,
+                slot,
+                new_block,
+            },
+        );
+    }
+
+    /// Places one block of a host write: hit, new block, or wait.
+    fn place(&mut self, host: u64, page: u64, block: u64, out: &mut Outbox) -> bool {
+        if let Some(e) = self.map.get_mut(&block) {
+            e.generation += 1;
+            self.slot_write(host, page, block, false, out);
+            return true;
+        }
+        let band = block / self.band_blocks;
+        let set = self.set_of_band(band);
+        let Some(slot) = self.sets[set].free.pop() else {
+            return false;
+        };
+        self.sets[set].used += 1;
+        self.map.insert(
+            block,
+            Entry {
+                slot,
+                generation: 1,
+                valid: false,
+                write_inflight: false,
+                waiting: VecDeque::new(),
+            },
+        );
+        self.clock += 1;
+        let stamp = self.clock;
+        let info = self.bands.entry(band).or_default();
+        info.blocks.insert(block);
+        if info.last_access == 0 {
+            info.last_access = stamp;
+        }
+        self.refile(band);
+        let meta_page = self.meta_page_of_slot(slot);
+        if let Some(h) = self.hosts.get_mut(&host) {
+            h.meta_wait += 1;
+            h.meta_pages.insert(meta_page);
+        }
+        self.slot_write(host, page, block, true, out);
+        true
+    }
+
+    fn write(&mut self, id: u64, first: u64, n: u64, out: &mut Outbox) {
+        let mut last_band = u64::MAX;
+        for i in 0..n {
+            let b = first + i;
+            let band = b / self.band_blocks;
+            if band != last_band {
+                self.touch_band(band);
+                last_band = band;
+            }
+            if self.map.contains_key(&b) {
+                self.stats.write_hits += 1;
+            } else {
+                self.stats.write_misses += 1;
+            }
+            self.hosts.get_mut(&id).unwrap().parts += 1;
+            let set = self.set_of_band(band);
+            // Arrival order: behind blocks already waiting for the set.
+            let placed = self.sets[set].waiters.is_empty() && self.place(id, i, b, out)
+                || self.map.contains_key(&b) && self.place(id, i, b, out);
+            if !placed {
+                self.stats.write_stalls += 1;
+                self.sets[set].waiters.push_back((id, i, b));
+                self.queue_clean(set);
+            }
+            if self.sets[set].used >= self.start_blocks {
+                self.queue_clean(set);
+            }
+        }
+    }
+
+    /// Gives freed blocks to the writes waiting for them, in arrival order.
+    fn serve_waiters(&mut self, set: usize, out: &mut Outbox) {
+        while let Some(&(host, page, block)) = self.sets[set].waiters.front() {
+            if !self.place(host, page, block, out) {
+                break;
+            }
+            self.sets[set].waiters.pop_front();
+        }
+        if self.sets[set].used >= self.start_blocks || !self.sets[set].waiters.is_empty() {
+            self.queue_clean(set);
+        }
+    }
+
+    // ---- cleaning ---------------------------------------------------------
+
+    fn queue_clean(&mut self, set: usize) {
+        if !self.sets[set].queued {
+            self.sets[set].queued = true;
+            self.clean_queue.push_back(set);
+        }
+    }
+
+    /// A band of `set` with at least one block an RMW could merge now, in
+    /// selection order.
+    fn select_band(&self, set: usize) -> Option<u64> {
+        self.sets[set]
+            .order
+            .keys()
+            .map(|&(_, band)| band)
+            .find(|band| {
+                self.bands[band].blocks.iter().any(|b| {
+                    self.map
+                        .get(b)
+                        .is_some_and(|e| e.valid && !e.write_inflight && e.waiting.is_empty())
+                })
+            })
+    }
+
+    fn set_needs_cleaning(&self, set: usize) -> bool {
+        self.sets[set].used >= self.stop_blocks || !self.sets[set].waiters.is_empty()
+    }
+
+    /// Starts the next RMW if none runs and a set (or idle time) asks.
+    fn try_clean(&mut self, out: &mut Outbox) {
+        if self.rmw.is_some() {
+            return;
+        }
+        while let Some(&set) = self.clean_queue.front() {
+            if self.set_needs_cleaning(set) {
+                if let Some(band) = self.select_band(set) {
+                    self.start_rmw(set, band, false, out);
+                    return;
+                }
+                // Every block has a write in flight: retry when one lands.
+                return;
+            }
+            self.clean_queue.pop_front();
+            self.sets[set].queued = false;
+        }
+        if self.idle_cleaning {
+            // Most used set first; ties to the lowest set.
+            let mut best: Option<(u64, usize)> = None;
+            for (i, s) in self.sets.iter().enumerate() {
+                if s.used > 0 && best.is_none_or(|(u, _)| s.used > u) {
+                    best = Some((s.used, i));
+                }
+            }
+            if let Some((_, set)) = best
+                && let Some(band) = self.select_band(set)
+            {
+                self.start_rmw(set, band, true, out);
+            }
+        }
+    }
+
+    fn start_rmw(&mut self, set: usize, band: u64, idle: bool, out: &mut Outbox) {
+        let id = self.next_rmw;
+        self.next_rmw = (self.next_rmw + 1) & ID_MASK;
+        if let Some(info) = self.bands.get_mut(&band)
+            && let Some(k) = info.key.take()
+        {
+            self.sets[set].order.remove(&(k, band));
+        }
+        let len = self.band_len_bytes(band);
+        self.stats.rmw_io_bytes += len;
+        let io = Self::io(
+            encode_tag(HswdBuffer::Staging(id), 0),
+            Op::Read,
+            band * self.layout.band_bytes,
+            len,
+        );
+        self.submit(out, NREGION_DEVICE, io, Rec::RmwBandRead);
+        self.rmw = Some(Rmw {
+            id,
+            band,
+            set,
+            step: Step::BandRead,
+            pending: 1,
+            merged: Vec::new(),
+            idle,
+        });
+    }
+
+    /// The current RMW step's IOs are all done: start the next step.
+    fn rmw_advance(&mut self, now_ns: TimeNs, out: &mut Outbox) {
+        let Some(mut r) = self.rmw.take() else { return };
+        let bb = self.layout.block_bytes;
+        let band_first = r.band * self.band_blocks;
+        match r.step {
+            Step::BandRead => {
+                r.step = Step::BlockReads;
+                let blocks: Vec<u64> = self.bands[&r.band].blocks.iter().copied().collect();
+                for b in blocks {
+                    let e = &self.map[&b];
+                    if !(e.valid && !e.write_inflight && e.waiting.is_empty()) {
+                        continue; // left for a later RMW
+                    }
+                    let (slot, generation) = (e.slot, e.generation);
+                    r.merged.push((b, slot, generation));
+                    self.pins[slot as usize] += 1;
+                    let io = Self::io(
+                        encode_tag(HswdBuffer::Staging(r.id), b - band_first),
+                        Op::Read,
+                        self.slot_offset(slot),
+                        bb,
+                    );
+                    self.stats.rmw_io_bytes += bb;
+                    self.submit(out, PCACHE_DEVICE, io, Rec::RmwBlockRead { slot });
+                    r.pending += 1;
+                }
+                if r.pending == 0 {
+                    self.rmw = Some(r);
+                    return self.rmw_advance(now_ns, out);
+                }
+            }
+            Step::BlockReads | Step::Stage => {
+                if self.rcache_pins > 0 {
+                    // Reads of the previous band's RCache copy still run.
+                    r.step = Step::Stage;
+                    self.rmw = Some(r);
+                    return;
+                }
+                r.step = Step::BandWrite;
+                let len = self.band_len_bytes(r.band);
+                self.stats.rmw_io_bytes += len;
+                let io = Self::io(
+                    encode_tag(HswdBuffer::Staging(r.id), 0),
+                    Op::Write,
+                    self.layout.rcache_offset_bytes,
+                    len,
+                );
+                self.submit(out, PCACHE_DEVICE, io, Rec::RmwStage);
+                // The journal record: band r.band is staged in the RCache.
+                let header: BTreeSet<u64> = [0].into();
+                r.pending = 1 + self.write_meta(&header, None, out);
+                // write_meta's IOs are BgMeta; count them for this step.
+                let tags: Vec<u64> = out
+                    .device_ios
+                    .iter()
+                    .rev()
+                    .take(r.pending as usize - 1)
+                    .map(|(_, io)| io.tag)
+                    .collect();
+                for t in tags {
+                    self.inflight.insert((PCACHE_DEVICE, t), Rec::RmwStage);
+                }
+            }
+            Step::BandWrite => {
+                if self.rcache_band != Some(r.band) {
+                    // Staged: now rewrite the band on the disk.
+                    self.rcache_band = Some(r.band);
+                    let len = self.band_len_bytes(r.band);
+                    self.stats.rmw_io_bytes += len;
+                    let io = Self::io(
+                        encode_tag(HswdBuffer::Staging(r.id), 0),
+                        Op::Write,
+                        r.band * self.layout.band_bytes,
+                        len,
+                    );
+                    self.submit(out, NREGION_DEVICE, io, Rec::RmwBandWrite);
+                    r.pending = 1;
+                    self.rmw = Some(r);
+                    return;
+                }
+                self.rcache_band = None;
+                self.finish_rmw(r, now_ns, out);
+                return;
+            }
+        }
+        self.rmw = Some(r);
+    }
+
+    fn finish_rmw(&mut self, r: Rmw, _now_ns: TimeNs, out: &mut Outbox) {
+        self.stats.rmw_count += 1;
+        if r.merged.is_empty() {
+            self.stats.rmw_empty += 1;
+        }
+        let mut freed_pages = BTreeSet::new();
+        freed_pages.insert(0); // clear the journal record
+        for &(b, slot, generation) in &r.merged {
+            let Some(e) = self.map.get(&b) else { continue };
+            if e.generation != generation || e.write_inflight || e.slot != slot {
+                continue; // written since: stays dirty
+            }
+            self.map.remove(&b);
+            self.stats.rmw_cleaned_bytes += self.layout.block_bytes;
+            if let Some(info) = self.bands.get_mut(&r.band) {
+                info.blocks.remove(&b);
+            }
+            let set = r.set;
+            self.sets[set].used -= 1;
+            freed_pages.insert(self.meta_page_of_slot(slot));
+            if self.pins[slot as usize] == 0 {
+                self.sets[set].free.push(slot);
+            } else {
+                self.free_on_unpin[slot as usize] = true;
+            }
+        }
+        self.write_meta(&freed_pages, None, out);
+        self.stats.idle_rmw_count += u64::from(r.idle);
+        // File the band again if blocks remain (new writes, skipped blocks).
+        self.refile(r.band);
+        for set in 0..self.sets.len() {
+            if !self.sets[set].waiters.is_empty() {
+                self.serve_waiters(set, out);
+            }
+        }
+    }
+
+    fn unpin(&mut self, slot: u64, out: &mut Outbox) {
+        let s = slot as usize;
+        self.pins[s] -= 1;
+        if self.pins[s] == 0 && self.free_on_unpin[s] {
+            self.free_on_unpin[s] = false;
+            let set = (slot / self.layout.blocks_per_set) as usize;
+            self.sets[set].free.push(slot);
+            if !self.sets[set].waiters.is_empty() {
+                self.serve_waiters(set, out);
+            }
+        }
+    }
+
+    fn rmw_part_done(&mut self, now_ns: TimeNs, out: &mut Outbox) {
+        if let Some(r) = self.rmw.as_mut() {
+            r.pending -= 1;
+            if r.pending == 0 {
+                self.rmw_advance(now_ns, out);
+            }
+        }
+    }
+}
+
+impl Policy for Hswd {
+    fn name(&self) -> &str {
+        "hswd"
+    }
+
+    fn tier_names(&self) -> Vec<String> {
+        vec!["pcache".into(), "nregion".into(), "rcache".into()]
+    }
+
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        let s = self.stats();
+        let ratio = |a: u64, b: u64| {
+            if a + b == 0 {
+                0.0
+            } else {
+                a as f64 / (a + b) as f64
+            }
+        };
+        let per = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        vec![
+            ("host_ios", s.host_ios as f64),
+            ("completed_ios", s.completed_ios as f64),
+            ("read_hits", s.read_hits as f64),
+            ("read_misses", s.read_misses as f64),
+            ("read_rcache", s.read_rcache as f64),
+            ("write_hits", s.write_hits as f64),
+            ("write_misses", s.write_misses as f64),
+            ("write_hit_ratio", ratio(s.write_hits, s.write_misses)),
+            ("write_stalls", s.write_stalls as f64),
+            ("rmw_count", s.rmw_count as f64),
+            ("rmw_cleaned_bytes", s.rmw_cleaned_bytes as f64),
+            (
+                "cleaned_bytes_per_rmw",
+                per(s.rmw_cleaned_bytes, s.rmw_count),
+            ),
+            ("rmw_io_bytes", s.rmw_io_bytes as f64),
+            ("rmw_empty", s.rmw_empty as f64),
+            ("idle_rmw_count", s.idle_rmw_count as f64),
+            ("metadata_writes", s.metadata_writes as f64),
+            ("metadata_bytes", s.metadata_bytes as f64),
+            ("cached_bytes", s.cached_bytes as f64),
+            (
+                "mean_latency_ms",
+                if s.completed_ios == 0 {
+                    0.0
+                } else {
+                    (s.latency_sum_ns as f64 / s.completed_ios as f64).round() / 1e6
+                },
+            ),
+            ("max_latency_ms", s.latency_max_ns as f64 / 1e6),
+        ]
+    }
+
+    fn on_host_io(&mut self, now_ns: TimeNs, io: HostIo, out: &mut Outbox) {
+        self.stats.host_ios += 1;
+        self.last_host_ns = now_ns;
+        self.idle_cleaning = false;
+        if self.idle_ns > 0 && !self.timer_armed {
+            self.timer_armed = true;
+            out.timers
+                .push((now_ns.saturating_add(self.idle_ns), IDLE_TIMER));
+        }
+        let bb = self.layout.block_bytes;
+        // Blocks past the NRegion's last whole block are not addressable
+        // (set a tenant region to fit a workload).
+        let end = io
+            .offset_bytes
+            .saturating_add(io.size_bytes as u64)
+            .min(self.nregion_bytes / bb * bb);
+        let first = io.offset_bytes / bb;
+        let n = end.div_ceil(bb).saturating_sub(first);
+        // One extra part, released at the end, so that parts finishing
+        // while the IO is being split cannot complete it early.
+        self.hosts.insert(
+            io.id,
+            HostPending {
+                parts: 1,
+                tier: 0,
+                arrival_ns: now_ns,
+                meta_wait: 0,
+                meta_pages: BTreeSet::new(),
+            },
+        );
+        if n > 0 && matches!(io.op, Op::Read | Op::Write) {
+            match io.op {
+                Op::Read => self.read(io.id, first, n, out),
+                _ => self.write(io.id, first, n, out),
+            }
+        }
+        // Trims and flushes: every acknowledged write is already on stable
+        // media (PCache + metadata), so they complete at once.
+        self.host_part_done(io.id, 0, now_ns, out);
+        self.try_clean(out);
+    }
+
+    fn on_device_completion(&mut self, now_ns: TimeNs, device: usize, tag: u64, out: &mut Outbox) {
+        let Some(rec) = self.inflight.remove(&(device, tag)) else {
+            return; // not ours: ignore rather than panic
+        };
+        match rec {
+            Rec::Read {
+                host,
+                slot,
+                rcache,
+                tier,
+            } => {
+                if let Some(s) = slot {
+                    self.unpin(s, out);
+                }
+                if rcache {
+                    self.rcache_pins -= 1;
+                    if self.rcache_pins == 0
+                        && self.rmw.as_ref().is_some_and(|r| r.step == Step::Stage)
+                    {
+                        self.rmw_advance(now_ns, out);
+                    }
+                }
+                self.host_part_done(host, tier, now_ns, out);
+            }
+            Rec::SlotWrite {
+                host,
+                block,
+                slot,
+                new_block,
+            } => {
+                self.unpin(slot, out);
+                if let Some(e) = self.map.get_mut(&block) {
+                    e.valid = true;
+                    e.write_inflight = false;
+                    if let Some((h, page)) = e.waiting.pop_front() {
+                        self.slot_write(h, page, block, false, out);
+                    }
+                }
+                if new_block {
+                    let pages = self.hosts.get_mut(&host).and_then(|h| {
+                        h.meta_wait -= 1;
+                        (h.meta_wait == 0).then(|| std::mem::take(&mut h.meta_pages))
+                    });
+                    if let Some(pages) = pages {
+                        let n = self.write_meta(&pages, Some(host), out);
+                        self.hosts.get_mut(&host).unwrap().parts += n;
+                    }
+                }
+                self.host_part_done(host, 0, now_ns, out);
+            }
+            Rec::HostMeta { host } => self.host_part_done(host, 0, now_ns, out),
+            Rec::BgMeta => {}
+            Rec::RmwBandRead | Rec::RmwStage | Rec::RmwBandWrite => self.rmw_part_done(now_ns, out),
+            Rec::RmwBlockRead { slot } => {
+                self.unpin(slot, out);
+                self.rmw_part_done(now_ns, out);
+            }
+        }
+        self.try_clean(out);
+    }
+
+    fn on_timer(&mut self, now_ns: TimeNs, timer_id: u64, out: &mut Outbox) {
+        if timer_id != IDLE_TIMER {
+            return;
+        }
+        self.timer_armed = false;
+        let due = self.last_host_ns.saturating_add(self.idle_ns);
+        if now_ns >= due {
+            self.idle_cleaning = true;
+            self.try_clean(out);
+        } else {
+            self.timer_armed = true;
+            out.timers.push((due, IDLE_TIMER));
+        }
+    }
+}
+
+impl Hswd {
+    #[doc(hidden)]
+    pub fn debug_state(&self) -> String {
+        format!(
+            "rmw={:?} queue={:?} sets={:?} map={:?} inflight={} rcache_pins={}",
+            self.rmw.as_ref().map(|r| (r.band, r.step, r.pending)),
+            self.clean_queue,
+            self.sets
+                .iter()
+                .map(|s| (
+                    s.used,
+                    s.free.len(),
+                    s.waiters.len(),
+                    s.queued,
+                    s.order.len()
+                ))
+                .collect::<Vec<_>>(),
+            self.map
+                .iter()
+                .map(|(b, e)| (*b, e.slot, e.valid, e.write_inflight, e.waiting.len()))
+                .collect::<Vec<_>>(),
+            self.inflight.len(),
+            self.rcache_pins,
+        )
+    }
+}
