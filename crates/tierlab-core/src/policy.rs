@@ -70,6 +70,13 @@ pub trait Policy {
     fn counters(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+    /// The policy's own logs at the end of a run, as (file name, CSV text)
+    /// pairs, e.g. ("atsmf_decisions.csv", ...): every decision with its
+    /// inputs. The executor writes each into the output directory; names
+    /// must be plain file names ending in `.csv`.
+    fn logs(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
 }
 
 /// The simplest stack: every host IO goes to device 0 unchanged and

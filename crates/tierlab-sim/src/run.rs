@@ -102,6 +102,8 @@ pub struct RunResult {
     /// Counter names and (time, values) samples of the policy's counters.
     pub counter_names: Vec<&'static str>,
     pub counter_samples: Vec<(TimeNs, Vec<f64>)>,
+    /// The policy's logs (`Policy::logs`): file name, CSV text.
+    pub policy_logs: Vec<(&'static str, String)>,
 }
 
 /// Runs a config. `base_dir` resolves relative trace paths.
@@ -170,12 +172,14 @@ pub fn run(config: &SimConfig, base_dir: &Path) -> Result<RunResult, Box<dyn std
         .map(|(k, _)| k)
         .collect();
     let counter_samples = sim.counter_samples().to_vec();
+    let policy_logs = sim.policy().logs();
     Ok(RunResult {
         metrics,
         info,
         outcome,
         counter_names,
         counter_samples,
+        policy_logs,
     })
 }
 
@@ -205,6 +209,19 @@ pub fn write_outputs(result: &RunResult, dir: &Path) -> std::io::Result<()> {
             csv.push('\n');
         }
         std::fs::write(dir.join("policy_series.csv"), csv)?;
+    }
+    for (name, text) in &result.policy_logs {
+        // A policy bug, not user input: refuse paths rather than write outside `dir`.
+        let plain = !name.is_empty()
+            && name.ends_with(".csv")
+            && !name.contains(['/', '\\'])
+            && !name.starts_with('.');
+        if !plain {
+            return Err(std::io::Error::other(format!(
+                "policy log name {name:?} is not a plain .csv file name"
+            )));
+        }
+        std::fs::write(dir.join(name), text)?;
     }
     Ok(())
 }
