@@ -1,6 +1,7 @@
 //! tierlab-policies: storage policies as sans-IO state machines behind
 //! `tierlab_core::policy::Policy`, one file per policy.
 
+pub mod atsmf;
 pub mod cache;
 pub mod flashcache;
 pub mod hswd;
