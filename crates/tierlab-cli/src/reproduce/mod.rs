@@ -6,9 +6,16 @@ use clap::Subcommand;
 
 use crate::CliResult;
 
+mod qos;
+
 #[derive(Subcommand)]
-pub enum ReproduceCommand {}
+pub enum ReproduceCommand {
+    /// Busy-rate IOPS guarantee (spec/qos.md): evaluations 1-3 (docs/qos.md).
+    Qos(qos::QosArgs),
+}
 
 pub fn run(cmd: ReproduceCommand) -> CliResult {
-    match cmd {}
+    match cmd {
+        ReproduceCommand::Qos(args) => qos::run(args),
+    }
 }
