@@ -6,16 +6,20 @@ use clap::Subcommand;
 
 use crate::CliResult;
 
+mod hswd;
 mod qos;
 
 #[derive(Subcommand)]
 pub enum ReproduceCommand {
     /// Busy-rate IOPS guarantee (spec/qos.md): evaluations 1-3 (docs/qos.md).
     Qos(qos::QosArgs),
+    /// HSWD over SMR (spec/hswd.md): mapping, band selection, HSWD vs SSWD vs Flashcache (docs/hswd.md).
+    Hswd(hswd::HswdArgs),
 }
 
 pub fn run(cmd: ReproduceCommand) -> CliResult {
     match cmd {
         ReproduceCommand::Qos(args) => qos::run(args),
+        ReproduceCommand::Hswd(args) => hswd::run(args),
     }
 }
