@@ -331,6 +331,22 @@ pub fn build(
                     .map_err(|e| ConfigError(format!("key `policy`: {e}")))?,
             )
         }
+        PolicyConfig::Atsmf(params) => {
+            if built.len() != 2 {
+                return Err(ConfigError(format!(
+                    "key `devices`: ATSMF needs exactly two devices (0 = memory, 1 = flash LUN), found {}",
+                    built.len()
+                )));
+            }
+            Box::new(
+                tierlab_policies::atsmf::Atsmf::new(
+                    params.clone(),
+                    built[1].capacity_bytes(),
+                    built[0].capacity_bytes(),
+                )
+                .map_err(|e| ConfigError(format!("key `policy`: {e}")))?,
+            )
+        }
         PolicyConfig::BusyRateQos(params) => busy_rate_qos(config, params)?,
         PolicyConfig::Hswd(params) => hswd_policy(config, &built, params)?,
     };

@@ -73,6 +73,9 @@ pub enum PolicyConfig {
     /// Facebook flashcache's set-associative write-back cache: device 0
     /// caches device 1 (docs/cache-layer.md).
     Flashcache(tierlab_policies::flashcache::FlashcacheParams),
+    /// ATSMF sub-LUN tiering: device 0 is memory, device 1 the flash LUN
+    /// (docs/atsmf.md).
+    Atsmf(tierlab_policies::atsmf::AtsmfParams),
     /// HSWD: an SSD persistent cache (device 0) over an SMR native region
     /// (device 1), cleaned by band read-modify-write (docs/hswd.md).
     Hswd(tierlab_policies::hswd::HswdParams),

@@ -31,6 +31,10 @@ pub struct Group {
     pub first_sub_lun: u32,
     pub size_sub_luns: u32,
     pub ios: u64,
+    /// Σ sub-LUN × IOs over the group (its IO-weighted centre is
+    /// `weighted_sum / ios`): a drift estimate a quiet neighbour merged into
+    /// the group barely moves.
+    pub weighted_sum: u64,
 }
 
 impl Group {
@@ -46,6 +50,11 @@ impl Group {
 
     pub fn contains(&self, sub_lun: u32) -> bool {
         (self.first_sub_lun..self.end_sub_lun()).contains(&sub_lun)
+    }
+
+    /// IO-weighted centre, in sub-LUNs.
+    pub fn centre(&self) -> f64 {
+        self.weighted_sum as f64 / self.ios.max(1) as f64
     }
 }
 
@@ -77,11 +86,13 @@ pub fn extract(counts: &[u64], params: &ExtractParams) -> Vec<Group> {
             Some(g) if g.end_sub_lun() == s => {
                 g.size_sub_luns += 1;
                 g.ios += ios;
+                g.weighted_sum += s as u64 * ios;
             }
             _ => groups.push(Group {
                 first_sub_lun: s,
                 size_sub_luns: 1,
                 ios,
+                weighted_sum: s as u64 * ios,
             }),
         }
     }
@@ -90,17 +101,27 @@ pub fn extract(counts: &[u64], params: &ExtractParams) -> Vec<Group> {
             .cmp(&a.ios)
             .then(a.first_sub_lun.cmp(&b.first_sub_lun))
     });
-    // Step 4: take groups until their share of all IOs reaches M.
+    // Step 4: take groups until their share of all IOs reaches M. If even
+    // all of them stay below M, the period's IOs are not concentrated and
+    // it has no concentration *[our choice: the seed presumes M is reached,
+    // "most concentrations hold more than half of all IOs"]*.
     let mut taken = 0u64;
     let mut out = Vec::new();
     for g in groups {
-        if taken as f64 >= params.share_m * total as f64 {
+        if reached(taken, total, params.share_m) {
             break;
         }
         taken += g.ios;
         out.push(g);
     }
+    if !reached(taken, total, params.share_m) {
+        out.clear();
+    }
     out
+}
+
+fn reached(taken: u64, total: u64, share_m: f64) -> bool {
+    taken as f64 >= share_m * total as f64
 }
 
 /// A concentration followed across periods.
@@ -112,21 +133,30 @@ pub struct Tracked {
     pub group: Group,
     /// Periods it has lasted so far, including the latest (the paper's `A`).
     pub periods: u32,
-    /// Its first sub-LUN when it appeared, and in which period: the drift
-    /// since then gives its moving speed.
-    pub born_first_sub_lun: u32,
+    /// Its IO-weighted centre when it appeared, and in which period: the
+    /// drift since then gives its moving speed.
+    pub born_centre: f64,
     pub born_period: u64,
 }
 
 impl Tracked {
-    /// Drift in sub-LUNs per period since it appeared (signed; 0 for a
-    /// concentration seen once or that has not moved).
+    /// Signed drift of its centre since it appeared, in sub-LUNs.
+    pub fn drift_sub_luns(&self) -> f64 {
+        self.group.centre() - self.born_centre
+    }
+
+    /// Moving (Fig. 2b): its centre has drifted by at least one sub-LUN.
+    pub fn is_moving(&self) -> bool {
+        self.drift_sub_luns().abs() >= 1.0
+    }
+
+    /// Drift in sub-LUNs per period since it appeared (signed; 0 unless
+    /// it is moving).
     pub fn speed_sub_luns_per_period(&self) -> f64 {
-        if self.periods <= 1 {
+        if self.periods <= 1 || !self.is_moving() {
             return 0.0;
         }
-        (self.group.first_sub_lun as f64 - self.born_first_sub_lun as f64)
-            / (self.periods - 1) as f64
+        self.drift_sub_luns() / (self.periods - 1) as f64
     }
 }
 
@@ -182,7 +212,7 @@ impl Tracker {
                         id: p.id,
                         group: *g,
                         periods: p.periods + 1,
-                        born_first_sub_lun: p.born_first_sub_lun,
+                        born_centre: p.born_centre,
                         born_period: p.born_period,
                     }
                 }
@@ -197,7 +227,7 @@ impl Tracker {
                         id,
                         group: *g,
                         periods: inherited.map_or(1, |a| a + 1),
-                        born_first_sub_lun: g.first_sub_lun,
+                        born_centre: g.centre(),
                         born_period: period,
                     }
                 }
@@ -305,12 +335,24 @@ impl PredictionTable {
 mod tests {
     use super::*;
 
+    /// A group whose IOs are spread evenly over its sub-LUNs.
     fn g(first: u32, size: u32, ios: u64) -> Group {
+        let per = ios / size as u64;
         Group {
             first_sub_lun: first,
             size_sub_luns: size,
             ios,
+            weighted_sum: (first..first + size).map(|s| s as u64 * per).sum(),
         }
+    }
+
+    /// Same place and IOs (the fixtures' IOs are not always even).
+    fn same(a: &[Group], b: &[Group]) -> bool {
+        a.len() == b.len()
+            && a.iter().zip(b).all(|(x, y)| {
+                (x.first_sub_lun, x.size_sub_luns, x.ios)
+                    == (y.first_sub_lun, y.size_sub_luns, y.ios)
+            })
     }
 
     /// Fig. 4's shape, by hand: a 300-sub-LUN LUN, N = 20, M = 60 %.
@@ -345,32 +387,42 @@ mod tests {
             share_m: 0.6,
         };
         let c = extract(&counts, &params);
-        assert_eq!(c, vec![g(100, 3, 4500), g(200, 2, 1500)], "total {total}");
+        assert!(
+            same(&c, &[g(100, 3, 4500), g(200, 2, 1500)]),
+            "{c:?} of {total}"
+        );
+        // The IO-weighted centre of 100..103 with 2000/1500/1000 IOs.
+        assert_eq!(c[0].weighted_sum, 100 * 2000 + 101 * 1500 + 102 * 1000);
         // M = 45 % stops right after the first group; M = 65 % takes 50 too.
         let m45 = ExtractParams {
             share_m: 0.45,
             ..params
         };
-        assert_eq!(extract(&counts, &m45), vec![g(100, 3, 4500)]);
+        assert!(same(&extract(&counts, &m45), &[g(100, 3, 4500)]));
         let m65 = ExtractParams {
             share_m: 0.65,
             ..params
         };
         assert_eq!(extract(&counts, &m65).len(), 3);
-        // N = 2 keeps only sub-LUNs 100 and 101 (step 2 cuts 102).
+        // N = 2 keeps only sub-LUNs 100 and 101 (step 2 cuts 102): 35 % of
+        // the IOs, below M = 60 %, so no concentration; with M = 30 % it is one.
         let n2 = ExtractParams { top_n: 2, ..params };
-        assert_eq!(extract(&counts, &n2), vec![g(100, 2, 3500)]);
+        assert!(extract(&counts, &n2).is_empty());
+        let n2m30 = ExtractParams { share_m: 0.3, ..n2 };
+        assert!(same(&extract(&counts, &n2m30), &[g(100, 2, 3500)]));
     }
 
     #[test]
     fn idle_period_and_uniform_counts() {
         let p = ExtractParams::default();
         assert!(extract(&[0; 50], &p).is_empty());
-        // Uniform: 300 sub-LUNs, 10 IOs each; the top 30 (ties → lowest
-        // ids, 0..30) merge into one group of 10 % of the IOs, < M: taken,
-        // and nothing else is left.
-        let c = extract(&[10; 300], &p);
-        assert_eq!(c, vec![g(0, 30, 300)]);
+        // Uniform: the top 30 of 300 sub-LUNs hold 10 % of the IOs, below
+        // M = 60 %: not concentrated, no concentration.
+        assert!(extract(&[10; 300], &p).is_empty());
+        // With M = 10 % the same 30 (ties → lowest ids) are one group.
+        let m10 = ExtractParams { share_m: 0.1, ..p };
+        assert_eq!(extract(&[10; 300], &m10), vec![g(0, 30, 300)]);
+        assert_eq!(extract(&[10; 300], &m10)[0].centre(), 14.5);
     }
 
     /// Fig. 5: conc.-1 lasts period 1 → A = 1, period 2 → A = 2 (and

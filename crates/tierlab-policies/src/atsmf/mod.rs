@@ -1,4 +1,1328 @@
 //! ATSMF: automated tiering between fast memory and slow flash
-//! (spec/atsmf.md, seed 000).
+//! (spec/atsmf.md, seed 000), as one sans-IO policy over two devices:
+//! device 0 is the memory tier, device 1 the flash LUN.
+//!
+//! - **Tiering manager** (runs at every period boundary, a timer): the data
+//!   collector's per-sub-LUN IO counts go through the workload analyzer
+//!   ([`analyzer`]: extraction, tracking, prediction); each concentration
+//!   with sub-LUNs not yet in memory is judged with the paper's X/Y rule
+//!   from response times this policy measured itself; the mover queues
+//!   promotions (plus the sub-LUNs a drifting concentration will reach) and
+//!   demotions of sub-LUNs that left every concentration.
+//! - **Tiering driver** (every host IO): the tiering table says where each
+//!   sub-LUN lives; the dispatcher sends IOs there. While a sub-LUN moves,
+//!   writes land in the memory buffer, reads of buffered sectors are served
+//!   from it, the rest from the move's source; when the copy ends the
+//!   buffer is synced to the destination, then the table flips.
+//! - **Moves are device IOs**: chunked reads from the source and writes to
+//!   the destination, a few chunks in flight, competing with host IO — so
+//!   `AvefWithMg` (flash response time while a move runs) is measured, not
+//!   assumed.
+//!
+//! Memory layout on device 0: sub-LUN slots of `sub_lun_size_bytes` from
+//! offset 0, then the move buffer (`buffer_bytes`).
 
 pub mod analyzer;
+
+use std::collections::{BTreeSet, VecDeque};
+use std::fmt::Write as _;
+
+use serde::Deserialize;
+use tierlab_core::policy::{HostIo, Outbox, Policy};
+use tierlab_core::{DeviceIo, NS_PER_S, Op, TimeNs};
+
+use crate::cache::ByteCount;
+use analyzer::{ExtractParams, PredictionTable, Tracker};
+
+pub const MEMORY_DEVICE: usize = 0;
+pub const FLASH_DEVICE: usize = 1;
+/// Tier indices in `Outbox::complete`.
+pub const TIER_MEMORY: u16 = 0;
+pub const TIER_FLASH: u16 = 1;
+
+const PERIOD_TIMER: u64 = 1;
+/// Buffer tracking granularity: a sector, so sector-aligned IOs are exact.
+const SECTOR_BYTES: u64 = 512;
+
+/// `[policy]` keys of `kind = "atsmf"` (docs/atsmf.md).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AtsmfParams {
+    /// Sub-LUN size (paper: 1 GiB).
+    #[serde(default = "d_sub_lun")]
+    pub sub_lun_size_bytes: ByteCount,
+    /// Collector interval (paper: 24 s = 20 s of tracing + 4 s of analysis).
+    #[serde(default = "d_period")]
+    pub period_s: f64,
+    /// IOs are counted during the first `collect_s` of each period.
+    #[serde(default = "d_collect")]
+    pub collect_s: f64,
+    /// Step 2's N.
+    #[serde(default = "d_top_n")]
+    pub top_n: usize,
+    /// Step 4's M (a share, 0..1).
+    #[serde(default = "d_share_m")]
+    pub share_m: f64,
+    /// The prediction table forgets concentrations that ended longer ago
+    /// (paper: "e.g. half a day"); 0 keeps all.
+    #[serde(default = "d_history")]
+    pub history_s: f64,
+    /// A fixed prediction table, `B(A) − A` in periods for A = 1, 2, ...
+    /// (e.g. Table 2: [0.73, 1.37, 1.83, 2.37, 3.0]); empty = learn online.
+    #[serde(default)]
+    pub prediction_rest_periods: Vec<f64>,
+    /// Seed the prediction table from the first `warmup_s` of the run:
+    /// analyse and learn, but move nothing.
+    #[serde(default)]
+    pub warmup_s: f64,
+    /// Values used until enough completions were measured.
+    #[serde(default = "d_avef")]
+    pub initial_avef_us: f64,
+    #[serde(default = "d_avef_mg")]
+    pub initial_avef_with_mg_us: f64,
+    #[serde(default = "d_avem")]
+    pub initial_avem_us: f64,
+    #[serde(default = "d_mg_time")]
+    pub initial_ave_mg_time_s: f64,
+    /// Completions needed before a measured mean replaces its initial value.
+    #[serde(default = "d_min_samples")]
+    pub min_samples: u64,
+    /// Response-time means are over the last this many periods.
+    #[serde(default = "d_stats_window")]
+    pub stats_window_periods: u32,
+    /// Size of each copy IO of a move.
+    #[serde(default = "d_chunk")]
+    pub move_chunk_bytes: ByteCount,
+    /// Copy chunks in flight per move.
+    #[serde(default = "d_move_depth")]
+    pub move_iodepth: u32,
+    /// Sub-LUN moves running at once.
+    #[serde(default = "d_moves")]
+    pub max_concurrent_moves: u32,
+    /// Also promote the sub-LUNs a drifting concentration will reach
+    /// within its predicted remaining duration.
+    #[serde(default = "d_true")]
+    pub prefetch_moving: bool,
+    /// A memory sub-LUN outside every concentration (and prefetch range)
+    /// for this many periods is demoted.
+    #[serde(default = "d_demote_after")]
+    pub demote_after_periods: u32,
+    /// Demotion is held back while `AvefWithMg > demote_hold_ratio × Avef`,
+    /// with `AvefWithMg` measured over the period that just ended (no move
+    /// in it: no hold).
+    #[serde(default = "d_hold_ratio")]
+    pub demote_hold_ratio: f64,
+    /// Optional cap on the memory used for sub-LUNs (beyond the paper,
+    /// which let memory grow). When a promotion does not fit, idle memory
+    /// sub-LUNs are demoted coldest first (ignoring the hold); a
+    /// concentration that still does not fit is deferred (`defer_cap`).
+    #[serde(default)]
+    pub memory_cap_bytes: Option<ByteCount>,
+    /// Memory buffer for writes during moves (placed after the slots).
+    #[serde(default = "d_buffer")]
+    pub buffer_bytes: ByteCount,
+}
+
+fn d_sub_lun() -> ByteCount {
+    ByteCount(1 << 30)
+}
+fn d_period() -> f64 {
+    24.0
+}
+fn d_collect() -> f64 {
+    20.0
+}
+fn d_top_n() -> usize {
+    30
+}
+fn d_share_m() -> f64 {
+    0.6
+}
+fn d_history() -> f64 {
+    43_200.0
+}
+fn d_avef() -> f64 {
+    80.0
+}
+fn d_avef_mg() -> f64 {
+    120.0
+}
+fn d_avem() -> f64 {
+    10.0
+}
+fn d_mg_time() -> f64 {
+    1.0
+}
+fn d_min_samples() -> u64 {
+    100
+}
+fn d_stats_window() -> u32 {
+    10
+}
+fn d_chunk() -> ByteCount {
+    ByteCount(1 << 20)
+}
+fn d_move_depth() -> u32 {
+    4
+}
+fn d_moves() -> u32 {
+    1
+}
+fn d_true() -> bool {
+    true
+}
+fn d_demote_after() -> u32 {
+    1
+}
+fn d_hold_ratio() -> f64 {
+    1.5
+}
+fn d_buffer() -> ByteCount {
+    ByteCount(1 << 30)
+}
+
+impl Default for AtsmfParams {
+    fn default() -> Self {
+        toml_defaults()
+    }
+}
+
+fn toml_defaults() -> AtsmfParams {
+    AtsmfParams::deserialize(serde::de::value::MapDeserializer::<
+        std::iter::Empty<(String, String)>,
+        serde::de::value::Error,
+    >::new(std::iter::empty()))
+    .expect("every AtsmfParams key has a default")
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    Flash,
+    Memory,
+    Promoting,
+    Demoting,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct SubLun {
+    place: Place,
+    /// Memory slot while not on flash.
+    slot: u32,
+    /// Last period it was in a concentration or a prefetch range.
+    last_hot_period: u64,
+    /// Index into `moves` while moving.
+    mv: u32,
+    /// Waiting in the mover's queue, and to go where.
+    queued: Option<Dir>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dir {
+    Promote,
+    Demote,
+}
+
+#[derive(Debug)]
+struct Move {
+    dir: Dir,
+    started_ns: TimeNs,
+    len_bytes: u64,
+    next_chunk_offset: u64,
+    chunks_in_flight: u32,
+    /// Sectors whose newest data is in the buffer.
+    buffered: Vec<u64>,
+    /// Buffered sectors not yet written to the destination.
+    unsynced: Vec<u64>,
+    unsynced_any: bool,
+    buffer_writes_in_flight: u32,
+    sync_writes_in_flight: u32,
+    copy_done: bool,
+}
+
+impl Move {
+    fn bit(v: &[u64], i: u64) -> bool {
+        v[(i / 64) as usize] >> (i % 64) & 1 == 1
+    }
+    fn set(v: &mut [u64], i: u64) {
+        v[(i / 64) as usize] |= 1 << (i % 64);
+    }
+    /// (all, any) of the sectors in `[first, end)` buffered.
+    fn buffered_span(&self, first: u64, end: u64) -> (bool, bool) {
+        let (mut all, mut any) = (true, false);
+        for s in first..end {
+            let b = Self::bit(&self.buffered, s);
+            all &= b;
+            any |= b;
+        }
+        (all, any)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Rec {
+    /// A part of a host IO; the index is into `pending`.
+    Host(u32),
+    /// A part of a host IO written into the move buffer of sub-LUN `sub`.
+    BufferWrite {
+        pending: u32,
+        sub: u32,
+        first: u64,
+        end: u64,
+    },
+    MoveRead {
+        sub: u32,
+        offset: u64,
+        len: u32,
+    },
+    MoveWrite {
+        sub: u32,
+    },
+    SyncWrite {
+        sub: u32,
+    },
+    Free,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Pending {
+    host_id: u64,
+    arrived_ns: TimeNs,
+    parts_left: u32,
+    touched_flash: bool,
+    during_move: bool,
+}
+
+/// Sum and count of response times.
+#[derive(Clone, Copy, Debug, Default)]
+struct Acc {
+    n: u64,
+    sum_ns: u128,
+}
+
+impl Acc {
+    fn add(&mut self, ns: u64) {
+        self.n += 1;
+        self.sum_ns += ns as u128;
+    }
+    fn merge(&mut self, o: &Acc) {
+        self.n += o.n;
+        self.sum_ns += o.sum_ns;
+    }
+    fn mean_us(&self) -> f64 {
+        self.sum_ns as f64 / self.n.max(1) as f64 / 1e3
+    }
+}
+
+const FLASH: usize = 0;
+const FLASH_WITH_MG: usize = 1;
+const MEMORY: usize = 2;
+
+/// The four measured values of Fig. 6.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Measured {
+    pub avef_us: f64,
+    pub avef_with_mg_us: f64,
+    pub avem_us: f64,
+    pub ave_mg_time_s: f64,
+}
+
+/// The promotion judgment, eqs. (1)–(4). Returns (X, Y) in µs·s (a
+/// response-time change times a duration); promote iff `Y > X`.
+pub fn judge(m: &Measured, pduration_s: f64, sub_luns: u32) -> (f64, f64) {
+    let x_duration_s = m.ave_mg_time_s * sub_luns as f64; // (1)
+    let y_duration_s = pduration_s - x_duration_s; // (2)
+    let x = (m.avef_with_mg_us - m.avef_us) * x_duration_s; // (3)
+    let y = (m.avef_us - m.avem_us) * y_duration_s; // (4)
+    (x, y)
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Stats {
+    host_ios: u64,
+    memory_ios: u64,
+    flash_ios: u64,
+    buffered_writes: u64,
+    promotions: u64,
+    demotions: u64,
+    moved_bytes: u64,
+    periods: u64,
+    judgments: u64,
+    deferred: u64,
+    demotions_held: u64,
+    peak_memory_bytes: u64,
+}
+
+pub struct Atsmf {
+    p: AtsmfParams,
+    sub_lun_bytes: u64,
+    lun_bytes: u64,
+    period_ns: TimeNs,
+    collect_ns: TimeNs,
+    warmup_ns: TimeNs,
+    extract: ExtractParams,
+    subs: Vec<SubLun>,
+    free_slots: BTreeSet<u32>,
+    slots_total: u32,
+    buffer_base: u64,
+    moves: Vec<Option<Move>>,
+    queue: VecDeque<(u32, Dir)>,
+    // Collector.
+    counts: Vec<u64>,
+    period: u64,
+    period_start_ns: TimeNs,
+    timer_armed: bool,
+    // Analyzer.
+    tracker: Tracker,
+    prediction: PredictionTable,
+    // Driver measurements.
+    acc_now: [Acc; 3],
+    acc_ring: VecDeque<[Acc; 3]>,
+    move_times_ns: VecDeque<u64>,
+    // Tags.
+    recs: Vec<Rec>,
+    free_recs: Vec<u32>,
+    pending: Vec<Pending>,
+    free_pending: Vec<u32>,
+    stats: Stats,
+    /// Host IOs seen when the last period ended (the period clock stops
+    /// while the volume is idle).
+    last_period_host_ios: u64,
+    decisions: String,
+}
+
+const DECISION_HEADER: &str = "time_s,period,decision,concentration_id,first_sub_lun,size_sub_luns,ios,periods_a,pduration_s,sub_luns_to_move,prefetch_sub_luns,avef_us,avef_with_mg_us,avem_us,ave_mg_time_s,x_us_s,y_us_s\n";
+
+impl Atsmf {
+    /// `lun_bytes`: the flash device's capacity; `memory_bytes`: the memory
+    /// device's, which must hold the slots and the buffer.
+    pub fn new(p: AtsmfParams, lun_bytes: u64, memory_bytes: u64) -> Result<Self, String> {
+        let sub = p.sub_lun_size_bytes.0;
+        if sub < SECTOR_BYTES || sub % SECTOR_BYTES != 0 {
+            return Err(format!(
+                "sub_lun_size_bytes: {sub} is not a positive multiple of {SECTOR_BYTES}"
+            ));
+        }
+        if !(p.period_s > 0.0 && p.period_s.is_finite()) {
+            return Err(format!("period_s: {} must be positive", p.period_s));
+        }
+        if !(p.collect_s > 0.0 && p.collect_s <= p.period_s) {
+            return Err(format!(
+                "collect_s: {} must be in (0, period_s = {}]",
+                p.collect_s, p.period_s
+            ));
+        }
+        if !(0.0..=1.0).contains(&p.share_m) || p.share_m == 0.0 {
+            return Err(format!("share_m: {} must be in (0, 1]", p.share_m));
+        }
+        if p.top_n == 0 {
+            return Err("top_n: must be at least 1".into());
+        }
+        let chunk = p.move_chunk_bytes.0;
+        if chunk == 0 || chunk % SECTOR_BYTES != 0 || chunk > u32::MAX as u64 {
+            return Err(format!(
+                "move_chunk_bytes: {chunk} must be a positive multiple of {SECTOR_BYTES} below 4 GiB"
+            ));
+        }
+        if p.move_iodepth == 0 || p.max_concurrent_moves == 0 {
+            return Err("move_iodepth and max_concurrent_moves must be at least 1".into());
+        }
+        if p.demote_hold_ratio.is_nan() || p.demote_hold_ratio < 1.0 {
+            return Err(format!(
+                "demote_hold_ratio: {} must be at least 1",
+                p.demote_hold_ratio
+            ));
+        }
+        for (k, v) in [
+            ("initial_avef_us", p.initial_avef_us),
+            ("initial_avef_with_mg_us", p.initial_avef_with_mg_us),
+            ("initial_avem_us", p.initial_avem_us),
+            ("initial_ave_mg_time_s", p.initial_ave_mg_time_s),
+            ("warmup_s", p.warmup_s),
+            ("history_s", p.history_s),
+        ] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return Err(format!("{k}: {v} must be a finite number ≥ 0"));
+            }
+        }
+        if lun_bytes == 0 {
+            return Err("the flash device (device 1) has no capacity".into());
+        }
+        let n_subs = lun_bytes.div_ceil(sub);
+        if n_subs > u32::MAX as u64 / 2 {
+            return Err(format!(
+                "{n_subs} sub-LUNs are too many; use a larger sub_lun_size_bytes"
+            ));
+        }
+        let cap_slots = match p.memory_cap_bytes {
+            Some(c) => c.0 / sub,
+            None => n_subs,
+        }
+        .min(n_subs);
+        if let Some(cap) = p.memory_cap_bytes
+            && cap_slots == 0
+        {
+            return Err(format!(
+                "memory_cap_bytes: {} holds no sub-LUN of {sub} bytes",
+                cap.0
+            ));
+        }
+        let buffer_base = cap_slots * sub;
+        let needed = buffer_base + p.buffer_bytes.0;
+        if p.buffer_bytes.0 < sub {
+            return Err(format!(
+                "buffer_bytes: {} is smaller than a sub-LUN ({sub} bytes); a write during a move \
+                 must fit in the buffer",
+                p.buffer_bytes.0
+            ));
+        }
+        if memory_bytes < needed {
+            return Err(format!(
+                "the memory device (device 0) holds {memory_bytes} bytes; ATSMF needs {needed} \
+                 ({cap_slots} sub-LUN slots of {sub} bytes + buffer_bytes {}): raise its \
+                 capacity_bytes or set memory_cap_bytes",
+                p.buffer_bytes.0
+            ));
+        }
+        let period_ns = (p.period_s * NS_PER_S as f64).round() as TimeNs;
+        let history_periods = (p.history_s / p.period_s).ceil() as u64;
+        let prediction = if p.prediction_rest_periods.is_empty() {
+            PredictionTable::new(history_periods)
+        } else {
+            if p.prediction_rest_periods.iter().any(|v| v.is_nan() || *v < 0.0) {
+                return Err("prediction_rest_periods: every entry must be ≥ 0".into());
+            }
+            PredictionTable::fixed(p.prediction_rest_periods.clone())
+        };
+        Ok(Atsmf {
+            sub_lun_bytes: sub,
+            lun_bytes,
+            period_ns,
+            collect_ns: (p.collect_s * NS_PER_S as f64).round() as TimeNs,
+            warmup_ns: (p.warmup_s * NS_PER_S as f64).round() as TimeNs,
+            extract: ExtractParams {
+                top_n: p.top_n,
+                share_m: p.share_m,
+            },
+            subs: vec![
+                SubLun {
+                    place: Place::Flash,
+                    slot: 0,
+                    last_hot_period: 0,
+                    mv: 0,
+                    queued: None,
+                };
+                n_subs as usize
+            ],
+            free_slots: (0..cap_slots as u32).collect(),
+            slots_total: cap_slots as u32,
+            buffer_base,
+            moves: Vec::new(),
+            queue: VecDeque::new(),
+            counts: vec![0; n_subs as usize],
+            period: 0,
+            period_start_ns: 0,
+            timer_armed: false,
+            tracker: Tracker::new(),
+            prediction,
+            acc_now: Default::default(),
+            acc_ring: VecDeque::new(),
+            move_times_ns: VecDeque::new(),
+            recs: Vec::new(),
+            free_recs: Vec::new(),
+            pending: Vec::new(),
+            free_pending: Vec::new(),
+            stats: Stats::default(),
+            last_period_host_ios: 0,
+            decisions: String::from(DECISION_HEADER),
+            p,
+        })
+    }
+
+    /// Memory used by sub-LUN slots now (moving sub-LUNs hold theirs).
+    pub fn memory_bytes(&self) -> u64 {
+        (self.slots_total as u64 - self.free_slots.len() as u64) * self.sub_lun_bytes
+    }
+
+    /// Sub-LUNs whose data is in memory (moved and not moving back).
+    pub fn sub_luns_in_memory(&self) -> Vec<u32> {
+        (0..self.subs.len() as u32)
+            .filter(|&i| self.subs[i as usize].place == Place::Memory)
+            .collect()
+    }
+
+    /// The decision log (CSV with a header).
+    pub fn decision_log(&self) -> &str {
+        &self.decisions
+    }
+
+    /// The four values the judgment would use now.
+    pub fn measured(&self) -> Measured {
+        let mut acc = self.acc_now;
+        for r in &self.acc_ring {
+            for i in 0..3 {
+                acc[i].merge(&r[i]);
+            }
+        }
+        let pick = |a: &Acc, init: f64| {
+            if a.n >= self.p.min_samples && a.n > 0 {
+                a.mean_us()
+            } else {
+                init
+            }
+        };
+        let ave_mg_time_s = if self.move_times_ns.is_empty() {
+            self.p.initial_ave_mg_time_s
+        } else {
+            self.move_times_ns.iter().sum::<u64>() as f64
+                / self.move_times_ns.len() as f64
+                / NS_PER_S as f64
+        };
+        Measured {
+            avef_us: pick(&acc[FLASH], self.p.initial_avef_us),
+            avef_with_mg_us: pick(&acc[FLASH_WITH_MG], self.p.initial_avef_with_mg_us),
+            avem_us: pick(&acc[MEMORY], self.p.initial_avem_us),
+            ave_mg_time_s,
+        }
+    }
+
+    fn sub_len(&self, sub: u32) -> u64 {
+        let start = sub as u64 * self.sub_lun_bytes;
+        self.sub_lun_bytes.min(self.lun_bytes - start)
+    }
+
+    fn tag(&mut self, rec: Rec) -> u64 {
+        match self.free_recs.pop() {
+            Some(i) => {
+                self.recs[i as usize] = rec;
+                i as u64
+            }
+            None => {
+                self.recs.push(rec);
+                (self.recs.len() - 1) as u64
+            }
+        }
+    }
+
+    fn submit(
+        &mut self,
+        out: &mut Outbox,
+        device: usize,
+        op: Op,
+        offset: u64,
+        size: u64,
+        rec: Rec,
+    ) {
+        let tag = self.tag(rec);
+        out.device_ios.push((
+            device,
+            DeviceIo {
+                tag,
+                op,
+                offset_bytes: offset,
+                size_bytes: size as u32,
+            },
+        ));
+    }
+
+    fn any_move_running(&self) -> bool {
+        self.moves.iter().any(|m| m.is_some())
+    }
+
+    /// One part of a host IO inside one sub-LUN.
+    fn dispatch_part(&mut self, out: &mut Outbox, pi: u32, op: Op, offset: u64, size: u64) {
+        let sub = (offset / self.sub_lun_bytes) as u32;
+        let s = self.subs[sub as usize];
+        let in_sub = offset - sub as u64 * self.sub_lun_bytes;
+        let slot_offset = s.slot as u64 * self.sub_lun_bytes + in_sub;
+        match s.place {
+            Place::Flash => {
+                self.pending[pi as usize].touched_flash = true;
+                self.submit(out, FLASH_DEVICE, op, offset, size, Rec::Host(pi));
+            }
+            Place::Memory => {
+                self.submit(out, MEMORY_DEVICE, op, slot_offset, size, Rec::Host(pi));
+            }
+            Place::Promoting | Place::Demoting => {
+                // Where in the buffer: the part fits (buffer_bytes ≥ a sub-LUN).
+                let room = self.p.buffer_bytes.0 - size;
+                let buffer_offset = self.buffer_base + (in_sub % self.p.buffer_bytes.0).min(room);
+                let first = in_sub / SECTOR_BYTES;
+                let end = (in_sub + size).div_ceil(SECTOR_BYTES);
+                let (source_device, source_offset) = if s.place == Place::Promoting {
+                    (FLASH_DEVICE, offset)
+                } else {
+                    (MEMORY_DEVICE, slot_offset)
+                };
+                let mv = self.moves[s.mv as usize]
+                    .as_mut()
+                    .expect("moving sub-LUN has a move");
+                match op {
+                    Op::Write => {
+                        for i in first..end {
+                            Move::set(&mut mv.buffered, i);
+                        }
+                        mv.buffer_writes_in_flight += 1;
+                        self.stats.buffered_writes += 1;
+                        self.submit(
+                            out,
+                            MEMORY_DEVICE,
+                            Op::Write,
+                            buffer_offset,
+                            size,
+                            Rec::BufferWrite {
+                                pending: pi,
+                                sub,
+                                first,
+                                end,
+                            },
+                        );
+                    }
+                    _ => {
+                        let (all, any) = mv.buffered_span(first, end);
+                        if all && op == Op::Read {
+                            self.submit(out, MEMORY_DEVICE, op, buffer_offset, size, Rec::Host(pi));
+                        } else {
+                            if source_device == FLASH_DEVICE {
+                                self.pending[pi as usize].touched_flash = true;
+                            }
+                            if any && op == Op::Read {
+                                // Mixed: the buffer's sectors and the source's.
+                                self.pending[pi as usize].parts_left += 1;
+                                self.submit(
+                                    out,
+                                    MEMORY_DEVICE,
+                                    op,
+                                    buffer_offset,
+                                    size,
+                                    Rec::Host(pi),
+                                );
+                            }
+                            self.submit(out, source_device, op, source_offset, size, Rec::Host(pi));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn finish_part(&mut self, now_ns: TimeNs, pi: u32, out: &mut Outbox) {
+        let p = &mut self.pending[pi as usize];
+        p.parts_left -= 1;
+        if p.parts_left > 0 {
+            return;
+        }
+        let p = *p;
+        let latency = now_ns - p.arrived_ns;
+        let class = if !p.touched_flash {
+            self.stats.memory_ios += 1;
+            MEMORY
+        } else {
+            self.stats.flash_ios += 1;
+            if p.during_move || self.any_move_running() {
+                FLASH_WITH_MG
+            } else {
+                FLASH
+            }
+        };
+        self.acc_now[class].add(latency);
+        out.complete.push((
+            p.host_id,
+            if p.touched_flash {
+                TIER_FLASH
+            } else {
+                TIER_MEMORY
+            },
+        ));
+        self.free_pending.push(pi);
+    }
+
+    // ---- mover ----
+
+    fn enqueue(&mut self, sub: u32, dir: Dir) {
+        if self.subs[sub as usize].queued.is_none() {
+            self.subs[sub as usize].queued = Some(dir);
+            self.queue.push_back((sub, dir));
+        }
+    }
+
+    fn start_moves(&mut self, now_ns: TimeNs, out: &mut Outbox) {
+        loop {
+            let running = self.moves.iter().filter(|m| m.is_some()).count();
+            if running >= self.p.max_concurrent_moves as usize {
+                return;
+            }
+            let free = !self.free_slots.is_empty();
+            let Some(qi) = self
+                .queue
+                .iter()
+                .position(|&(_, d)| d == Dir::Demote || free)
+            else {
+                return;
+            };
+            let (sub, dir) = self.queue.remove(qi).expect("position is in range");
+            self.subs[sub as usize].queued = None;
+            let s = self.subs[sub as usize];
+            // Stale requests: the sub-LUN is already where it was to go.
+            let startable = match dir {
+                Dir::Promote => s.place == Place::Flash,
+                Dir::Demote => s.place == Place::Memory,
+            };
+            if !startable {
+                continue;
+            }
+            let slot = match dir {
+                Dir::Promote => self.free_slots.pop_first().expect("checked free"),
+                Dir::Demote => s.slot,
+            };
+            let sectors = self.sub_len(sub).div_ceil(SECTOR_BYTES);
+            let words = sectors.div_ceil(64) as usize;
+            let mv = Move {
+                dir,
+                started_ns: now_ns,
+                len_bytes: self.sub_len(sub),
+                next_chunk_offset: 0,
+                chunks_in_flight: 0,
+                buffered: vec![0; words],
+                unsynced: vec![0; words],
+                unsynced_any: false,
+                buffer_writes_in_flight: 0,
+                sync_writes_in_flight: 0,
+                copy_done: false,
+            };
+            let mi = match self.moves.iter().position(|m| m.is_none()) {
+                Some(i) => {
+                    self.moves[i] = Some(mv);
+                    i
+                }
+                None => {
+                    self.moves.push(Some(mv));
+                    self.moves.len() - 1
+                }
+            };
+            let e = &mut self.subs[sub as usize];
+            e.slot = slot;
+            e.mv = mi as u32;
+            e.place = match dir {
+                Dir::Promote => Place::Promoting,
+                Dir::Demote => Place::Demoting,
+            };
+            self.stats.peak_memory_bytes = self.stats.peak_memory_bytes.max(self.memory_bytes());
+            for _ in 0..self.p.move_iodepth {
+                self.issue_chunk(sub, out);
+            }
+        }
+    }
+
+    fn issue_chunk(&mut self, sub: u32, out: &mut Outbox) {
+        let mi = self.subs[sub as usize].mv as usize;
+        let chunk = self.p.move_chunk_bytes.0;
+        let mv = self.moves[mi].as_mut().expect("moving");
+        if mv.next_chunk_offset >= mv.len_bytes {
+            return;
+        }
+        let offset = mv.next_chunk_offset;
+        let len = chunk.min(mv.len_bytes - offset);
+        mv.next_chunk_offset += len;
+        mv.chunks_in_flight += 1;
+        let (device, base) = match mv.dir {
+            Dir::Promote => (FLASH_DEVICE, sub as u64 * self.sub_lun_bytes),
+            Dir::Demote => (
+                MEMORY_DEVICE,
+                self.subs[sub as usize].slot as u64 * self.sub_lun_bytes,
+            ),
+        };
+        self.submit(
+            out,
+            device,
+            Op::Read,
+            base + offset,
+            len,
+            Rec::MoveRead {
+                sub,
+                offset,
+                len: len as u32,
+            },
+        );
+    }
+
+    /// Called whenever a move may have made progress: issues the sync of
+    /// the buffer once the copy is done, flips the table when all is done.
+    fn advance_move(&mut self, now_ns: TimeNs, sub: u32, out: &mut Outbox) {
+        let mi = self.subs[sub as usize].mv as usize;
+        let slot = self.subs[sub as usize].slot;
+        let mv = self.moves[mi].as_mut().expect("moving");
+        if !mv.copy_done && mv.next_chunk_offset >= mv.len_bytes && mv.chunks_in_flight == 0 {
+            mv.copy_done = true;
+        }
+        if !mv.copy_done || mv.sync_writes_in_flight > 0 {
+            return;
+        }
+        if mv.unsynced_any {
+            // Sync: every run of buffered-but-unsynced sectors, one write each.
+            let runs = take_runs(&mut mv.unsynced);
+            mv.unsynced_any = false;
+            mv.sync_writes_in_flight = runs.len() as u32;
+            let dir = mv.dir;
+            for (first, end) in runs {
+                let in_sub = first * SECTOR_BYTES;
+                let len = (end - first) * SECTOR_BYTES;
+                let (device, offset) = match dir {
+                    Dir::Promote => (MEMORY_DEVICE, slot as u64 * self.sub_lun_bytes + in_sub),
+                    Dir::Demote => (FLASH_DEVICE, sub as u64 * self.sub_lun_bytes + in_sub),
+                };
+                let mut at = 0;
+                while at < len {
+                    // Split runs into chunk-sized writes (device IOs are u32-sized).
+                    let n = (len - at).min(self.p.move_chunk_bytes.0);
+                    if at > 0 {
+                        let mv = self.moves[mi].as_mut().expect("moving");
+                        mv.sync_writes_in_flight += 1;
+                    }
+                    self.submit(
+                        out,
+                        device,
+                        Op::Write,
+                        offset + at,
+                        n,
+                        Rec::SyncWrite { sub },
+                    );
+                    at += n;
+                }
+            }
+            return;
+        }
+        if mv.buffer_writes_in_flight > 0 {
+            return; // their sectors become unsynced when they land
+        }
+        // Done: flip the table.
+        let mv = self.moves[mi].take().expect("moving");
+        let e = &mut self.subs[sub as usize];
+        match mv.dir {
+            Dir::Promote => {
+                e.place = Place::Memory;
+                self.stats.promotions += 1;
+            }
+            Dir::Demote => {
+                e.place = Place::Flash;
+                self.free_slots.insert(e.slot);
+                self.stats.demotions += 1;
+            }
+        }
+        self.stats.moved_bytes += mv.len_bytes;
+        self.move_times_ns.push_back(now_ns - mv.started_ns);
+        if self.move_times_ns.len() > 32 {
+            self.move_times_ns.pop_front();
+        }
+        self.start_moves(now_ns, out);
+    }
+
+    // ---- manager ----
+
+    fn log(&mut self, now_ns: TimeNs, decision: &str, row: &str) {
+        let _ = writeln!(
+            self.decisions,
+            "{:.3},{},{decision},{row}",
+            now_ns as f64 / NS_PER_S as f64,
+            self.period
+        );
+    }
+
+    fn end_period(&mut self, now_ns: TimeNs, out: &mut Outbox) {
+        let period = self.period;
+        self.stats.periods += 1;
+        let groups = analyzer::extract(&self.counts, &self.extract);
+        let update = self.tracker.update(period, &groups);
+        for ended in &update.ended {
+            self.prediction.record(period, ended.periods);
+        }
+        // Roll the response-time window.
+        self.acc_ring.push_back(std::mem::take(&mut self.acc_now));
+        while self.acc_ring.len() > self.p.stats_window_periods.max(1) as usize {
+            self.acc_ring.pop_front();
+        }
+        let m = self.measured();
+        let warming = now_ns < self.warmup_ns;
+        let n_subs = self.subs.len() as u32;
+        let concentrations: Vec<analyzer::Tracked> = self.tracker.current().to_vec();
+        for c in &concentrations {
+            let g = c.group;
+            for s in g.first_sub_lun..g.end_sub_lun() {
+                self.subs[s as usize].last_hot_period = period;
+            }
+            let pduration_periods = self.prediction.rest_periods(c.periods);
+            let pduration_s = pduration_periods * self.p.period_s;
+            // Prefetch range of a drifting concentration.
+            let speed = c.speed_sub_luns_per_period();
+            let reach = if self.p.prefetch_moving && speed != 0.0 {
+                (speed.abs() * pduration_periods).ceil() as u32
+            } else {
+                0
+            };
+            let prefetch: Vec<u32> = if speed > 0.0 {
+                (g.end_sub_lun()..g.end_sub_lun().saturating_add(reach).min(n_subs)).collect()
+            } else if speed < 0.0 {
+                (g.first_sub_lun.saturating_sub(reach)..g.first_sub_lun).collect()
+            } else {
+                Vec::new()
+            };
+            // On flash and not already queued for promotion.
+            let on_flash = |s: &u32| {
+                let e = self.subs[*s as usize];
+                e.place == Place::Flash && e.queued != Some(Dir::Promote)
+            };
+            let missing: Vec<u32> = (g.first_sub_lun..g.end_sub_lun())
+                .filter(on_flash)
+                .collect();
+            let prefetch_missing: Vec<u32> = prefetch.iter().copied().filter(on_flash).collect();
+            let row = |x: f64, y: f64, to_move: usize, pre: usize| {
+                format!(
+                    "{},{},{},{},{},{:.4},{},{},{:.3},{:.3},{:.3},{:.6},{:.3},{:.3}",
+                    c.id,
+                    g.first_sub_lun,
+                    g.size_sub_luns,
+                    g.ios,
+                    c.periods,
+                    pduration_s,
+                    to_move,
+                    pre,
+                    m.avef_us,
+                    m.avef_with_mg_us,
+                    m.avem_us,
+                    m.ave_mg_time_s,
+                    x,
+                    y
+                )
+            };
+            if missing.is_empty() {
+                // Resident: keep its prefetch range warm, extend it if needed.
+                for &s in &prefetch {
+                    self.subs[s as usize].last_hot_period = period;
+                }
+                if !warming && !prefetch_missing.is_empty() {
+                    let r = row(0.0, 0.0, 0, prefetch_missing.len());
+                    self.log(now_ns, "prefetch", &r);
+                    for &s in &prefetch_missing {
+                        self.enqueue(s, Dir::Promote);
+                    }
+                }
+                continue;
+            }
+            self.stats.judgments += 1;
+            let (x, y) = judge(&m, pduration_s, missing.len() as u32);
+            if warming {
+                let r = row(x, y, missing.len(), 0);
+                self.log(now_ns, "warmup", &r);
+                continue;
+            }
+            if y <= x {
+                self.stats.deferred += 1;
+                let r = row(x, y, missing.len(), 0);
+                self.log(now_ns, "defer", &r);
+                continue;
+            }
+            let want = missing.len() + prefetch_missing.len();
+            if !self.make_room(now_ns, period, missing.len()) {
+                self.stats.deferred += 1;
+                let r = row(x, y, missing.len(), 0);
+                self.log(now_ns, "defer_cap", &r);
+                continue;
+            }
+            let prefetch_fits = self.make_room(now_ns, period, want);
+            let pre = if prefetch_fits {
+                prefetch_missing.len()
+            } else {
+                0
+            };
+            let r = row(x, y, missing.len(), pre);
+            self.log(now_ns, "promote", &r);
+            for &s in &missing {
+                self.enqueue(s, Dir::Promote);
+            }
+            for &s in prefetch_missing.iter().take(pre) {
+                self.subs[s as usize].last_hot_period = period;
+                self.enqueue(s, Dir::Promote);
+            }
+        }
+        // Demotion of sub-LUNs that left every concentration.
+        if !warming {
+            // Hold while moves are slowing flash down now: the last
+            // period's own AvefWithMg (a stale one from moves long done
+            // says nothing about the present).
+            let last = self.acc_ring.back().copied().unwrap_or_default();
+            let hold = last[FLASH_WITH_MG].n > 0
+                && last[FLASH_WITH_MG].mean_us() > self.p.demote_hold_ratio * m.avef_us;
+            for s in 0..n_subs {
+                let e = self.subs[s as usize];
+                if e.place != Place::Memory
+                    || period.saturating_sub(e.last_hot_period) < self.p.demote_after_periods as u64
+                    || e.queued.is_some()
+                {
+                    continue;
+                }
+                if hold {
+                    self.stats.demotions_held += 1;
+                    let r = format!(
+                        ",{s},1,{},,,1,,{:.3},{:.3},{:.3},{:.6},,",
+                        self.counts[s as usize],
+                        m.avef_us,
+                        m.avef_with_mg_us,
+                        m.avem_us,
+                        m.ave_mg_time_s
+                    );
+                    self.log(now_ns, "hold_demote", &r);
+                    continue;
+                }
+                let r = format!(
+                    ",{s},1,{},,,1,,{:.3},{:.3},{:.3},{:.6},,",
+                    self.counts[s as usize],
+                    m.avef_us,
+                    m.avef_with_mg_us,
+                    m.avem_us,
+                    m.ave_mg_time_s
+                );
+                self.log(now_ns, "demote", &r);
+                self.enqueue(s, Dir::Demote);
+            }
+        }
+        self.counts.iter_mut().for_each(|c| *c = 0);
+        self.period += 1;
+        self.period_start_ns = now_ns;
+        self.start_moves(now_ns, out);
+    }
+
+    /// Under a memory cap: makes sure `needed` more slots will be free,
+    /// demoting idle memory sub-LUNs (coldest first, ignoring the hold) if
+    /// that is enough. False if even that cannot make room.
+    fn make_room(&mut self, now_ns: TimeNs, period: u64, needed: usize) -> bool {
+        let queued_promotions = self.queue.iter().filter(|q| q.1 == Dir::Promote).count();
+        let queued_demotions = self.queue.iter().filter(|q| q.1 == Dir::Demote).count();
+        let available =
+            (self.free_slots.len() + queued_demotions).saturating_sub(queued_promotions);
+        if available >= needed {
+            return true;
+        }
+        let mut idle: Vec<u32> = (0..self.subs.len() as u32)
+            .filter(|&s| {
+                let e = self.subs[s as usize];
+                e.place == Place::Memory && e.last_hot_period < period && e.queued.is_none()
+            })
+            .collect();
+        if available + idle.len() < needed {
+            return false;
+        }
+        idle.sort_by_key(|&s| (self.counts[s as usize], s));
+        for &s in idle.iter().take(needed - available) {
+            let r = format!(",{s},1,{},,,1,,,,,,,", self.counts[s as usize]);
+            self.log(now_ns, "demote_for_cap", &r);
+            self.enqueue(s, Dir::Demote);
+        }
+        true
+    }
+}
+
+/// Clears `bits` and returns its runs of set bits as [first, end) ranges.
+fn take_runs(bits: &mut [u64]) -> Vec<(u64, u64)> {
+    let mut runs = Vec::new();
+    let mut start: Option<u64> = None;
+    for (w, word) in bits.iter_mut().enumerate() {
+        if *word == 0 && start.is_none() {
+            continue;
+        }
+        for b in 0..64 {
+            let i = w as u64 * 64 + b;
+            let set = *word >> b & 1 == 1;
+            match (set, start) {
+                (true, None) => start = Some(i),
+                (false, Some(s)) => {
+                    runs.push((s, i));
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        *word = 0;
+    }
+    if let Some(s) = start {
+        runs.push((s, bits.len() as u64 * 64));
+    }
+    runs
+}
+
+impl Policy for Atsmf {
+    fn name(&self) -> &str {
+        "atsmf"
+    }
+
+    fn tier_names(&self) -> Vec<String> {
+        vec!["memory".into(), "flash".into()]
+    }
+
+    fn on_host_io(&mut self, now_ns: TimeNs, io: HostIo, out: &mut Outbox) {
+        self.stats.host_ios += 1;
+        if !self.timer_armed {
+            self.timer_armed = true;
+            self.period_start_ns = now_ns;
+            out.timers.push((now_ns + self.period_ns, PERIOD_TIMER));
+        }
+        let end = io
+            .offset_bytes
+            .saturating_add(io.size_bytes as u64)
+            .min(self.lun_bytes);
+        let pi = match self.free_pending.pop() {
+            Some(i) => i,
+            None => {
+                self.pending.push(Pending::default());
+                (self.pending.len() - 1) as u32
+            }
+        };
+        if io.op == Op::Flush || io.size_bytes == 0 || io.offset_bytes >= self.lun_bytes {
+            // Flushes go to flash (memory has nothing to persist); an IO
+            // past the LUN goes there too, so the device reports the error.
+            self.pending[pi as usize] = Pending {
+                host_id: io.id,
+                arrived_ns: now_ns,
+                parts_left: 1,
+                touched_flash: true,
+                during_move: self.any_move_running(),
+            };
+            let rec = Rec::Host(pi);
+            self.submit(
+                out,
+                FLASH_DEVICE,
+                io.op,
+                io.offset_bytes,
+                io.size_bytes as u64,
+                rec,
+            );
+            return;
+        }
+        let sub = (io.offset_bytes / self.sub_lun_bytes) as usize;
+        if now_ns - self.period_start_ns < self.collect_ns {
+            self.counts[sub] += 1;
+        }
+        // Parts: one per sub-LUN the IO touches (almost always one).
+        let mut parts = Vec::new();
+        let mut at = io.offset_bytes;
+        while at < end {
+            let sub_end = (at / self.sub_lun_bytes + 1) * self.sub_lun_bytes;
+            let n = sub_end.min(end) - at;
+            parts.push((at, n));
+            at += n;
+        }
+        self.pending[pi as usize] = Pending {
+            host_id: io.id,
+            arrived_ns: now_ns,
+            parts_left: parts.len() as u32,
+            touched_flash: false,
+            during_move: self.any_move_running(),
+        };
+        for (offset, n) in parts {
+            self.dispatch_part(out, pi, io.op, offset, n);
+        }
+    }
+
+    fn on_device_completion(&mut self, now_ns: TimeNs, _device: usize, tag: u64, out: &mut Outbox) {
+        let Some(&rec) = self.recs.get(tag as usize) else {
+            return;
+        };
+        self.recs[tag as usize] = Rec::Free;
+        self.free_recs.push(tag as u32);
+        match rec {
+            Rec::Free => {}
+            Rec::Host(pi) => self.finish_part(now_ns, pi, out),
+            Rec::BufferWrite {
+                pending,
+                sub,
+                first,
+                end,
+            } => {
+                let mi = self.subs[sub as usize].mv as usize;
+                if let Some(mv) = self.moves[mi].as_mut() {
+                    mv.buffer_writes_in_flight -= 1;
+                    for i in first..end {
+                        Move::set(&mut mv.unsynced, i);
+                    }
+                    mv.unsynced_any = true;
+                }
+                self.finish_part(now_ns, pending, out);
+                self.advance_move(now_ns, sub, out);
+            }
+            Rec::MoveRead { sub, offset, len } => {
+                let slot = self.subs[sub as usize].slot;
+                let mi = self.subs[sub as usize].mv as usize;
+                let dir = self.moves[mi].as_ref().expect("moving").dir;
+                let (device, base) = match dir {
+                    Dir::Promote => (MEMORY_DEVICE, slot as u64 * self.sub_lun_bytes),
+                    Dir::Demote => (FLASH_DEVICE, sub as u64 * self.sub_lun_bytes),
+                };
+                self.submit(
+                    out,
+                    device,
+                    Op::Write,
+                    base + offset,
+                    len as u64,
+                    Rec::MoveWrite { sub },
+                );
+            }
+            Rec::MoveWrite { sub } => {
+                let mi = self.subs[sub as usize].mv as usize;
+                self.moves[mi].as_mut().expect("moving").chunks_in_flight -= 1;
+                self.issue_chunk(sub, out);
+                self.advance_move(now_ns, sub, out);
+            }
+            Rec::SyncWrite { sub } => {
+                let mi = self.subs[sub as usize].mv as usize;
+                self.moves[mi]
+                    .as_mut()
+                    .expect("moving")
+                    .sync_writes_in_flight -= 1;
+                self.advance_move(now_ns, sub, out);
+            }
+        }
+    }
+
+    fn on_timer(&mut self, now_ns: TimeNs, timer_id: u64, out: &mut Outbox) {
+        if timer_id != PERIOD_TIMER {
+            return;
+        }
+        self.end_period(now_ns, out);
+        // Keep the period clock running only while there is host IO: an
+        // idle volume must not keep the simulation alive forever.
+        if self.stats.host_ios > self.last_period_host_ios {
+            out.timers.push((now_ns + self.period_ns, PERIOD_TIMER));
+        } else {
+            self.timer_armed = false;
+        }
+        self.last_period_host_ios = self.stats.host_ios;
+    }
+
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        let s = &self.stats;
+        let m = self.measured();
+        vec![
+            ("memory_bytes", self.memory_bytes() as f64),
+            ("peak_memory_bytes", s.peak_memory_bytes as f64),
+            ("sub_luns_in_memory", self.sub_luns_in_memory().len() as f64),
+            ("promotions", s.promotions as f64),
+            ("demotions", s.demotions as f64),
+            ("moved_bytes", s.moved_bytes as f64),
+            ("moves_queued", self.queue.len() as f64),
+            ("memory_ios", s.memory_ios as f64),
+            ("flash_ios", s.flash_ios as f64),
+            ("buffered_writes", s.buffered_writes as f64),
+            ("periods", s.periods as f64),
+            ("concentrations", self.tracker.current().len() as f64),
+            ("judgments", s.judgments as f64),
+            ("deferred", s.deferred as f64),
+            ("demotions_held", s.demotions_held as f64),
+            ("avef_us", m.avef_us),
+            ("avef_with_mg_us", m.avef_with_mg_us),
+            ("avem_us", m.avem_us),
+            ("ave_mg_time_s", m.ave_mg_time_s),
+        ]
+    }
+
+    fn logs(&self) -> Vec<(&'static str, String)> {
+        vec![("atsmf_decisions.csv", self.decisions.clone())]
+    }
+}
