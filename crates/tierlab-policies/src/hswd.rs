@@ -270,7 +270,7 @@ impl Layout {
             (Mapping::Set, Some(s)) => s,
             (Mapping::Set, None) => (data / band).max(1),
         };
-        let blocks_per_set = if sets == 0 { 0 } else { data / block / sets };
+        let blocks_per_set = (data / block).checked_div(sets).unwrap_or(0);
         if sets == 0 || blocks_per_set == 0 {
             return Err(format!(
                 "sets: {sets} sets of a {data}-byte data area leave no whole block per set"

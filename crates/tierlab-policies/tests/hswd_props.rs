@@ -146,11 +146,12 @@ impl Harness {
                 self.fail(format!("{io:?} beyond the NRegion"));
             }
             match (io.op, buf) {
-                (Op::Write, HswdBuffer::Metadata(_)) => {
-                    if device != 0 || io.end_bytes() > meta_end {
-                        self.fail(format!("metadata write {io:?} outside the metadata area"));
-                    }
+                (Op::Write, HswdBuffer::Metadata(_))
+                    if device != 0 || io.end_bytes() > meta_end =>
+                {
+                    self.fail(format!("metadata write {io:?} outside the metadata area"));
                 }
+                (Op::Write, HswdBuffer::Metadata(_)) => {}
                 (Op::Write, _) => {
                     if device == 0 && io.offset_bytes < meta_end {
                         self.fail(format!("data write {io:?} into the metadata area"));
