@@ -2,6 +2,7 @@
 //! formatting, and calls into the library crates. Also linked into the
 //! Python extension so `pip install` puts the same `tierlab` on PATH.
 
+mod analyze_cmd;
 mod bench_cmd;
 mod cache_cmd;
 mod demo_cmd;
@@ -38,6 +39,9 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Cache-only hit-ratio study: policies × capacities in one pass.
     Cache(cache_cmd::CacheArgs),
+    /// Workload analyses of a trace (IO concentrations: docs/atsmf.md).
+    #[command(subcommand)]
+    Analyze(analyze_cmd::AnalyzeCommand),
     /// Re-run a paper's experiments and write its tables and figure data.
     #[command(subcommand)]
     Reproduce(reproduce::ReproduceCommand),
@@ -66,6 +70,7 @@ where
         Command::Demo(args) => demo_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),
         Command::Cache(args) => cache_cmd::run(args),
+        Command::Analyze(cmd) => analyze_cmd::run(cmd),
         Command::Reproduce(cmd) => reproduce::run(cmd),
     };
     match result {

@@ -123,6 +123,97 @@ where
     Ok(())
 }
 
+/// A grid of non-negative values to draw as a heat map: `values[x * rows +
+/// y]` is the cell in column `x` (left to right) and row `y` (bottom to
+/// top); the columns split `x_range` evenly, the rows `y_range`.
+pub struct Heatmap<'a> {
+    pub title: &'a str,
+    pub x_label: &'a str,
+    pub y_label: &'a str,
+    pub columns: usize,
+    pub rows: usize,
+    pub values: &'a [f64],
+    pub x_range: (f64, f64),
+    pub y_range: (f64, f64),
+}
+
+/// Yellow → orange → red → dark red (ColorBrewer YlOrRd stops).
+const HEAT_STOPS: [(u8, u8, u8); 4] =
+    [(255, 237, 160), (253, 141, 60), (227, 26, 28), (128, 0, 38)];
+
+/// The colour of `t` in [0, 1], interpolated between the stops.
+fn heat_color(t: f64) -> RGBColor {
+    let t = t.clamp(0.0, 1.0) * (HEAT_STOPS.len() - 1) as f64;
+    let i = (t.floor() as usize).min(HEAT_STOPS.len() - 2);
+    let f = t - i as f64;
+    let (a, b) = (HEAT_STOPS[i], HEAT_STOPS[i + 1]);
+    let mix = |x: u8, y: u8| (x as f64 + (y as f64 - x as f64) * f).round() as u8;
+    RGBColor(mix(a.0, b.0), mix(a.1, b.1), mix(a.2, b.2))
+}
+
+/// Writes a heat map. Zero cells stay white; the others are coloured by
+/// ln(1 + v) / ln(1 + max): IO counts span orders of magnitude, and on a
+/// linear scale everything but the hottest cells would look empty.
+pub fn heatmap_svg(path: &Path, map: &Heatmap) -> io::Result<()> {
+    if map.values.len() != map.columns * map.rows {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{}: heat map has {} values for {} x {} cells",
+                path.display(),
+                map.values.len(),
+                map.columns,
+                map.rows
+            ),
+        ));
+    }
+    let max = map
+        .values
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
+    let (x_lo, x_hi) = span([map.x_range.0, map.x_range.1].into_iter());
+    let (y_lo, y_hi) = span([map.y_range.0, map.y_range.1].into_iter());
+    let root = SVGBackend::new(path, (WIDTH_PX, HEIGHT_PX)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| plot_error(path, e))?;
+    let draw = || -> Result<(), Box<dyn std::error::Error>> {
+        let caption = format!("{} (colour: log scale, max {max})", map.title);
+        let mut ctx = ChartBuilder::on(&root)
+            .caption(caption, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(x_lo..x_hi, y_lo..y_hi)?;
+        ctx.configure_mesh()
+            .disable_mesh()
+            .x_desc(map.x_label)
+            .y_desc(map.y_label)
+            .draw()?;
+        let dx = (x_hi - x_lo) / map.columns.max(1) as f64;
+        let dy = (y_hi - y_lo) / map.rows.max(1) as f64;
+        let scale = (1.0 + max).ln();
+        let cells = map.values.iter().enumerate().filter_map(|(i, &v)| {
+            if !(v.is_finite() && v > 0.0) {
+                return None;
+            }
+            let (x, y) = ((i / map.rows) as f64, (i % map.rows) as f64);
+            let color = heat_color((1.0 + v).ln() / scale);
+            Some(Rectangle::new(
+                [
+                    (x_lo + dx * x, y_lo + dy * y),
+                    (x_lo + dx * (x + 1.0), y_lo + dy * (y + 1.0)),
+                ],
+                color.filled(),
+            ))
+        });
+        ctx.draw_series(cells)?;
+        Ok(())
+    };
+    draw().map_err(|e| plot_error(path, e))?;
+    root.present().map_err(|e| plot_error(path, e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,5 +300,58 @@ mod tests {
                 .unwrap()
                 .contains("latency CDF")
         );
+    }
+    #[test]
+    fn heatmap_colours_non_zero_cells_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.svg");
+        // 3 columns x 2 rows; two zero cells stay white.
+        let values = [0.0, 1.0, 2.0, 3.0, 9.0, 0.0];
+        heatmap_svg(
+            &path,
+            &Heatmap {
+                title: "IOs per sub-LUN per minute",
+                x_label: "minute",
+                y_label: "sub-LUN",
+                columns: 3,
+                rows: 2,
+                values: &values,
+                x_range: (0.0, 3.0),
+                y_range: (0.0, 2.0),
+            },
+        )
+        .unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        for text in ["IOs per sub-LUN per minute", "max 9", "minute", "sub-LUN"] {
+            assert!(svg.contains(text), "missing {text:?}");
+        }
+        let hottest = format!("{:?}", heat_color(1.0));
+        let cells: Vec<&str> = svg
+            .lines()
+            .filter(|l| l.contains("<rect") && !l.contains("#FFFFFF"))
+            .collect();
+        assert_eq!(cells.len(), 4, "{cells:#?}");
+        // The largest value gets the last stop's colour, the smallest the
+        // lightest of the four.
+        assert_eq!(heat_color(1.0), RGBColor(128, 0, 38), "{hottest}");
+        assert_eq!(
+            cells.iter().filter(|l| l.contains("#800026")).count(),
+            1,
+            "{cells:#?}"
+        );
+        let mismatch = heatmap_svg(
+            &path,
+            &Heatmap {
+                values: &values[..5],
+                title: "",
+                x_label: "",
+                y_label: "",
+                columns: 3,
+                rows: 2,
+                x_range: (0.0, 3.0),
+                y_range: (0.0, 2.0),
+            },
+        );
+        assert!(mismatch.is_err());
     }
 }
