@@ -6,11 +6,14 @@ use clap::Subcommand;
 
 use crate::CliResult;
 
+mod atsmf;
 mod hswd;
 mod qos;
 
 #[derive(Subcommand)]
 pub enum ReproduceCommand {
+    /// ATSMF memory/flash tiering (spec/atsmf.md): Tables 5-6, memory use, CDFs (docs/atsmf.md).
+    Atsmf(atsmf::AtsmfArgs),
     /// Busy-rate IOPS guarantee (spec/qos.md): evaluations 1-3 (docs/qos.md).
     Qos(qos::QosArgs),
     /// HSWD over SMR (spec/hswd.md): mapping, band selection, HSWD vs SSWD vs Flashcache (docs/hswd.md).
@@ -19,6 +22,7 @@ pub enum ReproduceCommand {
 
 pub fn run(cmd: ReproduceCommand) -> CliResult {
     match cmd {
+        ReproduceCommand::Atsmf(args) => atsmf::run(args),
         ReproduceCommand::Qos(args) => qos::run(args),
         ReproduceCommand::Hswd(args) => hswd::run(args),
     }
