@@ -35,6 +35,19 @@ impl Lcg {
 /// `duration_s`; while `hot` is Some((sub_lun, from_s, to_s)), 80 % of
 /// them go to that sub-LUN, the rest uniform over the LUN.
 fn write_trace(path: &Path, rate: u64, duration_s: u64, hot: Option<(u64, f64, f64)>, seed: u64) {
+    write_trace_drifting(path, rate, duration_s, hot, 0.0, seed)
+}
+
+/// As `write_trace`, the hot sub-LUN moving up by one every `step_s`
+/// seconds (0: static).
+fn write_trace_drifting(
+    path: &Path,
+    rate: u64,
+    duration_s: u64,
+    hot: Option<(u64, f64, f64)>,
+    step_s: f64,
+    seed: u64,
+) {
     let mut rng = Lcg(seed);
     let mut text = String::new();
     let n = rate * duration_s;
@@ -42,7 +55,14 @@ fn write_trace(path: &Path, rate: u64, duration_s: u64, hot: Option<(u64, f64, f
         let t_ns = i * 1_000_000_000 / rate;
         let t_s = t_ns as f64 / 1e9;
         let sub = match hot {
-            Some((h, from, to)) if t_s >= from && t_s < to && rng.below(100) < 80 => h,
+            Some((h, from, to)) if t_s >= from && t_s < to && rng.below(100) < 80 => {
+                let moved = if step_s > 0.0 {
+                    ((t_s - from) / step_s) as u64
+                } else {
+                    0
+                };
+                (h + moved).min(SUB_LUNS - 1)
+            }
             _ => rng.below(SUB_LUNS),
         };
         let page = rng.below(SUB_LUN / 4096);
@@ -203,6 +223,34 @@ fn one_known_concentration_is_promoted_within_two_periods_and_served_from_memory
         .collect();
     assert!(series.iter().any(|&b| b >= SUB_LUN as f64));
     assert_eq!(*series.last().unwrap(), 0.0);
+}
+
+#[test]
+fn a_drifting_concentration_is_prefetched_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("drift.txt");
+    // Hot from sub-LUN 5, one sub-LUN up every 8 s (two periods), 0–96 s.
+    write_trace_drifting(&trace, 2000, 100, Some((5, 0.0, 96.0)), 8.0, 13);
+    let o = run_config(&config_text(&trace, ""), dir.path());
+    let prefetched: u32 = o
+        .decisions
+        .iter()
+        .filter(|r| r[2] == "promote" || r[2] == "prefetch")
+        .map(|r| col(&o, r, "prefetch_sub_luns").parse::<u32>().unwrap())
+        .sum();
+    assert!(prefetched >= 2, "{:?}", o.decisions);
+    // Prefetching means the hot sub-LUN is often in memory when the
+    // concentration reaches it: most of its IOs come from memory.
+    let with = o.summary["tiers"][0]["ios"].as_f64().unwrap() / o.summary["ios"].as_f64().unwrap();
+    let off = run_config(&config_text(&trace, "prefetch_moving = false"), dir.path());
+    let without =
+        off.summary["tiers"][0]["ios"].as_f64().unwrap() / off.summary["ios"].as_f64().unwrap();
+    assert!(
+        with > without,
+        "memory share {with:.3} with prefetch, {without:.3} without"
+    );
+    assert!(with > 0.5, "{with}");
+    eprintln!("memory share {with:.3} with prefetch, {without:.3} without; {prefetched} prefetched");
 }
 
 #[test]

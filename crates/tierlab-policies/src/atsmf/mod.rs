@@ -488,7 +488,10 @@ impl Atsmf {
         let prediction = if p.prediction_rest_periods.is_empty() {
             PredictionTable::new(history_periods)
         } else {
-            if p.prediction_rest_periods.iter().any(|v| v.is_nan() || *v < 0.0) {
+            if p.prediction_rest_periods
+                .iter()
+                .any(|v| v.is_nan() || *v < 0.0)
+            {
                 return Err("prediction_rest_periods: every entry must be ≥ 0".into());
             }
             PredictionTable::fixed(p.prediction_rest_periods.clone())
@@ -1324,5 +1327,221 @@ impl Policy for Atsmf {
 
     fn logs(&self) -> Vec<(&'static str, String)> {
         vec![("atsmf_decisions.csv", self.decisions.clone())]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KIB: u64 = 1024;
+    const SUB: u64 = 64 * KIB;
+
+    /// 4 sub-LUNs of 64 KiB, 16 KiB move chunks, 4 in flight, a 64 KiB buffer.
+    fn small() -> Atsmf {
+        let p = AtsmfParams {
+            sub_lun_size_bytes: ByteCount(SUB),
+            move_chunk_bytes: ByteCount(16 * KIB),
+            buffer_bytes: ByteCount(SUB),
+            period_s: 1.0,
+            collect_s: 1.0,
+            ..AtsmfParams::default()
+        };
+        Atsmf::new(p, 4 * SUB, 5 * SUB).unwrap()
+    }
+
+    fn host(a: &mut Atsmf, id: u64, op: Op, offset: u64, size: u32) -> Outbox {
+        let mut out = Outbox::default();
+        let io = HostIo {
+            id,
+            op,
+            offset_bytes: offset,
+            size_bytes: size,
+            tenant: 0,
+        };
+        a.on_host_io(0, io, &mut out);
+        out
+    }
+
+    fn complete(a: &mut Atsmf, dev: usize, tag: u64) -> Outbox {
+        let mut out = Outbox::default();
+        a.on_device_completion(1_000, dev, tag, &mut out);
+        out
+    }
+
+    fn ios(out: &Outbox) -> Vec<(usize, Op, u64, u32)> {
+        out.device_ios
+            .iter()
+            .map(|(d, io)| (*d, io.op, io.offset_bytes, io.size_bytes))
+            .collect()
+    }
+
+    #[test]
+    fn judgment_equations_by_hand() {
+        // Avef 80 µs, AvefWithMg 120 µs, Avem 10 µs, 2 s per sub-LUN; 3
+        // sub-LUNs, Pduration 32.88 s (Table 2, A = 2):
+        // Xduration = 6 s, Yduration = 26.88 s,
+        // X = 40 µs × 6 s = 240, Y = 70 µs × 26.88 s = 1881.6 → promote.
+        let m = Measured {
+            avef_us: 80.0,
+            avef_with_mg_us: 120.0,
+            avem_us: 10.0,
+            ave_mg_time_s: 2.0,
+        };
+        let (x, y) = judge(&m, 32.88, 3);
+        assert!(
+            (x - 240.0).abs() < 1e-9 && (y - 1881.6).abs() < 1e-9,
+            "{x} {y}"
+        );
+        // A remaining duration shorter than the move: Y < 0 < X → defer.
+        let (x, y) = judge(&m, 5.0, 3);
+        assert!(y < 0.0 && x > 0.0);
+    }
+
+    #[test]
+    fn move_buffer_routes_writes_and_reads_then_syncs_and_flips() {
+        let mut a = small();
+        let flash = FLASH_DEVICE;
+        let mem = MEMORY_DEVICE;
+        // Promote sub-LUN 1 (slot 0): four 16 KiB chunk reads from flash.
+        let mut out = Outbox::default();
+        a.enqueue(1, Dir::Promote);
+        a.start_moves(0, &mut out);
+        let reads = ios(&out);
+        assert_eq!(
+            reads,
+            (0..4)
+                .map(|i| (flash, Op::Read, SUB + i * 16 * KIB, 16 * 1024))
+                .collect::<Vec<_>>()
+        );
+        let chunk_tags: Vec<u64> = out.device_ios.iter().map(|(_, io)| io.tag).collect();
+        assert_eq!(a.subs[1].place, Place::Promoting);
+        assert_eq!(a.memory_bytes(), SUB, "the slot is held from the start");
+
+        // A write during the move lands in the buffer (memory, after the slot).
+        let w = host(&mut a, 1, Op::Write, SUB + 4096, 4096);
+        assert_eq!(ios(&w), vec![(mem, Op::Write, 4 * SUB + 4096, 4096)]);
+        let w_tag = w.device_ios[0].1.tag;
+        // A read of that range is served from the buffer ...
+        let r = host(&mut a, 2, Op::Read, SUB + 4096, 4096);
+        assert_eq!(ios(&r), vec![(mem, Op::Read, 4 * SUB + 4096, 4096)]);
+        let done = complete(&mut a, mem, r.device_ios[0].1.tag);
+        assert_eq!(done.complete, vec![(2, TIER_MEMORY)]);
+        // ... a read elsewhere from the source (flash) ...
+        let r = host(&mut a, 3, Op::Read, SUB + 32 * KIB, 4096);
+        assert_eq!(ios(&r), vec![(flash, Op::Read, SUB + 32 * KIB, 4096)]);
+        // ... and one straddling both from both, completing on the last.
+        let r = host(&mut a, 4, Op::Read, SUB, 8192);
+        assert_eq!(
+            ios(&r),
+            vec![(mem, Op::Read, 4 * SUB, 8192), (flash, Op::Read, SUB, 8192)]
+        );
+        assert!(
+            complete(&mut a, mem, r.device_ios[0].1.tag)
+                .complete
+                .is_empty()
+        );
+        assert_eq!(
+            complete(&mut a, flash, r.device_ios[1].1.tag).complete,
+            vec![(4, TIER_FLASH)]
+        );
+
+        // Chunk reads complete → chunk writes into the slot (memory offset 0..).
+        for (i, &t) in chunk_tags.iter().enumerate() {
+            let o = complete(&mut a, flash, t);
+            assert_eq!(
+                ios(&o),
+                vec![(mem, Op::Write, i as u64 * 16 * KIB, 16 * 1024)]
+            );
+            // The copy writes complete; the last one finishes the copy, but
+            // the buffered write is still in flight: no sync, no flip yet.
+            let o2 = complete(&mut a, mem, o.device_ios[0].1.tag);
+            assert!(o2.device_ios.is_empty());
+        }
+        assert_eq!(a.subs[1].place, Place::Promoting);
+        // The buffered write lands: the host IO completes from memory, and
+        // the sync writes its sector run into the slot.
+        let o = complete(&mut a, mem, w_tag);
+        assert_eq!(o.complete, vec![(1, TIER_MEMORY)]);
+        assert_eq!(ios(&o), vec![(mem, Op::Write, 4096, 4096)]);
+        assert_eq!(a.subs[1].place, Place::Promoting, "flips after the sync");
+        let o = complete(&mut a, mem, o.device_ios[0].1.tag);
+        assert!(o.device_ios.is_empty());
+        assert_eq!(a.subs[1].place, Place::Memory);
+        assert_eq!(a.stats.promotions, 1);
+        // Now every IO to sub-LUN 1 goes to its slot; other sub-LUNs to flash.
+        let r = host(&mut a, 5, Op::Read, SUB + 8192, 512);
+        assert_eq!(ios(&r), vec![(mem, Op::Read, 8192, 512)]);
+        let r = host(&mut a, 6, Op::Write, 2 * SUB, 512);
+        assert_eq!(ios(&r), vec![(flash, Op::Write, 2 * SUB, 512)]);
+        // An IO across the boundary of sub-LUNs 1 and 2 is split.
+        let r = host(&mut a, 7, Op::Read, 2 * SUB - 512, 1024);
+        assert_eq!(
+            ios(&r),
+            vec![
+                (mem, Op::Read, SUB - 512, 512),
+                (flash, Op::Read, 2 * SUB, 512)
+            ]
+        );
+
+        // Demotion: reads of unbuffered sectors come from the memory source
+        // (tier memory); writes go to the buffer; the sync goes to flash.
+        let mut out = Outbox::default();
+        a.enqueue(1, Dir::Demote);
+        a.start_moves(0, &mut out);
+        assert_eq!(out.device_ios.len(), 4);
+        assert!(
+            out.device_ios
+                .iter()
+                .all(|(d, io)| *d == mem && io.op == Op::Read)
+        );
+        let chunk_tags: Vec<u64> = out.device_ios.iter().map(|(_, io)| io.tag).collect();
+        let r = host(&mut a, 8, Op::Read, SUB + 40 * KIB, 4096);
+        assert_eq!(ios(&r), vec![(mem, Op::Read, 40 * KIB, 4096)]);
+        assert_eq!(
+            complete(&mut a, mem, r.device_ios[0].1.tag).complete,
+            vec![(8, TIER_MEMORY)]
+        );
+        let w = host(&mut a, 9, Op::Write, SUB + 60 * KIB, 4096);
+        assert_eq!(ios(&w), vec![(mem, Op::Write, 4 * SUB + 60 * KIB, 4096)]);
+        complete(&mut a, mem, w.device_ios[0].1.tag);
+        for &t in &chunk_tags {
+            let o = complete(&mut a, mem, t);
+            assert_eq!(o.device_ios[0].0, flash);
+            let last = complete(&mut a, flash, o.device_ios[0].1.tag);
+            if t == *chunk_tags.last().unwrap() {
+                // Copy done: sync the buffered sectors to flash.
+                assert_eq!(ios(&last), vec![(flash, Op::Write, SUB + 60 * KIB, 4096)]);
+                complete(&mut a, flash, last.device_ios[0].1.tag);
+            }
+        }
+        assert_eq!(a.subs[1].place, Place::Flash);
+        assert_eq!(a.memory_bytes(), 0);
+        assert_eq!(a.stats.demotions, 1);
+    }
+
+    #[test]
+    fn memory_cap_demotes_idle_sub_luns_first_or_defers() {
+        let p = AtsmfParams {
+            sub_lun_size_bytes: ByteCount(SUB),
+            move_chunk_bytes: ByteCount(16 * KIB),
+            buffer_bytes: ByteCount(SUB),
+            memory_cap_bytes: Some(ByteCount(2 * SUB)),
+            ..AtsmfParams::default()
+        };
+        let mut a = Atsmf::new(p, 8 * SUB, 3 * SUB).unwrap();
+        assert_eq!(a.slots_total, 2);
+        // Two sub-LUNs in memory, 0 idle since period 0, 1 hot now.
+        for s in [0, 1] {
+            a.subs[s].place = Place::Memory;
+            a.subs[s].slot = a.free_slots.pop_first().unwrap();
+        }
+        a.subs[1].last_hot_period = 5;
+        // One more slot needed in period 5: sub-LUN 0 (idle) gives way.
+        assert!(a.make_room(0, 5, 1));
+        assert_eq!(a.subs[0].queued, Some(Dir::Demote));
+        // Two more: only one idle sub-LUN can give way → refused.
+        assert!(!a.make_room(0, 5, 2));
+        assert!(a.decision_log().contains("demote_for_cap"));
     }
 }
