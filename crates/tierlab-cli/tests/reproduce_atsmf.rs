@@ -1,0 +1,216 @@
+//! `tierlab reproduce atsmf` end to end on one quick preset and on a "real"
+//! trace file with a window: the table's exact columns, the paper's shape
+//! (ATSMF beats flash on response time and FlashCache on memory access at
+//! equal memory), the figures' files, every run re-runnable from its saved
+//! config with identical results, and clear errors.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn tierlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tierlab"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(o: &Output) {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+struct Row {
+    system: String,
+    rt_ratio: f64,
+    mem_ratio: f64,
+    peak: u64,
+}
+
+fn table(dir: &Path) -> (String, Vec<Row>) {
+    let text = std::fs::read_to_string(dir.join("table.csv")).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap().to_string();
+    let rows = lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            Row {
+                system: f[1].to_string(),
+                rt_ratio: f[3].parse().unwrap(),
+                mem_ratio: f[4].parse().unwrap(),
+                peak: f[5].parse().unwrap(),
+            }
+        })
+        .collect();
+    (header, rows)
+}
+
+#[test]
+fn quick_preset_has_the_papers_shape_and_reruns_identically() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("r");
+    let o = tierlab(&[
+        "reproduce",
+        "atsmf",
+        "--quick",
+        "--only",
+        "web2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    ok(&o);
+    let (header, rows) = table(&out);
+    assert_eq!(
+        header,
+        "workload,system,mean_rt_ms,rt_ratio_vs_flash,mem_access_ratio,peak_mem_bytes"
+    );
+    let systems: Vec<&str> = rows.iter().map(|r| r.system.as_str()).collect();
+    assert_eq!(systems, ["flash", "atsmf", "flashcache", "arc"]);
+    let get = |s: &str| rows.iter().find(|r| r.system == s).unwrap();
+    let (flash, atsmf, fc) = (get("flash"), get("atsmf"), get("flashcache"));
+    assert_eq!((flash.rt_ratio, flash.mem_ratio, flash.peak), (1.0, 0.0, 0));
+    assert!(atsmf.rt_ratio < 0.9, "ATSMF/flash = {}", atsmf.rt_ratio);
+    assert!(
+        atsmf.mem_ratio > 0.5,
+        "ATSMF memory access {}",
+        atsmf.mem_ratio
+    );
+    assert!(
+        atsmf.mem_ratio > fc.mem_ratio,
+        "{} vs {}",
+        atsmf.mem_ratio,
+        fc.mem_ratio
+    );
+    // FlashCache and ARC get ATSMF's peak memory, a whole number of sub-LUNs.
+    assert!(atsmf.peak > 0 && atsmf.peak % (1 << 30) == 0);
+    assert_eq!(fc.peak, atsmf.peak);
+    assert_eq!(get("arc").peak, atsmf.peak);
+
+    for f in [
+        "memory_web2.csv",
+        "memory_web2.svg",
+        "cdf_web2.csv",
+        "cdf_web2.svg",
+    ] {
+        let len = std::fs::metadata(out.join(f)).unwrap().len();
+        assert!(len > 100, "{f}: {len} bytes");
+    }
+    let cdf = std::fs::read_to_string(out.join("cdf_web2.csv")).unwrap();
+    for curve in [
+        "flash all",
+        "atsmf all",
+        "atsmf memory",
+        "atsmf flash",
+        "flashcache memory",
+    ] {
+        assert!(cdf.contains(&format!("\n{curve},")), "no curve {curve:?}");
+    }
+    let memory = std::fs::read_to_string(out.join("memory_web2.csv")).unwrap();
+    let peak_seen = memory
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(1).unwrap().parse::<f64>().unwrap())
+        .fold(0.0, f64::max);
+    assert!(peak_seen > 0.0 && peak_seen <= atsmf.peak as f64);
+    assert!(out.join("runs/web2-atsmf/atsmf_decisions.csv").exists());
+
+    // The saved config reproduces the run byte for byte.
+    let again = tmp.path().join("again");
+    ok(&tierlab(&[
+        "sim",
+        out.join("configs/web2-atsmf.toml").to_str().unwrap(),
+        "--out",
+        again.to_str().unwrap(),
+    ]));
+    for f in ["summary.json", "atsmf_decisions.csv", "policy_series.csv"] {
+        assert_eq!(
+            std::fs::read(again.join(f)).unwrap(),
+            std::fs::read(out.join("runs/web2-atsmf").join(f)).unwrap(),
+            "{f}"
+        );
+    }
+}
+
+#[test]
+fn a_real_trace_with_a_window() {
+    let tmp = tempfile::tempdir().unwrap();
+    // An MSR CSV file standing in for a real trace: 30 minutes of the web2
+    // analog; the window keeps minutes 5–20.
+    let msr = tmp.path().join("web2.csv");
+    ok(&tierlab(&[
+        "trace",
+        "gen",
+        "atsmf.web2",
+        "duration_s=1800",
+        "--seed",
+        "3",
+        "--to",
+        "msr",
+        "--out",
+        msr.to_str().unwrap(),
+    ]));
+    let out = tmp.path().join("r");
+    let spec = format!("mine={}@5-20", msr.display());
+    let o = tierlab(&[
+        "reproduce",
+        "atsmf",
+        "--only",
+        "none",
+        "--trace",
+        &spec,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    ok(&o);
+    let (_, rows) = table(&out);
+    assert_eq!(rows.len(), 4);
+    let text = std::fs::read_to_string(out.join("table.csv")).unwrap();
+    assert!(text.lines().skip(1).all(|l| l.starts_with("mine,")));
+    // The window: about 15 of the 30 minutes' IOs (200 IOPS).
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("runs/mine-flash/summary.json")).unwrap())
+            .unwrap();
+    let ios = summary["ios"].as_f64().unwrap();
+    assert!(
+        (ios - 180_000.0).abs() < 180_000.0 * 0.05,
+        "{ios} IOs in the window"
+    );
+    assert!(summary["run"]["simulated_s"].as_f64().unwrap() < 15.0 * 60.0 + 5.0);
+}
+
+#[test]
+fn bad_arguments_say_what_is_allowed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("r");
+    let out = out.to_str().unwrap();
+    let o = tierlab(&["reproduce", "atsmf", "--only", "src9", "--out", out]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("unknown workload \"src9\"") && e.contains("src1_0"),
+        "{e}"
+    );
+    let o = tierlab(&["reproduce", "atsmf", "--only", "none", "--out", out]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("needs at least one --trace"));
+    let o = tierlab(&[
+        "reproduce",
+        "atsmf",
+        "--only",
+        "none",
+        "--trace",
+        "x=/nonexistent@9-3",
+        "--out",
+        out,
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("ends before it starts"));
+    let o = tierlab(&[
+        "reproduce",
+        "atsmf",
+        "--only",
+        "none",
+        "--trace",
+        "x=/nonexistent.csv",
+        "--out",
+        out,
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("--trace x") && e.contains("nonexistent"), "{e}");
+}
