@@ -10,6 +10,7 @@ mod gen_bench;
 mod gen_cmd;
 #[allow(dead_code)] // used by the reproduce commands as they land
 mod plot;
+mod qos_cmd;
 mod reproduce;
 mod sim_cmd;
 mod trace_cmd;
@@ -45,6 +46,9 @@ enum Command {
     /// Re-run a paper's experiments and write its tables and figure data.
     #[command(subcommand)]
     Reproduce(reproduce::ReproduceCommand),
+    /// Busy-rate IOPS guarantee on a live Linux machine (cgroup IO throttling; docs/qos.md).
+    #[command(subcommand)]
+    Qos(qos_cmd::QosCommand),
 }
 
 /// Runs the CLI with explicit arguments (the first is the program name).
@@ -72,6 +76,7 @@ where
         Command::Cache(args) => cache_cmd::run(args),
         Command::Analyze(cmd) => analyze_cmd::run(cmd),
         Command::Reproduce(cmd) => reproduce::run(cmd),
+        Command::Qos(cmd) => qos_cmd::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
