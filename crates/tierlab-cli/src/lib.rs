@@ -8,7 +8,6 @@ mod cache_cmd;
 mod demo_cmd;
 mod gen_bench;
 mod gen_cmd;
-#[allow(dead_code)] // used by the reproduce commands as they land
 mod plot;
 mod qos_cmd;
 mod reproduce;
