@@ -26,6 +26,20 @@ pub enum Action {
     CapTenant { tenant: u32, iops: Option<f64> },
 }
 
+/// Where a device IO's bytes come from (a write) or go to (a read), for an
+/// executor that moves real data. A write takes its bytes from the buffer
+/// when it is submitted; a read's bytes land in the buffer when it
+/// completes. The simulator ignores data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BufRef {
+    /// The host IO's own memory: the data it writes, or where its read
+    /// result goes; `offset_bytes` into the host IO's range.
+    Host { host_id: u64, offset_bytes: u64 },
+    /// A policy-owned staging buffer (created on first use, dropped when
+    /// the policy lists it in `Outbox::release`).
+    Staging { id: u64, offset_bytes: u64 },
+}
+
 /// What a policy wants done. Cleared by the executor after each call.
 #[derive(Debug, Default)]
 pub struct Outbox {
@@ -37,14 +51,33 @@ pub struct Outbox {
     /// (fire time, timer id): timers to set.
     pub timers: Vec<(TimeNs, u64)>,
     pub actions: Vec<Action>,
+    /// (device, tag, buffer): the data of device IOs submitted in this
+    /// call, filled only when `wants_data` (see `Outbox::data_for`).
+    pub data: Vec<(usize, u64, BufRef)>,
+    /// Staging buffers the policy no longer needs.
+    pub release: Vec<u64>,
+    /// Set by an executor that moves real data; policies then describe
+    /// every device IO's data. Never cleared.
+    pub wants_data: bool,
 }
 
 impl Outbox {
+    /// Records where the data of device IO (`device`, `tag`) comes from or
+    /// goes to, if the executor moves real data (a no-op in simulation).
+    #[inline]
+    pub fn data_for(&mut self, device: usize, tag: u64, buf: BufRef) {
+        if self.wants_data {
+            self.data.push((device, tag, buf));
+        }
+    }
+
     pub fn clear(&mut self) {
         self.device_ios.clear();
         self.complete.clear();
         self.timers.clear();
         self.actions.clear();
+        self.data.clear();
+        self.release.clear();
     }
 
     pub fn is_empty(&self) -> bool {
@@ -52,6 +85,8 @@ impl Outbox {
             && self.complete.is_empty()
             && self.timers.is_empty()
             && self.actions.is_empty()
+            && self.data.is_empty()
+            && self.release.is_empty()
     }
 }
 
@@ -76,6 +111,11 @@ pub trait Policy {
     /// must be plain file names ending in `.csv`.
     fn logs(&self) -> Vec<(&'static str, String)> {
         Vec::new()
+    }
+    /// Whether the policy describes the data of every device IO through
+    /// `Outbox::data_for` (and so can run in the real executor).
+    fn moves_data(&self) -> bool {
+        false
     }
 }
 
@@ -103,6 +143,15 @@ impl Policy for Passthrough {
                 size_bytes: io.size_bytes,
             },
         ));
+        let buf = BufRef::Host {
+            host_id: io.id,
+            offset_bytes: 0,
+        };
+        out.data_for(0, io.id, buf);
+    }
+
+    fn moves_data(&self) -> bool {
+        true
     }
 
     fn on_device_completion(

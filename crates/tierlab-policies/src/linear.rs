@@ -5,7 +5,7 @@
 //! completes when its last part does and is attributed to the tier of its
 //! first byte. Tier i is device i.
 
-use tierlab_core::policy::{HostIo, Outbox, Policy};
+use tierlab_core::policy::{BufRef, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, TimeNs};
 
 pub struct Linear {
@@ -95,6 +95,11 @@ impl Policy for Linear {
                     size_bytes: (part_end - offset) as u32,
                 },
             ));
+            let buf = BufRef::Host {
+                host_id: io.id,
+                offset_bytes: offset - io.offset_bytes,
+            };
+            out.data_for(seg, slot as u64, buf);
             parts += 1;
             if part_end >= end {
                 break;
@@ -103,6 +108,10 @@ impl Policy for Linear {
             seg += 1;
         }
         self.pending[slot] = (io.id, parts, first as u16);
+    }
+
+    fn moves_data(&self) -> bool {
+        true
     }
 
     fn on_device_completion(

@@ -28,7 +28,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::fmt::Write as _;
 
 use serde::Deserialize;
-use tierlab_core::policy::{HostIo, Outbox, Policy};
+use tierlab_core::policy::{BufRef, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, NS_PER_S, Op, TimeNs};
 
 use crate::cache::ByteCount;
@@ -214,6 +214,9 @@ struct SubLun {
     mv: u32,
     /// Waiting in the mover's queue, and to go where.
     queued: Option<Dir>,
+    /// Host writes in flight to its current place: a move copies only
+    /// once they have landed (later writes go to the move buffer).
+    host_writes_in_flight: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -225,6 +228,10 @@ enum Dir {
 #[derive(Debug)]
 struct Move {
     dir: Dir,
+    /// This move's region of the memory buffer (one sub-LUN per move slot).
+    buffer_base: u64,
+    /// Copying waits for host writes in flight to the source.
+    draining: bool,
     started_ns: TimeNs,
     len_bytes: u64,
     next_chunk_offset: u64,
@@ -246,22 +253,18 @@ impl Move {
     fn set(v: &mut [u64], i: u64) {
         v[(i / 64) as usize] |= 1 << (i % 64);
     }
-    /// (all, any) of the sectors in `[first, end)` buffered.
-    fn buffered_span(&self, first: u64, end: u64) -> (bool, bool) {
-        let (mut all, mut any) = (true, false);
-        for s in first..end {
-            let b = Self::bit(&self.buffered, s);
-            all &= b;
-            any |= b;
-        }
-        (all, any)
-    }
 }
 
 #[derive(Clone, Copy, Debug)]
 enum Rec {
-    /// A part of a host IO; the index is into `pending`.
-    Host(u32),
+    /// A part of a host IO; the index is into `pending`. `write_sub`: a
+    /// write counted in that sub-LUN's `host_writes_in_flight`; `slot`: a
+    /// memory slot this IO holds (`NO_SLOT` for none).
+    Host {
+        pi: u32,
+        write_sub: u32,
+        slot: u32,
+    },
     /// A part of a host IO written into the move buffer of sub-LUN `sub`.
     BufferWrite {
         pending: u32,
@@ -273,15 +276,27 @@ enum Rec {
         sub: u32,
         offset: u64,
         len: u32,
+        staging: u64,
     },
     MoveWrite {
         sub: u32,
+        staging: u64,
+    },
+    SyncRead {
+        sub: u32,
+        in_sub: u64,
+        len: u32,
+        staging: u64,
     },
     SyncWrite {
         sub: u32,
+        staging: u64,
     },
     Free,
 }
+
+const NO_SLOT: u32 = u32::MAX;
+const NO_SUB: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Pending {
@@ -363,6 +378,11 @@ pub struct Atsmf {
     subs: Vec<SubLun>,
     free_slots: BTreeSet<u32>,
     slots_total: u32,
+    /// Host IOs in flight on each slot, and slots to free once that is 0
+    /// (a demoted slot is reused only after reads of it have finished).
+    slot_refs: Vec<u32>,
+    slot_free_pending: Vec<bool>,
+    next_staging: u64,
     buffer_base: u64,
     moves: Vec<Option<Move>>,
     queue: VecDeque<(u32, Dir)>,
@@ -468,11 +488,12 @@ impl Atsmf {
         }
         let buffer_base = cap_slots * sub;
         let needed = buffer_base + p.buffer_bytes.0;
-        if p.buffer_bytes.0 < sub {
+        let buffer_min = sub * p.max_concurrent_moves as u64;
+        if p.buffer_bytes.0 < buffer_min {
             return Err(format!(
-                "buffer_bytes: {} is smaller than a sub-LUN ({sub} bytes); a write during a move \
-                 must fit in the buffer",
-                p.buffer_bytes.0
+                "buffer_bytes: {} is smaller than max_concurrent_moves ({}) sub-LUNs of {sub} \
+                 bytes; each moving sub-LUN buffers its writes in its own region",
+                p.buffer_bytes.0, p.max_concurrent_moves
             ));
         }
         if memory_bytes < needed {
@@ -513,11 +534,15 @@ impl Atsmf {
                     last_hot_period: 0,
                     mv: 0,
                     queued: None,
+                    host_writes_in_flight: 0,
                 };
                 n_subs as usize
             ],
             free_slots: (0..cap_slots as u32).collect(),
             slots_total: cap_slots as u32,
+            slot_refs: vec![0; cap_slots as usize],
+            slot_free_pending: vec![false; cap_slots as usize],
+            next_staging: 0,
             buffer_base,
             moves: Vec::new(),
             queue: VecDeque::new(),
@@ -606,6 +631,7 @@ impl Atsmf {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn submit(
         &mut self,
         out: &mut Outbox,
@@ -614,6 +640,7 @@ impl Atsmf {
         offset: u64,
         size: u64,
         rec: Rec,
+        buf: Option<BufRef>,
     ) {
         let tag = self.tag(rec);
         out.device_ios.push((
@@ -625,6 +652,14 @@ impl Atsmf {
                 size_bytes: size as u32,
             },
         ));
+        if let Some(b) = buf {
+            out.data_for(device, tag, b);
+        }
+    }
+
+    fn staging(&mut self) -> u64 {
+        self.next_staging += 1;
+        self.next_staging
     }
 
     fn any_move_running(&self) -> bool {
@@ -632,80 +667,154 @@ impl Atsmf {
     }
 
     /// One part of a host IO inside one sub-LUN.
-    fn dispatch_part(&mut self, out: &mut Outbox, pi: u32, op: Op, offset: u64, size: u64) {
+    fn dispatch_part(&mut self, out: &mut Outbox, pi: u32, io: &HostIo, offset: u64, size: u64) {
         let sub = (offset / self.sub_lun_bytes) as u32;
         let s = self.subs[sub as usize];
         let in_sub = offset - sub as u64 * self.sub_lun_bytes;
         let slot_offset = s.slot as u64 * self.sub_lun_bytes + in_sub;
+        let host_id = io.id;
+        let io_offset = io.offset_bytes;
+        // The host buffer at absolute LUN offset `at`.
+        let host_buf = move |at: u64| {
+            Some(BufRef::Host {
+                host_id,
+                offset_bytes: at - io_offset,
+            })
+        };
+        let op = io.op;
+        let write_sub = if op == Op::Write { sub } else { NO_SUB };
         match s.place {
             Place::Flash => {
                 self.pending[pi as usize].touched_flash = true;
-                self.submit(out, FLASH_DEVICE, op, offset, size, Rec::Host(pi));
+                self.subs[sub as usize].host_writes_in_flight += (op == Op::Write) as u32;
+                let rec = Rec::Host {
+                    pi,
+                    write_sub,
+                    slot: NO_SLOT,
+                };
+                self.submit(out, FLASH_DEVICE, op, offset, size, rec, host_buf(offset));
             }
             Place::Memory => {
-                self.submit(out, MEMORY_DEVICE, op, slot_offset, size, Rec::Host(pi));
+                self.subs[sub as usize].host_writes_in_flight += (op == Op::Write) as u32;
+                self.slot_refs[s.slot as usize] += 1;
+                let rec = Rec::Host {
+                    pi,
+                    write_sub,
+                    slot: s.slot,
+                };
+                self.submit(
+                    out,
+                    MEMORY_DEVICE,
+                    op,
+                    slot_offset,
+                    size,
+                    rec,
+                    host_buf(offset),
+                );
             }
             Place::Promoting | Place::Demoting => {
-                // Where in the buffer: the part fits (buffer_bytes ≥ a sub-LUN).
-                let room = self.p.buffer_bytes.0 - size;
-                let buffer_offset = self.buffer_base + (in_sub % self.p.buffer_bytes.0).min(room);
                 let first = in_sub / SECTOR_BYTES;
                 let end = (in_sub + size).div_ceil(SECTOR_BYTES);
-                let (source_device, source_offset) = if s.place == Place::Promoting {
-                    (FLASH_DEVICE, offset)
-                } else {
-                    (MEMORY_DEVICE, slot_offset)
-                };
+                let promoting = s.place == Place::Promoting;
                 let mv = self.moves[s.mv as usize]
                     .as_mut()
                     .expect("moving sub-LUN has a move");
-                match op {
-                    Op::Write => {
-                        for i in first..end {
-                            Move::set(&mut mv.buffered, i);
-                        }
-                        mv.buffer_writes_in_flight += 1;
-                        self.stats.buffered_writes += 1;
-                        self.submit(
-                            out,
-                            MEMORY_DEVICE,
-                            Op::Write,
-                            buffer_offset,
-                            size,
-                            Rec::BufferWrite {
-                                pending: pi,
-                                sub,
-                                first,
-                                end,
-                            },
-                        );
+                let buffer_base = mv.buffer_base;
+                if op == Op::Write {
+                    for i in first..end {
+                        Move::set(&mut mv.buffered, i);
                     }
-                    _ => {
-                        let (all, any) = mv.buffered_span(first, end);
-                        if all && op == Op::Read {
-                            self.submit(out, MEMORY_DEVICE, op, buffer_offset, size, Rec::Host(pi));
-                        } else {
-                            if source_device == FLASH_DEVICE {
-                                self.pending[pi as usize].touched_flash = true;
-                            }
-                            if any && op == Op::Read {
-                                // Mixed: the buffer's sectors and the source's.
-                                self.pending[pi as usize].parts_left += 1;
-                                self.submit(
-                                    out,
-                                    MEMORY_DEVICE,
-                                    op,
-                                    buffer_offset,
-                                    size,
-                                    Rec::Host(pi),
-                                );
-                            }
-                            self.submit(out, source_device, op, source_offset, size, Rec::Host(pi));
+                    mv.buffer_writes_in_flight += 1;
+                    self.stats.buffered_writes += 1;
+                    let rec = Rec::BufferWrite {
+                        pending: pi,
+                        sub,
+                        first,
+                        end,
+                    };
+                    let at = buffer_base + in_sub;
+                    self.submit(out, MEMORY_DEVICE, op, at, size, rec, host_buf(offset));
+                    return;
+                }
+                // Reads: each run of buffered sectors from the buffer, each
+                // run of the others from the move's source. A trim goes to
+                // the source only (the buffer has nothing to discard).
+                let mut runs: Vec<(u64, u64, bool)> = Vec::new();
+                if op == Op::Read {
+                    for i in first..end {
+                        let b = Move::bit(&mv.buffered, i);
+                        match runs.last_mut() {
+                            Some((_, e, rb)) if *rb == b => *e = i + 1,
+                            _ => runs.push((i, i + 1, b)),
                         }
+                    }
+                } else {
+                    runs.push((first, end, false));
+                }
+                self.pending[pi as usize].parts_left += runs.len() as u32 - 1;
+                let sub_base = sub as u64 * self.sub_lun_bytes;
+                for (run_first, run_end, buffered) in runs {
+                    let lo = (run_first * SECTOR_BYTES).max(in_sub);
+                    let hi = (run_end * SECTOR_BYTES).min(in_sub + size);
+                    let buf = host_buf(sub_base + lo);
+                    let (device, at, slot) = if buffered {
+                        (MEMORY_DEVICE, buffer_base + lo, NO_SLOT)
+                    } else if promoting {
+                        self.pending[pi as usize].touched_flash = true;
+                        (FLASH_DEVICE, sub_base + lo, NO_SLOT)
+                    } else {
+                        self.slot_refs[s.slot as usize] += 1;
+                        (
+                            MEMORY_DEVICE,
+                            s.slot as u64 * self.sub_lun_bytes + lo,
+                            s.slot,
+                        )
+                    };
+                    let rec = Rec::Host {
+                        pi,
+                        write_sub: NO_SUB,
+                        slot,
+                    };
+                    self.submit(out, device, op, at, hi - lo, rec, buf);
+                }
+            }
+        }
+    }
+
+    /// A host IO part finished on a device: release what it held.
+    fn host_part_done(
+        &mut self,
+        now_ns: TimeNs,
+        pi: u32,
+        write_sub: u32,
+        slot: u32,
+        out: &mut Outbox,
+    ) {
+        if slot != NO_SLOT {
+            self.slot_refs[slot as usize] -= 1;
+            if self.slot_refs[slot as usize] == 0 && self.slot_free_pending[slot as usize] {
+                self.slot_free_pending[slot as usize] = false;
+                self.free_slots.insert(slot);
+            }
+        }
+        if write_sub != NO_SUB {
+            let e = &mut self.subs[write_sub as usize];
+            e.host_writes_in_flight -= 1;
+            if e.host_writes_in_flight == 0 && matches!(e.place, Place::Promoting | Place::Demoting)
+            {
+                let mi = e.mv as usize;
+                if let Some(mv) = self.moves[mi].as_mut()
+                    && mv.draining
+                {
+                    mv.draining = false;
+                    for _ in 0..self.p.move_iodepth {
+                        self.issue_chunk(write_sub, out);
                     }
                 }
             }
         }
+        self.finish_part(now_ns, pi, out);
+        self.start_moves(now_ns, out);
     }
 
     fn finish_part(&mut self, now_ns: TimeNs, pi: u32, out: &mut Outbox) {
@@ -779,8 +888,16 @@ impl Atsmf {
             };
             let sectors = self.sub_len(sub).div_ceil(SECTOR_BYTES);
             let words = sectors.div_ceil(64) as usize;
+            let mi = self
+                .moves
+                .iter()
+                .position(|m| m.is_none())
+                .unwrap_or(self.moves.len());
+            let draining = s.host_writes_in_flight > 0;
             let mv = Move {
                 dir,
+                buffer_base: self.buffer_base + mi as u64 * self.sub_lun_bytes,
+                draining,
                 started_ns: now_ns,
                 len_bytes: self.sub_len(sub),
                 next_chunk_offset: 0,
@@ -792,16 +909,11 @@ impl Atsmf {
                 sync_writes_in_flight: 0,
                 copy_done: false,
             };
-            let mi = match self.moves.iter().position(|m| m.is_none()) {
-                Some(i) => {
-                    self.moves[i] = Some(mv);
-                    i
-                }
-                None => {
-                    self.moves.push(Some(mv));
-                    self.moves.len() - 1
-                }
-            };
+            if mi == self.moves.len() {
+                self.moves.push(Some(mv));
+            } else {
+                self.moves[mi] = Some(mv);
+            }
             let e = &mut self.subs[sub as usize];
             e.slot = slot;
             e.mv = mi as u32;
@@ -810,8 +922,13 @@ impl Atsmf {
                 Dir::Demote => Place::Demoting,
             };
             self.stats.peak_memory_bytes = self.stats.peak_memory_bytes.max(self.memory_bytes());
-            for _ in 0..self.p.move_iodepth {
-                self.issue_chunk(sub, out);
+            // Writes in flight to the source must land before it is copied
+            // (new ones go to the buffer from now on); `host_part_done`
+            // starts the copy when the last one has.
+            if !draining {
+                for _ in 0..self.p.move_iodepth {
+                    self.issue_chunk(sub, out);
+                }
             }
         }
     }
@@ -827,7 +944,9 @@ impl Atsmf {
         let len = chunk.min(mv.len_bytes - offset);
         mv.next_chunk_offset += len;
         mv.chunks_in_flight += 1;
-        let (device, base) = match mv.dir {
+        let dir = mv.dir;
+        let staging = self.staging();
+        let (device, base) = match dir {
             Dir::Promote => (FLASH_DEVICE, sub as u64 * self.sub_lun_bytes),
             Dir::Demote => (
                 MEMORY_DEVICE,
@@ -844,7 +963,12 @@ impl Atsmf {
                 sub,
                 offset,
                 len: len as u32,
+                staging,
             },
+            Some(BufRef::Staging {
+                id: staging,
+                offset_bytes: 0,
+            }),
         );
     }
 
@@ -861,37 +985,36 @@ impl Atsmf {
             return;
         }
         if mv.unsynced_any {
-            // Sync: every run of buffered-but-unsynced sectors, one write each.
+            // Sync: every run of buffered-but-unsynced sectors is read from
+            // the buffer and written to the destination, in chunk-sized IOs.
             let runs = take_runs(&mut mv.unsynced);
             mv.unsynced_any = false;
-            mv.sync_writes_in_flight = runs.len() as u32;
-            let dir = mv.dir;
+            let buffer_base = mv.buffer_base;
+            let chunk = self.p.move_chunk_bytes.0;
             for (first, end) in runs {
-                let in_sub = first * SECTOR_BYTES;
-                let len = (end - first) * SECTOR_BYTES;
-                let (device, offset) = match dir {
-                    Dir::Promote => (MEMORY_DEVICE, slot as u64 * self.sub_lun_bytes + in_sub),
-                    Dir::Demote => (FLASH_DEVICE, sub as u64 * self.sub_lun_bytes + in_sub),
-                };
-                let mut at = 0;
-                while at < len {
-                    // Split runs into chunk-sized writes (device IOs are u32-sized).
-                    let n = (len - at).min(self.p.move_chunk_bytes.0);
-                    if at > 0 {
-                        let mv = self.moves[mi].as_mut().expect("moving");
-                        mv.sync_writes_in_flight += 1;
-                    }
-                    self.submit(
-                        out,
-                        device,
-                        Op::Write,
-                        offset + at,
-                        n,
-                        Rec::SyncWrite { sub },
-                    );
+                let (mut at, run_end) = (first * SECTOR_BYTES, end * SECTOR_BYTES);
+                while at < run_end {
+                    let n = (run_end - at).min(chunk);
+                    let staging = self.staging();
+                    self.moves[mi]
+                        .as_mut()
+                        .expect("moving")
+                        .sync_writes_in_flight += 1;
+                    let rec = Rec::SyncRead {
+                        sub,
+                        in_sub: at,
+                        len: n as u32,
+                        staging,
+                    };
+                    let buf = Some(BufRef::Staging {
+                        id: staging,
+                        offset_bytes: 0,
+                    });
+                    self.submit(out, MEMORY_DEVICE, Op::Read, buffer_base + at, n, rec, buf);
                     at += n;
                 }
             }
+            let _ = slot;
             return;
         }
         if mv.buffer_writes_in_flight > 0 {
@@ -907,7 +1030,12 @@ impl Atsmf {
             }
             Dir::Demote => {
                 e.place = Place::Flash;
-                self.free_slots.insert(e.slot);
+                // Reads of the slot still in flight keep it until they finish.
+                if self.slot_refs[e.slot as usize] == 0 {
+                    self.free_slots.insert(e.slot);
+                } else {
+                    self.slot_free_pending[e.slot as usize] = true;
+                }
                 self.stats.demotions += 1;
             }
         }
@@ -1188,15 +1316,17 @@ impl Policy for Atsmf {
                 touched_flash: true,
                 during_move: self.any_move_running(),
             };
-            let rec = Rec::Host(pi);
-            self.submit(
-                out,
-                FLASH_DEVICE,
-                io.op,
-                io.offset_bytes,
-                io.size_bytes as u64,
-                rec,
-            );
+            let rec = Rec::Host {
+                pi,
+                write_sub: NO_SUB,
+                slot: NO_SLOT,
+            };
+            let buf = (io.size_bytes > 0).then_some(BufRef::Host {
+                host_id: io.id,
+                offset_bytes: 0,
+            });
+            let (offset, size) = (io.offset_bytes, io.size_bytes as u64);
+            self.submit(out, FLASH_DEVICE, io.op, offset, size, rec, buf);
             return;
         }
         let sub = (io.offset_bytes / self.sub_lun_bytes) as usize;
@@ -1220,7 +1350,7 @@ impl Policy for Atsmf {
             during_move: self.any_move_running(),
         };
         for (offset, n) in parts {
-            self.dispatch_part(out, pi, io.op, offset, n);
+            self.dispatch_part(out, pi, &io, offset, n);
         }
     }
 
@@ -1232,7 +1362,11 @@ impl Policy for Atsmf {
         self.free_recs.push(tag as u32);
         match rec {
             Rec::Free => {}
-            Rec::Host(pi) => self.finish_part(now_ns, pi, out),
+            Rec::Host {
+                pi,
+                write_sub,
+                slot,
+            } => self.host_part_done(now_ns, pi, write_sub, slot, out),
             Rec::BufferWrite {
                 pending,
                 sub,
@@ -1250,7 +1384,12 @@ impl Policy for Atsmf {
                 self.finish_part(now_ns, pending, out);
                 self.advance_move(now_ns, sub, out);
             }
-            Rec::MoveRead { sub, offset, len } => {
+            Rec::MoveRead {
+                sub,
+                offset,
+                len,
+                staging,
+            } => {
                 let slot = self.subs[sub as usize].slot;
                 let mi = self.subs[sub as usize].mv as usize;
                 let dir = self.moves[mi].as_ref().expect("moving").dir;
@@ -1258,22 +1397,41 @@ impl Policy for Atsmf {
                     Dir::Promote => (MEMORY_DEVICE, slot as u64 * self.sub_lun_bytes),
                     Dir::Demote => (FLASH_DEVICE, sub as u64 * self.sub_lun_bytes),
                 };
-                self.submit(
-                    out,
-                    device,
-                    Op::Write,
-                    base + offset,
-                    len as u64,
-                    Rec::MoveWrite { sub },
-                );
+                let buf = Some(BufRef::Staging {
+                    id: staging,
+                    offset_bytes: 0,
+                });
+                let rec = Rec::MoveWrite { sub, staging };
+                self.submit(out, device, Op::Write, base + offset, len as u64, rec, buf);
             }
-            Rec::MoveWrite { sub } => {
+            Rec::MoveWrite { sub, staging } => {
+                out.release.push(staging);
                 let mi = self.subs[sub as usize].mv as usize;
                 self.moves[mi].as_mut().expect("moving").chunks_in_flight -= 1;
                 self.issue_chunk(sub, out);
                 self.advance_move(now_ns, sub, out);
             }
-            Rec::SyncWrite { sub } => {
+            Rec::SyncRead {
+                sub,
+                in_sub,
+                len,
+                staging,
+            } => {
+                let e = self.subs[sub as usize];
+                let dir = self.moves[e.mv as usize].as_ref().expect("moving").dir;
+                let (device, at) = match dir {
+                    Dir::Promote => (MEMORY_DEVICE, e.slot as u64 * self.sub_lun_bytes + in_sub),
+                    Dir::Demote => (FLASH_DEVICE, sub as u64 * self.sub_lun_bytes + in_sub),
+                };
+                let buf = Some(BufRef::Staging {
+                    id: staging,
+                    offset_bytes: 0,
+                });
+                let rec = Rec::SyncWrite { sub, staging };
+                self.submit(out, device, Op::Write, at, len as u64, rec, buf);
+            }
+            Rec::SyncWrite { sub, staging } => {
+                out.release.push(staging);
                 let mi = self.subs[sub as usize].mv as usize;
                 self.moves[mi]
                     .as_mut()
@@ -1327,6 +1485,10 @@ impl Policy for Atsmf {
 
     fn logs(&self) -> Vec<(&'static str, String)> {
         vec![("atsmf_decisions.csv", self.decisions.clone())]
+    }
+
+    fn moves_data(&self) -> bool {
+        true
     }
 }
 
@@ -1430,19 +1592,23 @@ mod tests {
         // ... a read elsewhere from the source (flash) ...
         let r = host(&mut a, 3, Op::Read, SUB + 32 * KIB, 4096);
         assert_eq!(ios(&r), vec![(flash, Op::Read, SUB + 32 * KIB, 4096)]);
-        // ... and one straddling both from both, completing on the last.
+        // ... and one straddling both: its unbuffered sector run from flash,
+        // its buffered run from the buffer, completing on the last.
         let r = host(&mut a, 4, Op::Read, SUB, 8192);
         assert_eq!(
             ios(&r),
-            vec![(mem, Op::Read, 4 * SUB, 8192), (flash, Op::Read, SUB, 8192)]
+            vec![
+                (flash, Op::Read, SUB, 4096),
+                (mem, Op::Read, 4 * SUB + 4096, 4096)
+            ]
         );
         assert!(
-            complete(&mut a, mem, r.device_ios[0].1.tag)
+            complete(&mut a, flash, r.device_ios[0].1.tag)
                 .complete
                 .is_empty()
         );
         assert_eq!(
-            complete(&mut a, flash, r.device_ios[1].1.tag).complete,
+            complete(&mut a, mem, r.device_ios[1].1.tag).complete,
             vec![(4, TIER_FLASH)]
         );
 
@@ -1460,24 +1626,27 @@ mod tests {
         }
         assert_eq!(a.subs[1].place, Place::Promoting);
         // The buffered write lands: the host IO completes from memory, and
-        // the sync writes its sector run into the slot.
+        // the sync reads its sector run from the buffer ...
         let o = complete(&mut a, mem, w_tag);
         assert_eq!(o.complete, vec![(1, TIER_MEMORY)]);
-        assert_eq!(ios(&o), vec![(mem, Op::Write, 4096, 4096)]);
+        assert_eq!(ios(&o), vec![(mem, Op::Read, 4 * SUB + 4096, 4096)]);
         assert_eq!(a.subs[1].place, Place::Promoting, "flips after the sync");
+        // ... and writes it into the slot; then the table flips.
+        let o = complete(&mut a, mem, o.device_ios[0].1.tag);
+        assert_eq!(ios(&o), vec![(mem, Op::Write, 4096, 4096)]);
         let o = complete(&mut a, mem, o.device_ios[0].1.tag);
         assert!(o.device_ios.is_empty());
         assert_eq!(a.subs[1].place, Place::Memory);
         assert_eq!(a.stats.promotions, 1);
         // Now every IO to sub-LUN 1 goes to its slot; other sub-LUNs to flash.
-        let r = host(&mut a, 5, Op::Read, SUB + 8192, 512);
-        assert_eq!(ios(&r), vec![(mem, Op::Read, 8192, 512)]);
+        let r5 = host(&mut a, 5, Op::Read, SUB + 8192, 512);
+        assert_eq!(ios(&r5), vec![(mem, Op::Read, 8192, 512)]);
         let r = host(&mut a, 6, Op::Write, 2 * SUB, 512);
         assert_eq!(ios(&r), vec![(flash, Op::Write, 2 * SUB, 512)]);
         // An IO across the boundary of sub-LUNs 1 and 2 is split.
-        let r = host(&mut a, 7, Op::Read, 2 * SUB - 512, 1024);
+        let r7 = host(&mut a, 7, Op::Read, 2 * SUB - 512, 1024);
         assert_eq!(
-            ios(&r),
+            ios(&r7),
             vec![
                 (mem, Op::Read, SUB - 512, 512),
                 (flash, Op::Read, 2 * SUB, 512)
@@ -1511,13 +1680,49 @@ mod tests {
             let last = complete(&mut a, flash, o.device_ios[0].1.tag);
             if t == *chunk_tags.last().unwrap() {
                 // Copy done: sync the buffered sectors to flash.
-                assert_eq!(ios(&last), vec![(flash, Op::Write, SUB + 60 * KIB, 4096)]);
-                complete(&mut a, flash, last.device_ios[0].1.tag);
+                assert_eq!(ios(&last), vec![(mem, Op::Read, 4 * SUB + 60 * KIB, 4096)]);
+                let w = complete(&mut a, mem, last.device_ios[0].1.tag);
+                assert_eq!(ios(&w), vec![(flash, Op::Write, SUB + 60 * KIB, 4096)]);
+                complete(&mut a, flash, w.device_ios[0].1.tag);
             }
         }
         assert_eq!(a.subs[1].place, Place::Flash);
-        assert_eq!(a.memory_bytes(), 0);
         assert_eq!(a.stats.demotions, 1);
+        // Reads 5 and 7 of the old slot are still in flight: the slot is
+        // not reusable until they finish.
+        assert_eq!(a.memory_bytes(), SUB);
+        complete(&mut a, mem, r5.device_ios[0].1.tag);
+        assert_eq!(a.memory_bytes(), SUB);
+        assert_eq!(
+            complete(&mut a, mem, r7.device_ios[0].1.tag).complete,
+            vec![]
+        );
+        assert_eq!(a.memory_bytes(), 0);
+    }
+
+    #[test]
+    fn a_move_copies_only_after_writes_in_flight_to_the_source_land() {
+        let mut a = small();
+        // A write to sub-LUN 2 on flash, still in flight when its promotion starts.
+        let w = host(&mut a, 1, Op::Write, 2 * SUB + 512, 512);
+        assert_eq!(ios(&w), vec![(FLASH_DEVICE, Op::Write, 2 * SUB + 512, 512)]);
+        let mut out = Outbox::default();
+        a.enqueue(2, Dir::Promote);
+        a.start_moves(0, &mut out);
+        assert!(out.device_ios.is_empty(), "copy must wait: {:?}", ios(&out));
+        assert_eq!(a.subs[2].place, Place::Promoting);
+        // A new write already goes to the buffer.
+        let w2 = host(&mut a, 2, Op::Write, 2 * SUB + 4096, 512);
+        assert_eq!(ios(&w2)[0].0, MEMORY_DEVICE);
+        // The first write lands: now the copy starts.
+        let o = complete(&mut a, FLASH_DEVICE, w.device_ios[0].1.tag);
+        assert_eq!(o.complete, vec![(1, TIER_FLASH)]);
+        assert_eq!(o.device_ios.len(), 4);
+        assert!(
+            o.device_ios
+                .iter()
+                .all(|(d, io)| *d == FLASH_DEVICE && io.op == Op::Read)
+        );
     }
 
     #[test]
