@@ -23,6 +23,7 @@
 use serde::{Deserialize, Serialize};
 use tierlab_core::device::DeviceModel;
 
+use crate::flash_ssd::{FlashSsd, FlashSsdOverrides, FlashSsdParams};
 use crate::hdd::{HddModel, HddOverrides, HddParams};
 use crate::memory::{MemoryModel, MemoryOverrides, MemoryParams};
 use crate::raid::{Raid, RaidParams};
@@ -45,6 +46,10 @@ pub enum DeviceConfig {
     Smr(SmrParams),
     /// A drive-managed SMR disk: RAM buffer, on-platter persistent cache.
     Sswd(SswdParams),
+    /// A detailed flash SSD: host queues, write buffer, page-level FTL,
+    /// channels × chips × dies × planes, energy (docs/flash-ssd.md).
+    #[serde(rename = "flash-ssd")]
+    FlashSsd(FlashSsdParams),
 }
 
 /// What the config file holds: the model tag, an optional preset and the
@@ -59,6 +64,8 @@ enum RawDeviceConfig {
     Raid(RaidParams),
     Smr(SmrOverrides),
     Sswd(SswdOverrides),
+    #[serde(rename = "flash-ssd")]
+    FlashSsd(FlashSsdOverrides),
 }
 
 impl TryFrom<RawDeviceConfig> for DeviceConfig {
@@ -93,6 +100,14 @@ impl TryFrom<RawDeviceConfig> for DeviceConfig {
             RawDeviceConfig::Raid(params) => DeviceConfig::Raid(params),
             RawDeviceConfig::Smr(keys) => DeviceConfig::Smr(keys.into_params()?),
             RawDeviceConfig::Sswd(keys) => DeviceConfig::Sswd(keys.into_params()?),
+            RawDeviceConfig::FlashSsd(keys) => {
+                let mut params = match &keys.preset {
+                    Some(name) => FlashSsdParams::preset(name)?,
+                    None => FlashSsdParams::default(),
+                };
+                keys.apply_to(&mut params);
+                DeviceConfig::FlashSsd(params)
+            }
         };
         config.validate()?;
         Ok(config)
@@ -109,6 +124,7 @@ impl DeviceConfig {
             DeviceConfig::Raid(_) => "raid",
             DeviceConfig::Smr(_) => "smr",
             DeviceConfig::Sswd(_) => "sswd",
+            DeviceConfig::FlashSsd(_) => "flash-ssd",
         }
     }
 
@@ -121,6 +137,7 @@ impl DeviceConfig {
             DeviceConfig::Raid(p) => p.validate().map_err(|e| e.to_string()),
             DeviceConfig::Smr(p) => p.validate(),
             DeviceConfig::Sswd(p) => p.validate(),
+            DeviceConfig::FlashSsd(p) => p.validate(),
         }
     }
 
@@ -133,6 +150,7 @@ impl DeviceConfig {
             DeviceConfig::Raid(p) => p.capacity_bytes(),
             DeviceConfig::Smr(p) => p.capacity_bytes(),
             DeviceConfig::Sswd(p) => p.capacity_bytes(),
+            DeviceConfig::FlashSsd(p) => p.capacity_bytes(),
         }
     }
 }
@@ -148,5 +166,6 @@ pub fn build(config: &DeviceConfig, seed: u64) -> Result<Box<dyn DeviceModel>, S
         DeviceConfig::Raid(p) => Box::new(Raid::build(p, seed).map_err(|e| e.to_string())?),
         DeviceConfig::Smr(p) => Box::new(SmrModel::new(p, seed)?),
         DeviceConfig::Sswd(p) => Box::new(SswdModel::new(p, seed)?),
+        DeviceConfig::FlashSsd(p) => Box::new(FlashSsd::new(p, seed)?),
     })
 }

@@ -5,6 +5,9 @@
 //!   (fixed latency + bandwidth over parallel channels);
 //! - [`ssd`]: flash SSD as a queueing model (parallel units behind a FIFO
 //!   queue, GC slowdown with the recent write share, IOPS/bandwidth caps);
+//! - [`flash_ssd`]: detailed flash SSD (host queues, write buffer,
+//!   page-level FTL with greedy GC, channels/chips/dies/planes, energy),
+//!   its FTL in [`flash_ftl`];
 //! - [`hdd`]: seek curve, rotation, zoned transfer rate, command overhead,
 //!   write cache, read-ahead, FIFO/SSTF queueing;
 //! - [`smr`]: shingled disk (bands, guard gaps, band read-modify-write) on
@@ -24,6 +27,8 @@
 
 mod check;
 mod config;
+pub mod flash_ftl;
+pub mod flash_ssd;
 pub mod hdd;
 pub mod memory;
 mod parallel;
@@ -33,6 +38,7 @@ pub mod ssd;
 pub mod sswd;
 
 pub use config::{DeviceConfig, build};
+pub use flash_ssd::{FlashSsd, FlashSsdParams};
 pub use hdd::{HddModel, HddParams, Scheduler};
 pub use memory::{MemoryModel, MemoryParams};
 pub use smr::{SmrModel, SmrParams};

@@ -355,6 +355,9 @@ impl DeviceModel for Member {
     fn members(&self) -> Vec<&dyn DeviceModel> {
         self.model.members()
     }
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        self.model.counters()
+    }
 }
 
 /// Member tags: the host slot in the high bits, and in the low bits what
@@ -1192,6 +1195,40 @@ impl DeviceModel for Raid {
 
     fn members(&self) -> Vec<&dyn DeviceModel> {
         self.members.iter().map(|m| m as &dyn DeviceModel).collect()
+    }
+
+    /// The controller's member IO counts, and the array's energy: every
+    /// `energy_*` counter summed over the members that report it (each
+    /// member's own counters are reported under its own name).
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        let s = self.stats;
+        let mut out: Vec<(&'static str, f64)> = vec![
+            ("member_reads", s.member_reads as f64),
+            ("member_writes", s.member_writes as f64),
+            ("member_other", s.member_other as f64),
+        ];
+        if self.level == RaidLevel::Raid5 {
+            out.extend([
+                ("rmw_stripes", s.rmw_stripes as f64),
+                ("rcw_stripes", s.rcw_stripes as f64),
+                ("full_stripe_writes", s.full_stripe_writes as f64),
+                ("degraded_stripe_writes", s.degraded_stripe_writes as f64),
+                ("degraded_stripe_reads", s.degraded_stripe_reads as f64),
+            ]);
+        }
+        let first = out.len();
+        for m in &self.members {
+            for (name, value) in m.counters() {
+                if !name.starts_with("energy_") {
+                    continue;
+                }
+                match out[first..].iter_mut().find(|(n, _)| *n == name) {
+                    Some(entry) => entry.1 += value,
+                    None => out.push((name, value)),
+                }
+            }
+        }
+        out
     }
 }
 

@@ -8,6 +8,7 @@
 mod config;
 mod contract;
 mod driver;
+mod flash_ssd;
 mod hdd;
 mod memory;
 mod smr;
