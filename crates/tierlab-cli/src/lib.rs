@@ -9,6 +9,7 @@ mod demo_cmd;
 mod gen_bench;
 mod gen_cmd;
 mod plot;
+mod progress;
 mod qos_cmd;
 mod reproduce;
 mod sim_cmd;
@@ -24,6 +25,10 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// No progress line on stderr (shown for runs over a second when stderr
+    /// is a terminal, or with TIERLAB_PROGRESS=always).
+    #[arg(long, short, global = true)]
+    quiet: bool,
 }
 
 #[derive(Subcommand)]
@@ -67,6 +72,7 @@ where
             };
         }
     };
+    progress::set_quiet(cli.quiet);
     let result = match cli.command {
         Command::Trace(cmd) => trace_cmd::run(cmd),
         Command::Bench(args) => bench_cmd::run(args),

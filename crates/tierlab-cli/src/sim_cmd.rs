@@ -26,7 +26,8 @@ pub fn run(args: SimArgs) -> CliResult {
     let config = config::load(&args.config, &args.set)?;
     let base_dir = args.config.parent().map(PathBuf::from).unwrap_or_default();
     let started = std::time::Instant::now();
-    let result = run::run(&config, &base_dir)?;
+    let label = args.config.display().to_string();
+    let result = crate::progress::run_sim(&config, &base_dir, &label)?;
     let wall_s = started.elapsed().as_secs_f64();
     run::write_outputs(&result, &args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
     let summary: serde_json::Value =

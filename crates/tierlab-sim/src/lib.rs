@@ -10,4 +10,4 @@ pub mod run;
 mod slab;
 
 pub use driver::{Arrival, DriverMode, Region, StopAfter, Tenant};
-pub use engine::{Counts, Observer, RunOutcome, SimError, Simulation};
+pub use engine::{Counts, Observer, Progress, RunOutcome, SimError, Simulation};

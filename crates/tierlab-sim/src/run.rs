@@ -9,8 +9,8 @@ use tierlab_core::metrics::{MetricsConfig, Recorder, SimMetrics};
 use tierlab_core::{Op, TimeNs};
 
 use crate::build::{self, device_names};
-use crate::config::{ConfigError, SimConfig};
-use crate::engine::{Observer, RunOutcome};
+use crate::config::{ConfigError, DriverConfig, SimConfig, WorkloadConfig};
+use crate::engine::{Observer, Progress, RunOutcome};
 
 impl Observer for Recorder {
     fn host_io(
@@ -106,8 +106,107 @@ pub struct RunResult {
     pub policy_logs: Vec<(&'static str, String)>,
 }
 
+/// How long a run will be, as far as the config tells without reading a
+/// trace: for progress bars (a fraction and an ETA), never for results.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ExpectedTotal {
+    /// Host IOs, when every tenant's count is known (a generator's `count`,
+    /// a closed-loop `ios`).
+    pub host_ios: Option<u64>,
+    /// Virtual time, when `run.duration_s` or every tenant's duration is
+    /// known (a generator's `duration_s` over an open-loop `speed`, a
+    /// closed-loop `duration_s`).
+    pub simulated_ns: Option<TimeNs>,
+}
+
+impl ExpectedTotal {
+    /// The share of the run done at `p`, in [0, 1], when a total is known.
+    pub fn fraction(&self, p: &Progress) -> Option<f64> {
+        let ios = self
+            .host_ios
+            .filter(|&n| n > 0)
+            .map(|n| p.host_ios as f64 / n as f64);
+        let time = self
+            .simulated_ns
+            .filter(|&n| n > 0)
+            .map(|n| p.simulated_ns as f64 / n as f64);
+        let f = match (ios, time) {
+            (Some(a), Some(b)) => a.max(b),
+            (a, b) => a.or(b)?,
+        };
+        Some(f.clamp(0.0, 1.0))
+    }
+}
+
+/// What the config says about the run's length (see `ExpectedTotal`).
+pub fn expected_total(config: &SimConfig) -> ExpectedTotal {
+    let s_to_ns = |s: f64| (s * NS_PER_S as f64).round() as TimeNs;
+    let mut ios_total = Some(0u64);
+    let mut end_ns = Some(0 as TimeNs);
+    for t in &config.tenants {
+        let (mut count, mut duration_s) = (None, None);
+        if let WorkloadConfig::Generator { generator, params } = &t.workload {
+            let kv: Vec<String> = params
+                .iter()
+                .map(|(k, v)| match v {
+                    toml::Value::String(s) => format!("{k}={s}"),
+                    other => format!("{k}={other}"),
+                })
+                .collect();
+            if let Ok(resolved) = tierlab_trace::generate::KvParams::parse(kv)
+                .and_then(|kv| tierlab_trace::generate::resolve(generator, &kv))
+            {
+                for (k, v) in resolved.to_kv() {
+                    match k {
+                        "count" => count = v.parse::<u64>().ok(),
+                        "duration_s" => duration_s = v.parse::<f64>().ok(),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        let mut tenant_ns = None;
+        match &t.driver {
+            DriverConfig::Open { speed } => {
+                tenant_ns = duration_s.map(|d| s_to_ns(d / speed));
+            }
+            DriverConfig::Closed {
+                ios, duration_s, ..
+            } => {
+                count = match (count, *ios) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                tenant_ns = duration_s.map(s_to_ns);
+            }
+            DriverConfig::Afap { .. } => {}
+        }
+        ios_total = ios_total.zip(count).map(|(a, b)| a + b);
+        end_ns = end_ns.zip(tenant_ns).map(|(a, b)| a.max(b));
+    }
+    let limit_ns = config.run.duration_s.map(s_to_ns);
+    let simulated_ns = match (end_ns.filter(|&n| n > 0), limit_ns) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    ExpectedTotal {
+        host_ios: ios_total.filter(|&n| n > 0 && limit_ns.is_none()),
+        simulated_ns,
+    }
+}
+
 /// Runs a config. `base_dir` resolves relative trace paths.
 pub fn run(config: &SimConfig, base_dir: &Path) -> Result<RunResult, Box<dyn std::error::Error>> {
+    run_with_progress(config, base_dir, None)
+}
+
+/// As `run`, reporting progress (`Simulation::run_with_progress`); the
+/// results are the same.
+pub fn run_with_progress(
+    config: &SimConfig,
+    base_dir: &Path,
+    progress: Option<&mut dyn FnMut(&Progress) -> bool>,
+) -> Result<RunResult, Box<dyn std::error::Error>> {
     let mut sim = build::build(config, base_dir, &standard_device)?;
     let interval_ns = (config.output.interval_s * NS_PER_S as f64).round() as u64;
     let mut recorder = Recorder::new(MetricsConfig {
@@ -124,7 +223,7 @@ pub fn run(config: &SimConfig, base_dir: &Path) -> Result<RunResult, Box<dyn std
         .run
         .duration_s
         .map(|s| (s * NS_PER_S as f64).round() as TimeNs);
-    let outcome = sim.run(&mut recorder, until)?;
+    let outcome = sim.run_with_progress(&mut recorder, until, progress)?;
     let metrics = recorder.finish(outcome.end_ns);
     let info = RunInfo {
         seed: config.seed,
@@ -183,6 +282,28 @@ pub fn run(config: &SimConfig, base_dir: &Path) -> Result<RunResult, Box<dyn std
     })
 }
 
+/// policy_series.csv: the policy's counters at every interval boundary
+/// (None for a policy without counters).
+pub fn policy_series_csv(result: &RunResult) -> Option<String> {
+    if result.counter_names.is_empty() {
+        return None;
+    }
+    let mut csv = String::from("time_s");
+    for name in &result.counter_names {
+        csv.push(',');
+        csv.push_str(name);
+    }
+    csv.push('\n');
+    for (t, values) in &result.counter_samples {
+        csv.push_str(&format!("{:.9}", *t as f64 / NS_PER_S as f64));
+        for v in values {
+            csv.push_str(&format!(",{}", counter_value(*v)));
+        }
+        csv.push('\n');
+    }
+    Some(csv)
+}
+
 /// Writes summary.json (metrics + run info), series.csv, latency_cdf.csv and,
 /// when asked for, timeline.vcd into `dir`.
 pub fn write_outputs(result: &RunResult, dir: &Path) -> std::io::Result<()> {
@@ -193,21 +314,7 @@ pub fn write_outputs(result: &RunResult, dir: &Path) -> std::io::Result<()> {
     let mut summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)?;
     summary["run"] = serde_json::to_value(&result.info)?;
     std::fs::write(&path, serde_json::to_string_pretty(&summary)? + "\n")?;
-    if !result.counter_names.is_empty() {
-        // policy_series.csv: the policy's counters at every interval boundary.
-        let mut csv = String::from("time_s");
-        for name in &result.counter_names {
-            csv.push(',');
-            csv.push_str(name);
-        }
-        csv.push('\n');
-        for (t, values) in &result.counter_samples {
-            csv.push_str(&format!("{:.9}", *t as f64 / NS_PER_S as f64));
-            for v in values {
-                csv.push_str(&format!(",{}", counter_value(*v)));
-            }
-            csv.push('\n');
-        }
+    if let Some(csv) = policy_series_csv(result) {
         std::fs::write(dir.join("policy_series.csv"), csv)?;
     }
     for (name, text) in &result.policy_logs {

@@ -180,6 +180,9 @@ fn trace_workload(spec: &str, dir: &Path) -> CliResult<Workload> {
         tierlab_trace::stats::compute(&mut TraceReader::open(&out, &ReadOptions::default())?)?;
     // The LUN: whole sub-LUNs up to the furthest byte touched.
     let lun_bytes = stats.max_offset_end_bytes.div_ceil(GIB).max(1) * GIB;
+    // Absolute: the runs resolve relative paths against `dir`, a rerun of
+    // a saved config against `dir/configs`.
+    let out = std::fs::canonicalize(&out)?;
     Ok(Workload {
         name: name.to_string(),
         workload_toml: format!("{{ trace = {:?} }}", out.display().to_string()),
@@ -251,7 +254,7 @@ fn run_one(
         .join(format!("{}-{system}.toml", w.name));
     std::fs::write(&config_path, &text)?;
     let cfg = config::parse(&text, &config_path.display().to_string(), &[])?;
-    let result = run::run(&cfg, dir)?;
+    let result = crate::progress::run_sim(&cfg, dir, &format!("{}-{system}", w.name))?;
     let run_dir = dir.join("runs").join(format!("{}-{system}", w.name));
     run::write_outputs(&result, &run_dir).map_err(|e| format!("{}: {e}", run_dir.display()))?;
     let summary: Value = serde_json::from_slice(&std::fs::read(run_dir.join("summary.json"))?)?;

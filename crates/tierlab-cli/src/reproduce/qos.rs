@@ -138,7 +138,7 @@ struct EvalRun {
 
 fn run_config(config: &SimConfig) -> CliResult<EvalRun> {
     let params = controller_params(config)?;
-    let result = tierlab_sim::run::run(config, Path::new("."))?;
+    let result = crate::progress::run_sim(config, Path::new("."), "qos")?;
     let names = &result.counter_names;
     let col = |k: &str| {
         names
@@ -440,7 +440,7 @@ fn capacity(workload: &str) -> CliResult<Value> {
         }
         *tenants = kept;
         let config = tierlab_sim::config::parse(&toml::to_string(&doc)?, "capacity run", &[])?;
-        let result = tierlab_sim::run::run(&config, Path::new("."))?;
+        let result = crate::progress::run_sim(&config, Path::new("."), "qos capacity")?;
         out.insert(
             key.into(),
             json!(result.outcome.host_ios as f64 / result.info.simulated_s),
