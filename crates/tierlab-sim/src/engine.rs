@@ -161,6 +161,37 @@ pub struct Simulation {
     sample_interval_ns: Option<TimeNs>,
     next_sample_ns: TimeNs,
     counter_samples: Vec<(TimeNs, Vec<f64>)>,
+    /// Member state timelines (`record_member_states`): per device, the
+    /// index of its first member among the extra signals; the members'
+    /// last states; scratch for a walk.
+    member_base: Option<Vec<usize>>,
+    member_states: Vec<DeviceState>,
+    member_scratch: Vec<DeviceState>,
+}
+
+/// Every member of `device`, depth first (a member, then its own members).
+fn member_states(device: &dyn DeviceModel, out: &mut Vec<DeviceState>) {
+    for m in device.members() {
+        out.push(m.state());
+        member_states(m, out);
+    }
+}
+
+/// Names of the member signals `record_member_states` reports, in its
+/// order: `NAME.mI` for member I of device NAME, `NAME.mI.mJ` below it.
+pub fn member_signal_names(devices: &[Box<dyn DeviceModel>], names: &[String]) -> Vec<String> {
+    fn walk(device: &dyn DeviceModel, prefix: &str, out: &mut Vec<String>) {
+        for (i, m) in device.members().into_iter().enumerate() {
+            let name = format!("{prefix}.m{i}");
+            out.push(name.clone());
+            walk(m, &name, out);
+        }
+    }
+    let mut out = Vec::new();
+    for (d, name) in devices.iter().zip(names) {
+        walk(&**d, name, &mut out);
+    }
+    out
 }
 
 impl Simulation {
@@ -187,6 +218,9 @@ impl Simulation {
             sample_interval_ns: None,
             next_sample_ns: 0,
             counter_samples: Vec::new(),
+            member_base: None,
+            member_states: Vec::new(),
+            member_scratch: Vec::new(),
         }
     }
 
@@ -251,6 +285,7 @@ impl Simulation {
         for d in 0..self.devices.len() {
             obs.device_state(d, 0, self.devices[d].state());
             self.states[d] = self.devices[d].state();
+            self.note_member_states(d, obs, true);
         }
         loop {
             // The next event of each kind.
@@ -385,6 +420,42 @@ impl Simulation {
             self.states[d] = s;
             obs.device_state(d, self.now_ns, s);
         }
+        self.note_member_states(d, obs, false);
+    }
+
+    /// Reports the states of device `d`'s members (RAID members, nested
+    /// arrays) as timeline signals `devices.len() + k`, after
+    /// `record_member_states`; `all` reports unchanged ones too.
+    fn note_member_states(&mut self, d: usize, obs: &mut dyn Observer, all: bool) {
+        let Some(base) = self.member_base.as_ref().map(|b| b[d]) else {
+            return;
+        };
+        self.member_scratch.clear();
+        member_states(&*self.devices[d], &mut self.member_scratch);
+        let first_signal = self.devices.len() + base;
+        for (k, &s) in self.member_scratch.iter().enumerate() {
+            if all || self.member_states[base + k] != s {
+                self.member_states[base + k] = s;
+                obs.device_state(first_signal + k, self.now_ns, s);
+            }
+        }
+    }
+
+    /// Also report the state of every member of a composite device (RAID)
+    /// to the observer, as device indices after the last device, in the
+    /// order of `member_signal_names`. Costs a walk of the members after
+    /// each event of such a device, so it is off unless asked for.
+    pub fn record_member_states(&mut self) {
+        let mut base = Vec::with_capacity(self.devices.len());
+        let mut total = 0;
+        for d in &self.devices {
+            base.push(total);
+            self.member_scratch.clear();
+            member_states(&**d, &mut self.member_scratch);
+            total += self.member_scratch.len();
+        }
+        self.member_states = vec![DeviceState::Idle; total];
+        self.member_base = (total > 0).then_some(base);
     }
 
     /// Carries out what the policy asked for.

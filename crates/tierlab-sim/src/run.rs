@@ -95,6 +95,36 @@ pub struct RunInfo {
     pub device_counters: serde_json::Map<String, serde_json::Value>,
 }
 
+/// Each device's counters by name, and each RAID member's under
+/// `NAME.mI` (nested: `NAME.mI.mJ`), for devices that have any.
+fn device_counters(
+    names: &[String],
+    devices: &[Box<dyn DeviceModel>],
+) -> serde_json::Map<String, serde_json::Value> {
+    fn add(
+        name: String,
+        d: &dyn DeviceModel,
+        out: &mut serde_json::Map<String, serde_json::Value>,
+    ) {
+        let counters = d.counters();
+        if !counters.is_empty() {
+            let map: serde_json::Map<String, serde_json::Value> = counters
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), counter_value(v)))
+                .collect();
+            out.insert(name.clone(), serde_json::Value::Object(map));
+        }
+        for (i, m) in d.members().into_iter().enumerate() {
+            add(format!("{name}.m{i}"), m, out);
+        }
+    }
+    let mut out = serde_json::Map::new();
+    for (name, d) in names.iter().zip(devices) {
+        add(name.clone(), &**d, &mut out);
+    }
+    out
+}
+
 pub struct RunResult {
     pub metrics: SimMetrics,
     pub info: RunInfo,
@@ -209,12 +239,20 @@ pub fn run_with_progress(
 ) -> Result<RunResult, Box<dyn std::error::Error>> {
     let mut sim = build::build(config, base_dir, &standard_device)?;
     let interval_ns = (config.output.interval_s * NS_PER_S as f64).round() as u64;
+    // RAID members get their own waveforms (`NAME.mI`) next to the devices.
+    let timeline_signals = if config.output.timeline {
+        sim.record_member_states();
+        crate::engine::member_signal_names(sim.devices(), &device_names(config))
+    } else {
+        Vec::new()
+    };
     let mut recorder = Recorder::new(MetricsConfig {
         interval_ns,
         device_names: device_names(config),
         tier_names: sim.policy().tier_names(),
         tenants: config.tenants.len(),
         timeline: config.output.timeline,
+        timeline_signals,
         ..MetricsConfig::default()
     })
     .map_err(|e| ConfigError(format!("output: {e}")))?;
@@ -237,20 +275,7 @@ pub fn run_with_progress(
             .into_iter()
             .map(|(k, v)| (k.to_string(), counter_value(v)))
             .collect(),
-        device_counters: device_names(config)
-            .into_iter()
-            .zip(sim.devices())
-            .filter_map(|(name, d)| {
-                let counters = d.counters();
-                (!counters.is_empty()).then(|| {
-                    let map: serde_json::Map<String, serde_json::Value> = counters
-                        .into_iter()
-                        .map(|(k, v)| (k.to_string(), counter_value(v)))
-                        .collect();
-                    (name, serde_json::Value::Object(map))
-                })
-            })
-            .collect(),
+        device_counters: device_counters(&device_names(config), sim.devices()),
         tenants: sim
             .tenants()
             .iter()

@@ -157,7 +157,13 @@ impl SimMetrics {
             ));
         };
         let mut w = BufWriter::new(w);
-        let names = vcd_references(self.devices.iter().map(|d| d.name.as_str()));
+        let all_names: Vec<&str> = self
+            .devices
+            .iter()
+            .map(|d| d.name.as_str())
+            .chain(self.timeline_signals.iter().map(String::as_str))
+            .collect();
+        let names = vcd_references(all_names.iter().copied());
         let ids: Vec<String> = (0..names.len()).map(vcd_identifier).collect();
 
         writeln!(w, "$version tierlab {} $end", env!("CARGO_PKG_VERSION"))?;
@@ -168,8 +174,8 @@ impl SimMetrics {
             write!(w, " {}={}", state as u8, state.as_str())?;
         }
         writeln!(w)?;
-        for (summary, reference) in self.devices.iter().zip(&names) {
-            writeln!(w, "  signal {reference} is device {}", summary.name)?;
+        for (name, reference) in all_names.iter().zip(&names) {
+            writeln!(w, "  signal {reference} is device {name}")?;
         }
         writeln!(w, "$end")?;
         writeln!(w, "$timescale 1 ns $end")?;

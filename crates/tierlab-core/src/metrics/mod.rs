@@ -66,6 +66,10 @@ pub struct MetricsConfig {
     pub tenants: usize,
     /// Keep per-device state timelines (for `write_vcd`).
     pub timeline: bool,
+    /// Extra timeline-only signals (e.g. the members of a RAID device),
+    /// addressed by `device_state` as indices `device_names.len()..`; they
+    /// have no IO metrics.
+    pub timeline_signals: Vec<String>,
     /// Most intervals kept in memory; past it the series stop and
     /// `series_truncated` says so. Memory: 48 + 40 × devices bytes each.
     pub max_intervals: usize,
@@ -83,6 +87,7 @@ impl Default for MetricsConfig {
             tier_names: Vec::new(),
             tenants: 1,
             timeline: false,
+            timeline_signals: Vec::new(),
             // 1 s intervals for 27 hours, or 1 ms intervals for 100 s.
             max_intervals: 100_000,
             // 64 MiB of state changes.
@@ -236,6 +241,7 @@ pub struct Recorder {
     devices: Vec<DeviceAcc>,
     device_names: Vec<String>,
     tier_names: Vec<String>,
+    timeline_signals: Vec<String>,
     /// Current interval k covers (start + k·I, start + (k+1)·I], interval 0
     /// also holds `start_ns` itself: an event at a boundary belongs to the
     /// interval that ends there, as an iostat sample taken at that instant
@@ -261,6 +267,7 @@ impl Recorder {
         }
         validate_names("device_names", &config.device_names)?;
         validate_names("tier_names", &config.tier_names)?;
+        validate_names("timeline_signals", &config.timeline_signals)?;
         if config.tenants > MAX_SCOPES {
             return Err(config_error(
                 "tenants",
@@ -269,11 +276,12 @@ impl Recorder {
             ));
         }
         let devices = config.device_names.len();
+        let signals = devices + config.timeline_signals.len();
         let timeline = config.timeline.then(|| Timeline {
             changes: Vec::new(),
-            current: vec![DeviceState::Idle; devices],
-            last_entry: vec![usize::MAX; devices],
-            previous: vec![DeviceState::Idle; devices],
+            current: vec![DeviceState::Idle; signals],
+            last_entry: vec![usize::MAX; signals],
+            previous: vec![DeviceState::Idle; signals],
             max_changes: config.max_timeline_changes,
             truncated_at_ns: None,
         });
@@ -296,6 +304,7 @@ impl Recorder {
             ],
             device_names: config.device_names,
             tier_names: config.tier_names,
+            timeline_signals: config.timeline_signals,
             interval_index: 0,
             interval_end_ns: config.start_ns.saturating_add(config.interval_ns),
             interval: IntervalAcc::default(),

@@ -201,6 +201,9 @@ pub struct SimMetrics {
     pub(crate) histograms: Vec<(String, LatencyHistogram)>,
     #[serde(skip)]
     pub(crate) timeline: Option<Vec<StateChange>>,
+    /// Names of the timeline-only signals after the devices.
+    #[serde(skip)]
+    pub(crate) timeline_signals: Vec<String>,
 }
 
 impl SimMetrics {
@@ -318,5 +321,6 @@ pub(super) fn build(rec: Recorder, end_ns: TimeNs) -> SimMetrics {
         device_series: rec.device_series,
         histograms,
         timeline,
+        timeline_signals: rec.timeline_signals,
     }
 }
