@@ -1,10 +1,11 @@
 //! `tierlab demo --out DIR`: the one-minute tour, on data tierlab makes
-//! itself. Today it covers the trace layer: generate an IO-concentration
-//! workload resembling an MSR window (the ATSMF paper's setting), write it
-//! in the native and fio formats, and show — from the records and the
-//! planted ground truth — how much IO lands in how little of the LUN, the
-//! property sub-LUN tiering exploits. The policy comparison (flash-only,
-//! FlashCache, ARC, ATSMF) joins it when the engine lands.
+//! itself. Generate an IO-concentration workload resembling an MSR window
+//! (the ATSMF paper's setting), write it in the native and fio formats,
+//! show — from the records and the planted ground truth — how much IO lands
+//! in how little of the LUN (the property sub-LUN tiering exploits), then
+//! replay that very file through flash only, ATSMF, FlashCache and ARC
+//! (`tierlab reproduce atsmf --trace`, into DIR/compare). The Python
+//! package's `tierlab demo` also writes DIR/report.html.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -30,17 +31,32 @@ pub struct DemoArgs {
     /// Seed of the generator.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Length of the workload in minutes (default: a quarter of the
+    /// preset's, as `reproduce atsmf --quick`).
+    #[arg(long)]
+    pub minutes: Option<f64>,
+    /// Only the workload and its analysis, not the four-system comparison.
+    #[arg(long)]
+    pub no_compare: bool,
 }
 
 pub fn run(args: DemoArgs) -> CliResult {
     std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
-    let params = KvParams::new();
-    let GeneratorParams::IoConcentration(p) = resolve(&args.preset, &params)? else {
+    let GeneratorParams::IoConcentration(full) = resolve(&args.preset, &KvParams::new())? else {
         return Err(format!(
             "{} is not an IO-concentration preset (see `tierlab trace gen --list`)",
             args.preset
         )
         .into());
+    };
+    let duration_s = match args.minutes {
+        Some(m) if m.is_finite() && m > 0.0 => m * 60.0,
+        Some(m) => return Err(format!("--minutes {m}: must be a positive number").into()),
+        None => full.duration_s / 4.0,
+    };
+    let params = KvParams::parse([format!("duration_s={duration_s}")])?;
+    let GeneratorParams::IoConcentration(p) = resolve(&args.preset, &params)? else {
+        unreachable!("the same preset");
     };
     let spec = GeneratorParams::IoConcentration(p.clone());
     let native = args.out.join("workload.tlt");
@@ -108,6 +124,13 @@ pub fn run(args: DemoArgs) -> CliResult {
     heat_out.flush()?;
 
     let drifting = planted.iter().filter(|c| c.drift_step_ns > 0).count();
+
+    // 4. The same file through flash only, ATSMF, FlashCache and ARC.
+    let comparison = if args.no_compare {
+        serde_json::Value::Null
+    } else {
+        compare(&args, &native)?
+    };
     let summary = json!({
         "preset": args.preset,
         "seed": args.seed,
@@ -118,7 +141,9 @@ pub fn run(args: DemoArgs) -> CliResult {
         "concentrations_drifting": drifting,
         "ios_inside_concentrations_share": inside_share,
         "lun_share_covered_by_concentrations": lun_share,
+        "duration_s": duration_s,
         "trace_stats": trace_stats,
+        "comparison": comparison,
     });
     std::fs::write(
         args.out.join("summary.json"),
@@ -133,7 +158,11 @@ pub fn run(args: DemoArgs) -> CliResult {
              \x20                  fio --name=replay --read_iolog={iolog}\n\
              concentrations.csv the planted IO concentrations (ground truth)\n\
              heatmap.csv        IOs per minute per 1 GiB sub-LUN\n\
-             summary.json       the numbers below; metric definitions in docs/metrics.md\n",
+             summary.json       the numbers below; metric definitions in docs/metrics.md\n\
+             compare/           flash only, ATSMF, FlashCache and ARC on workload.tlt\n\
+             \x20                  (tierlab reproduce atsmf: table.csv, CDFs, memory; docs/atsmf.md)\n\
+             report.html        all of it as one page (written by the Python package's\n\
+             \x20                  `tierlab demo`, or `tierlab report DIR`)\n",
             preset = args.preset,
             seed = args.seed,
             target = fio_target.display(),
@@ -158,9 +187,61 @@ pub fn run(args: DemoArgs) -> CliResult {
         100.0 * inside_share,
         100.0 * lun_share
     );
+    if let Some(rows) = comparison.as_array() {
+        println!(
+            "  flash only vs ATSMF vs FlashCache vs ARC (caches sized to ATSMF's peak memory):"
+        );
+        for r in rows {
+            println!(
+                "    {:<10} mean response {:>8.4} ms (x{:.2} vs flash), {:>5.1} % of IOs served from memory",
+                r["system"].as_str().unwrap_or("?"),
+                r["mean_rt_ms"].as_f64().unwrap_or(f64::NAN),
+                r["rt_ratio_vs_flash"].as_f64().unwrap_or(f64::NAN),
+                100.0 * r["mem_access_ratio"].as_f64().unwrap_or(f64::NAN),
+            );
+        }
+    }
     println!(
-        "  wrote {}/{{workload.tlt, workload.iolog, concentrations.csv, heatmap.csv, summary.json}}",
-        args.out.display()
+        "  wrote {}/{{workload.tlt, workload.iolog, concentrations.csv, heatmap.csv, summary.json{}}}",
+        args.out.display(),
+        if args.no_compare { "" } else { ", compare/" }
     );
     Ok(())
+}
+
+/// Runs `reproduce atsmf` on the demo's workload file and returns its
+/// table.csv rows as JSON objects (numbers as numbers).
+fn compare(args: &DemoArgs, native: &std::path::Path) -> CliResult<serde_json::Value> {
+    let dir = args.out.join("compare");
+    let name = args.preset.strip_prefix("atsmf.").unwrap_or(&args.preset);
+    // Absolute, so the saved configs name the trace wherever they are run from.
+    let native = std::fs::canonicalize(native)?;
+    crate::reproduce::atsmf::run(crate::reproduce::atsmf::AtsmfArgs {
+        quick: false,
+        out: dir.clone(),
+        traces: vec![format!("{name}={}", native.display())],
+        only: Some("none".into()),
+        seed: args.seed,
+    })?;
+    let table = std::fs::read_to_string(dir.join("table.csv"))?;
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let rows = lines
+        .map(|l| {
+            let obj: serde_json::Map<String, serde_json::Value> = header
+                .iter()
+                .zip(l.split(','))
+                .map(|(k, v)| {
+                    let value = v
+                        .parse::<u64>()
+                        .map(serde_json::Value::from)
+                        .or_else(|_| v.parse::<f64>().map(serde_json::Value::from))
+                        .unwrap_or_else(|_| serde_json::Value::from(v));
+                    (k.to_string(), value)
+                })
+                .collect();
+            serde_json::Value::Object(obj)
+        })
+        .collect();
+    Ok(serde_json::Value::Array(rows))
 }

@@ -4,7 +4,8 @@ use std::process::Command;
 
 fn demo(out: &std::path::Path) -> serde_json::Value {
     let o = Command::new(env!("CARGO_BIN_EXE_tierlab"))
-        .args(["demo", "--out"])
+        // A 10-minute window keeps the test short (the default is 25 minutes).
+        .args(["demo", "--minutes", "10", "--out"])
         .arg(out)
         .output()
         .unwrap();
@@ -22,6 +23,9 @@ fn demo_is_deterministic_and_consistent() {
         "concentrations.csv",
         "heatmap.csv",
         "summary.json",
+        "compare/table.csv",
+        "compare/cdf_src1_0.csv",
+        "compare/memory_src1_0.csv",
     ] {
         assert!(
             std::fs::read(tmp.path().join("a").join(file)).unwrap()
@@ -55,4 +59,37 @@ fn demo_is_deterministic_and_consistent() {
         .filter(|l| l.contains(" read ") || l.contains(" write "))
         .count() as u64;
     assert_eq!(ios, records);
+
+    // The comparison replays that very file: every system saw every IO.
+    let rows = a["comparison"].as_array().unwrap();
+    let systems: Vec<&str> = rows.iter().map(|r| r["system"].as_str().unwrap()).collect();
+    assert_eq!(systems, ["flash", "atsmf", "flashcache", "arc"]);
+    let row = |s: &str| rows.iter().find(|r| r["system"] == s).unwrap();
+    for system in systems {
+        let run: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                tmp.path()
+                    .join(format!("a/compare/runs/src1_0-{system}/summary.json")),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(run["ios"].as_u64().unwrap(), records, "{system}");
+        // summary.json's row is table.csv's row is the run's own mean.
+        let mean_ms = run["mean_latency_us"].as_f64().unwrap() / 1e3;
+        assert!((row(system)["mean_rt_ms"].as_f64().unwrap() - mean_ms).abs() < 1e-6);
+    }
+    // What the tour shows: the memory tier serves most IOs and cuts the
+    // mean response time below flash only.
+    let flash_ms = row("flash")["mean_rt_ms"].as_f64().unwrap();
+    for system in ["atsmf", "flashcache", "arc"] {
+        assert!(
+            row(system)["mean_rt_ms"].as_f64().unwrap() < flash_ms,
+            "{system}"
+        );
+        assert!(
+            row(system)["mem_access_ratio"].as_f64().unwrap() > 0.5,
+            "{system}"
+        );
+    }
 }

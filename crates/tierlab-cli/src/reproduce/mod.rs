@@ -6,9 +6,10 @@ use clap::Subcommand;
 
 use crate::CliResult;
 
-mod atsmf;
+pub(crate) mod atsmf;
 mod hswd;
 mod qos;
+mod raid;
 
 #[derive(Subcommand)]
 pub enum ReproduceCommand {
@@ -18,6 +19,8 @@ pub enum ReproduceCommand {
     Qos(qos::QosArgs),
     /// HSWD over SMR (spec/hswd.md): mapping, band selection, HSWD vs SSWD vs Flashcache (docs/hswd.md).
     Hswd(hswd::HswdArgs),
+    /// RAID 1 of two single-chip flash SSDs vs one (spec/ssd-raid.md): read IOPS, latency, energy (docs/flash-ssd.md).
+    Raid(raid::RaidArgs),
 }
 
 pub fn run(cmd: ReproduceCommand) -> CliResult {
@@ -25,5 +28,6 @@ pub fn run(cmd: ReproduceCommand) -> CliResult {
         ReproduceCommand::Atsmf(args) => atsmf::run(args),
         ReproduceCommand::Qos(args) => qos::run(args),
         ReproduceCommand::Hswd(args) => hswd::run(args),
+        ReproduceCommand::Raid(args) => raid::run(args),
     }
 }
