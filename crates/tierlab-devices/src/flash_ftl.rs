@@ -64,7 +64,6 @@ pub struct FtlConfig {
     pub gc_low_free_blocks: u32,
     pub gc_high_free_blocks: u32,
     pub precondition: Precondition,
-    pub seed: u64,
 }
 
 /// Where an LPN's latest data is.
@@ -398,7 +397,10 @@ impl Ftl {
                 (r, true)
             }
             _ => {
-                let h = mix64(lpn as u64 ^ self.cfg.seed);
+                // Not seeded: identical SSDs with identical histories have
+                // identical layouts (mirror members, a single SSD and its
+                // mirrored twin compare fairly).
+                let h = mix64(lpn as u64);
                 (((h as u128 * total as u128) >> 64) as u64, false)
             }
         };
@@ -822,7 +824,6 @@ mod tests {
             gc_low_free_blocks: 2,
             gc_high_free_blocks: 4,
             precondition,
-            seed: 7,
         }
     }
 

@@ -414,10 +414,10 @@ impl FlashSsdParams {
         }
         range_f64(MODEL, "idle_power_mw", self.idle_power_mw, 0.0, 1e6)?;
         // The FTL checks that the spare space can hold the watermarks.
-        self.ftl_config(0).and_then(|c| Ftl::check_shape(&c))
+        self.ftl_config().and_then(|c| Ftl::check_shape(&c))
     }
 
-    fn ftl_config(&self, seed: u64) -> Result<FtlConfig, String> {
+    fn ftl_config(&self) -> Result<FtlConfig, String> {
         let slots_per_page = self.page_bytes / SLOT_BYTES as u32;
         let slots_per_unit = slots_per_page * self.planes_per_die;
         Ok(FtlConfig {
@@ -430,7 +430,6 @@ impl FlashSsdParams {
             gc_low_free_blocks: self.gc_low_free_blocks,
             gc_high_free_blocks: self.gc_high_free_blocks,
             precondition: self.precondition,
-            seed,
         })
     }
 }
@@ -463,6 +462,8 @@ struct Die {
     programs: VecDeque<u64>,
     gc_active: bool,
     gc: Option<GcProgress>,
+    /// With GC active and host programs waiting, the two take turns.
+    gc_turn: bool,
 }
 
 /// A host command in the device (or waiting to enter it).
@@ -552,10 +553,13 @@ pub struct FlashSsd {
 
 impl FlashSsd {
     /// Builds the device in its preconditioned state, or says which
-    /// parameter is wrong. `seed` places cold data (docs/flash-ssd.md).
+    /// parameter is wrong. The model draws nothing at random: `seed` is
+    /// accepted for the common constructor shape and unused, so two SSDs
+    /// with the same parameters and inputs behave identically.
     pub fn new(params: &FlashSsdParams, seed: u64) -> Result<Self, String> {
+        let _ = seed;
         params.validate()?;
-        let ftl = Ftl::new(params.ftl_config(seed)?).map_err(|e| format!("{MODEL}: {e}"))?;
+        let ftl = Ftl::new(params.ftl_config()?).map_err(|e| format!("{MODEL}: {e}"))?;
         let dies = (0..params.dies())
             .map(|i| Die {
                 // Dies numbered channel-first, so consecutive units go to
@@ -566,6 +570,7 @@ impl FlashSsd {
                 programs: VecDeque::new(),
                 gc_active: false,
                 gc: None,
+                gc_turn: true,
             })
             .collect();
         let slots_per_unit = params.planes_per_die * (params.page_bytes / SLOT_BYTES as u32);
@@ -876,7 +881,12 @@ impl FlashSsd {
         if !self.dies[d].gc_active && self.ftl.gc_wanted(die_id) {
             self.dies[d].gc_active = true;
         }
-        if self.dies[d].gc_active {
+        let programs_ready = !self.dies[d].programs.is_empty() && self.ftl.can_program(die_id);
+        // Background GC takes turns with host programs; it runs alone when
+        // host programs cannot proceed (no free block for them).
+        let gc_now = self.dies[d].gc_active && (!programs_ready || self.dies[d].gc_turn);
+        if gc_now {
+            self.dies[d].gc_turn = false;
             if self.dies[d].gc.is_none() {
                 match self.ftl.gc_collect(die_id) {
                     Some(job) => {
@@ -918,7 +928,8 @@ impl FlashSsd {
                 return;
             }
         }
-        if !self.dies[d].programs.is_empty() && self.ftl.can_program(die_id) {
+        if programs_ready {
+            self.dies[d].gc_turn = true;
             let unit_id = self.dies[d].programs.pop_front().expect("checked");
             let unit = self.units[(unit_id - self.unit_base) as usize];
             let base = self.buffer_base_seq;

@@ -147,7 +147,6 @@ fn wa_config(op_percent: f64, precondition: Precondition) -> FtlConfig {
         gc_low_free_blocks: 2,
         gc_high_free_blocks: 3,
         precondition,
-        seed: 11,
     }
 }
 
@@ -393,7 +392,7 @@ fn bad_flash_ssd_configs_name_the_key_the_value_and_what_is_allowed() {
 }
 
 #[test]
-fn same_seed_same_completions() {
+fn same_inputs_same_completions_whatever_the_seed() {
     let p = FlashSsdParams {
         blocks_per_plane: 256,
         over_provisioning_percent: 15.0,
@@ -418,5 +417,7 @@ fn same_seed_same_completions() {
         (out.completions(), ssd.counters())
     };
     assert_eq!(run(1), run(1));
-    assert_ne!(run(1).0, run(2).0, "the seed places cold data");
+    // Nothing is random: identical SSDs behave identically whatever the
+    // seed (mirror members stay in step).
+    assert_eq!(run(1), run(2));
 }

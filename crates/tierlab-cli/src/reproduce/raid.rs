@@ -1,0 +1,406 @@
+//! `tierlab reproduce raid [--quick] --out DIR`: the SSD-RAID thesis'
+//! experiment (spec/ssd-raid.md, seed 003) on the detailed flash SSD:
+//! RAID 1 of two single-chip SSDs against one such SSD, read IOPS, on
+//! generated workloads matching the nine traces of the thesis' Table 1
+//! (`ssdraid.*` presets) and on the real traces in ../shared/traces whose
+//! addresses fit the SSD (the others are skipped with a message).
+//!
+//! Every run replays its workload open loop at its own timestamps. **Read
+//! IOPS** = reads completed / read-busy time, where read-busy time is the
+//! length of the union of the reads' [arrival, completion) intervals: the
+//! rate at which the device delivers reads while the host is waiting for
+//! one. Open-loop throughput would equal the arrival rate for both configs;
+//! this measures how fast reads are served when they are wanted, so a
+//! mirror helps exactly when splitting the reads shortens the time the
+//! host waits (docs/flash-ssd.md, "The SSD-RAID experiment").
+//!
+//! Outputs: `DIR/table.csv` (`workload,config,read_iops,mean_latency_us,energy_j`),
+//! `DIR/improvement.csv` (RAID 1 over single, per workload),
+//! `DIR/read_iops.svg`, `DIR/improvement.svg`, and each run's config in
+//! `DIR/configs/` (rerun any row with `tierlab sim`).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::Args;
+use tierlab_core::device::DeviceState;
+use tierlab_core::{Op, TimeNs};
+use tierlab_sim::Observer;
+
+use crate::CliResult;
+use crate::plot::{Chart, Series, line_chart_svg};
+
+/// The nine traces of the thesis' Table 1, as generator presets.
+const PRESETS: [&str; 9] = [
+    "financial1",
+    "financial2",
+    "websearch2",
+    "hm_0",
+    "proj_0",
+    "proj_3",
+    "prxy_0",
+    "prxy_1",
+    "web_0",
+];
+
+/// Real traces that may fit the single-chip SSD: (path under the traces
+/// folder, device to keep).
+const REAL_TRACES: [(&str, Option<&str>); 6] = [
+    ("msr/hm_0-sample-1k.csv", None),
+    ("msr/msr-window-rw20_80.replay.txt", None),
+    ("msr/msr-window-rw40_60.replay.txt", None),
+    ("umass-spc/websearch-60s.disksim.txt", Some("0")),
+    ("tencent-cbs/cbs-window-rw60_40.flashnet.csv", None),
+    ("tencent-cbs/cbs-window-size_thpt.flashnet.csv", None),
+];
+
+#[derive(Args)]
+pub struct RaidArgs {
+    /// Smaller workloads (2 % of the presets' 1.2 M requests; well under
+    /// two minutes in release builds).
+    #[arg(long)]
+    pub quick: bool,
+    /// Output directory (table.csv, improvement.csv, SVG plots, configs).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Folder of the real traces (skipped with a message when absent).
+    #[arg(long, default_value = "../shared/traces")]
+    pub traces: PathBuf,
+    /// Arrival rate of the generated workloads, requests/s.
+    #[arg(long, default_value_t = 200.0)]
+    pub rate_iops: f64,
+    /// Seed of every run.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Host queue depth: 0 replays open loop at the workload's timestamps;
+    /// N > 0 replays as fast as possible in trace order with N outstanding.
+    #[arg(long, default_value_t = 0)]
+    pub iodepth: u32,
+    /// State the SSDs start in: none, fill or steady.
+    #[arg(long, default_value = "steady")]
+    pub precondition: String,
+}
+
+/// What one run measured.
+#[derive(Default)]
+struct Observed {
+    /// (arrival, done) of every host read.
+    reads: Vec<(TimeNs, TimeNs)>,
+    ios: u64,
+}
+
+impl Observer for Observed {
+    fn host_io(&mut self, arrival_ns: TimeNs, done_ns: TimeNs, op: Op, _: u32, _: u16, _: u32) {
+        self.ios += 1;
+        if op == Op::Read {
+            self.reads.push((arrival_ns, done_ns));
+        }
+    }
+    fn device_submit(&mut self, _: usize, _: TimeNs) {}
+    fn device_complete(&mut self, _: usize, _: TimeNs, _: TimeNs, _: Op, _: u32) {}
+    fn device_state(&mut self, _: usize, _: TimeNs, _: DeviceState) {}
+}
+
+/// Length of the union of the intervals (read-busy time), ns.
+fn busy_ns(intervals: &mut [(TimeNs, TimeNs)]) -> u64 {
+    intervals.sort_unstable();
+    let mut total = 0;
+    let mut current: Option<(TimeNs, TimeNs)> = None;
+    for &(a, b) in intervals.iter() {
+        current = match current {
+            Some((s, e)) if a <= e => Some((s, e.max(b))),
+            Some((s, e)) => {
+                total += e - s;
+                Some((a, b))
+            }
+            None => Some((a, b)),
+        };
+    }
+    if let Some((s, e)) = current {
+        total += e - s;
+    }
+    total
+}
+
+struct Row {
+    workload: String,
+    config: &'static str,
+    reads: u64,
+    read_iops: f64,
+    mean_latency_us: f64,
+    energy_j: f64,
+}
+
+fn device_toml(config: &str, precondition: &str) -> String {
+    match config {
+        "single" => format!(
+            "[[devices]]\nname = \"ssd\"\nmodel = \"flash-ssd\"\npreset = \"mlc-1chip\"\n\
+             precondition = {precondition:?}\n"
+        ),
+        _ => {
+            let ssd = format!(
+                "{{ model = \"flash-ssd\", preset = \"mlc-1chip\", precondition = {precondition:?} }}"
+            );
+            format!(
+                "[[devices]]\nname = \"mirror\"\nmodel = \"raid\"\nlevel = \"raid1\"\n\
+                 read_policy = \"least_outstanding\"\nmembers = [\n  {ssd},\n  {ssd},\n]\n"
+            )
+        }
+    }
+}
+
+fn run_one(
+    dir: &Path,
+    workload: &str,
+    config: &'static str,
+    workload_toml: &str,
+    seed: u64,
+    precondition: &str,
+    iodepth: u32,
+) -> CliResult<Option<Row>> {
+    let driver = if iodepth == 0 {
+        "{ mode = \"open\" }".to_string()
+    } else {
+        format!("{{ mode = \"afap\", iodepth = {iodepth} }}")
+    };
+    let text = format!(
+        "# tierlab reproduce raid: {config} on {workload}\nseed = {seed}\n\n{}\n\
+         [[tenants]]\nname = \"host\"\n{workload_toml}driver = {driver}\n",
+        device_toml(config, precondition)
+    );
+    let path = dir
+        .join("configs")
+        .join(format!("{workload}-{config}.toml"));
+    std::fs::write(&path, &text)?;
+    let cfg = tierlab_sim::config::parse(&text, &path.display().to_string(), &[])?;
+    let mut sim = tierlab_sim::build::build(&cfg, dir, &tierlab_sim::run::standard_device)?;
+    let mut obs = Observed::default();
+    match sim.run(&mut obs, None) {
+        Ok(outcome) if outcome.host_ios_unfinished > 0 => {
+            return Err(format!(
+                "{workload}/{config}: {} host IOs never completed",
+                outcome.host_ios_unfinished
+            )
+            .into());
+        }
+        Ok(_) => {}
+        Err(e) if e.to_string().contains("beyond the end of device") => {
+            eprintln!("  skipped {workload}: it addresses past the SSD's end ({e})");
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let reads = obs.reads.len() as u64;
+    let latency_sum: u128 = obs.reads.iter().map(|(a, d)| (d - a) as u128).sum();
+    let busy = busy_ns(&mut obs.reads);
+    let energy_j = sim.devices()[0]
+        .counters()
+        .into_iter()
+        .find(|(k, _)| *k == "energy_j")
+        .map_or(0.0, |(_, v)| v);
+    Ok(Some(Row {
+        workload: workload.to_string(),
+        config,
+        reads,
+        read_iops: if busy == 0 {
+            0.0
+        } else {
+            reads as f64 * 1e9 / busy as f64
+        },
+        mean_latency_us: if reads == 0 {
+            0.0
+        } else {
+            latency_sum as f64 / reads as f64 / 1e3
+        },
+        energy_j,
+    }))
+}
+
+pub fn run(args: RaidArgs) -> CliResult {
+    if !(args.rate_iops.is_finite() && args.rate_iops > 0.0) {
+        return Err(format!("--rate-iops {} is not a positive rate", args.rate_iops).into());
+    }
+    let dir = &args.out;
+    std::fs::create_dir_all(dir.join("configs"))?;
+    let scale = if args.quick { 0.02 } else { 0.25 };
+    let mut workloads: Vec<(String, String)> = PRESETS
+        .iter()
+        .map(|p| {
+            (
+                format!("ssdraid.{p}"),
+                format!(
+                    "workload = {{ generator = \"ssdraid.{p}\", params = {{ scale = {scale}, rate_iops = {} }} }}\n",
+                    args.rate_iops
+                ),
+            )
+        })
+        .collect();
+    if args.traces.is_dir() {
+        for (file, device) in REAL_TRACES {
+            let path = args.traces.join(file);
+            if !path.exists() {
+                eprintln!("  skipped {file}: not in {}", args.traces.display());
+                continue;
+            }
+            let abs = std::fs::canonicalize(&path)?;
+            let device = device.map_or(String::new(), |d| format!(", device = \"{d}\""));
+            let name = file.rsplit('/').next().unwrap_or(file).to_string();
+            workloads.push((
+                format!("trace:{name}"),
+                format!(
+                    "workload = {{ trace = {:?}{device} }}\n",
+                    abs.display().to_string()
+                ),
+            ));
+        }
+    } else {
+        eprintln!(
+            "  real traces skipped: {} is not a folder (pass --traces DIR)",
+            args.traces.display()
+        );
+    }
+    let started = Instant::now();
+    let mut rows = Vec::new();
+    for (name, toml) in &workloads {
+        let file_name: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let single = run_one(
+            dir,
+            &file_name,
+            "single",
+            toml,
+            args.seed,
+            &args.precondition,
+            args.iodepth,
+        )?;
+        let raid = run_one(
+            dir,
+            &file_name,
+            "raid1",
+            toml,
+            args.seed,
+            &args.precondition,
+            args.iodepth,
+        )?;
+        if let (Some(mut s), Some(mut r)) = (single, raid) {
+            s.workload = name.clone();
+            r.workload = name.clone();
+            eprintln!(
+                "  {name}: {} reads; read IOPS single {:.0}, RAID 1 {:.0} ({:+.1} %)",
+                s.reads,
+                s.read_iops,
+                r.read_iops,
+                (r.read_iops / s.read_iops - 1.0) * 100.0
+            );
+            rows.push(s);
+            rows.push(r);
+        }
+    }
+    let mut table = String::from("workload,config,read_iops,mean_latency_us,energy_j\n");
+    let mut gains = String::from("workload,single_read_iops,raid1_read_iops,improvement_percent\n");
+    let mut points_single = Vec::new();
+    let mut points_raid = Vec::new();
+    let mut points_gain = Vec::new();
+    let mut improvements = Vec::new();
+    for (k, pair) in rows.chunks(2).enumerate() {
+        for r in pair {
+            writeln!(
+                table,
+                "{},{},{:.3},{:.3},{:.6}",
+                r.workload, r.config, r.read_iops, r.mean_latency_us, r.energy_j
+            )?;
+        }
+        let (s, r) = (&pair[0], &pair[1]);
+        let gain = if s.read_iops > 0.0 {
+            (r.read_iops / s.read_iops - 1.0) * 100.0
+        } else {
+            0.0
+        };
+        writeln!(
+            gains,
+            "{},{:.3},{:.3},{:.3}",
+            s.workload, s.read_iops, r.read_iops, gain
+        )?;
+        points_single.push((k as f64, s.read_iops));
+        points_raid.push((k as f64, r.read_iops));
+        points_gain.push((k as f64, gain));
+        if s.reads > 0 {
+            improvements.push(gain);
+        }
+    }
+    std::fs::write(dir.join("table.csv"), table)?;
+    std::fs::write(dir.join("improvement.csv"), gains)?;
+    let names: Vec<String> = rows
+        .chunks(2)
+        .enumerate()
+        .map(|(k, p)| format!("{k}={}", p[0].workload))
+        .collect();
+    let x_label = format!("workload ({})", names.join(", "));
+    line_chart_svg(
+        &dir.join("read_iops.svg"),
+        &Chart {
+            title: "Read IOPS (reads / read-busy time): one single-chip SSD vs RAID 1 of two",
+            x_label: &x_label,
+            y_label: "read IOPS",
+            log_x: false,
+        },
+        &[
+            Series {
+                name: "single SSD",
+                points: &points_single,
+            },
+            Series {
+                name: "RAID 1 of two",
+                points: &points_raid,
+            },
+        ],
+    )?;
+    line_chart_svg(
+        &dir.join("improvement.svg"),
+        &Chart {
+            title: "RAID 1 read-IOPS improvement over one SSD (thesis: mean 10.93 %, max 43.9 %)",
+            x_label: &x_label,
+            y_label: "improvement (%)",
+            log_x: false,
+        },
+        &[Series {
+            name: "RAID 1 / single − 1",
+            points: &points_gain,
+        }],
+    )?;
+    if !improvements.is_empty() {
+        let mean = improvements.iter().sum::<f64>() / improvements.len() as f64;
+        let max = improvements
+            .iter()
+            .cloned()
+            .fold(f64::NEG_INFINITY, f64::max);
+        eprintln!(
+            "tierlab reproduce raid: {} workloads in {:.1} s; read-IOPS improvement mean {mean:.2} %, max {max:.2} % (thesis: 10.93 %, 43.9 %); wrote {}",
+            improvements.len(),
+            started.elapsed().as_secs_f64(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::busy_ns;
+
+    #[test]
+    fn read_busy_time_is_the_union_of_the_intervals() {
+        let mut v = vec![(5, 20), (0, 10), (30, 40), (35, 38)];
+        assert_eq!(busy_ns(&mut v), 20 + 10);
+        assert_eq!(busy_ns(&mut []), 0);
+    }
+}
