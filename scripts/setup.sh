@@ -5,13 +5,17 @@
 # changed.
 #
 #   1. system packages, through apt-get when missing: fio (trace replay);
-#      python3-venv if this Python cannot create virtualenvs
+#      chromium (the HTML report test renders reports headless; skipped with
+#      a note where the package does not exist); python3-venv if this Python
+#      cannot create virtualenvs
 #   2. .venv (python3 -m venv) with the Python dependencies of pyproject.toml
-#      (numpy, pandas) and its `dev` extra (maturin, pytest)
+#      (numpy, pandas, matplotlib, tqdm) and its `dev` and `ray` extras
+#      (maturin, pytest, ...; Ray for `tierlab sweep --ray`)
 #   3. cargo build --release          -> target/release/tierlab
 #   4. maturin develop --release      -> the `tierlab` package (and the same
 #                                        `tierlab` command) inside .venv
-#   5. tierlab demo --out out/demo
+#   5. tierlab demo --out out/demo   (the .venv command: also writes
+#                                        out/demo/report.html)
 #
 # Needs the network only for the package registries (Debian, crates.io, PyPI).
 # Environment: PYTHON (default python3) picks the interpreter for .venv.
@@ -69,6 +73,24 @@ if ((${#missing[@]})); then
 else
     step "system packages: fio $(fio --version 2>/dev/null | sed 's/^fio-//') present"
 fi
+# Optional: Chromium renders the HTML reports in the tests (which skip with
+# a message without it). Installed through apt-get where it can be; a
+# system without it still sets up.
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    as_root=()
+    if [[ $(id -u) -ne 0 ]]; then
+        if [[ -t 0 ]]; then as_root=(sudo); else as_root=(sudo -n); fi
+    fi
+    step "installing chromium (optional: renders the HTML reports in the tests)"
+    chromium_install() {
+        "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1
+    }
+    if ! chromium_install; then
+        "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null 2>&1 || true
+        chromium_install || note "chromium could not be installed: the report rendering test will skip"
+    fi
+fi
 
 # --- 2. virtualenv and Python dependencies ---------------------------------
 if [[ -x $VENV/bin/python ]] && ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then
@@ -89,7 +111,8 @@ requirements=$("$VENV/bin/python" - <<'EOF'
 import tomllib
 with open("pyproject.toml", "rb") as f:
     project = tomllib.load(f)["project"]
-print("\n".join(project["dependencies"] + project["optional-dependencies"]["dev"]))
+extras = project["optional-dependencies"]
+print("\n".join(project["dependencies"] + extras["dev"] + extras["ray"]))
 EOF
 )
 stamp=$VENV/.tierlab-requirements
@@ -120,6 +143,7 @@ note "$("$VENV/bin/tierlab" --version) in .venv/bin; target/release/tierlab"
 
 # --- 5. the main job ---------------------------------------------------------
 step "tierlab demo --out out/demo"
-"$ROOT/target/release/tierlab" demo --out out/demo
+# The .venv command: the same Rust CLI, plus the HTML report.
+"$VENV/bin/tierlab" demo --out out/demo
 
 step "setup done in $((SECONDS - started)) s. Activate with: source .venv/bin/activate"

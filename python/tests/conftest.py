@@ -38,3 +38,13 @@ def tierlab_exe() -> str:
             "in this environment (run ./scripts/setup.sh)"
         )
     return exe
+
+
+@pytest.fixture(scope="session")
+def atsmf_quick(tmp_path_factory: pytest.TempPathFactory):
+    """`reproduce("atsmf", quick=True, only="src1_0")` once per session
+    (about 10 s): shared by the report, plot and API tests."""
+    import tierlab
+
+    out = tmp_path_factory.mktemp("atsmf-quick")
+    return tierlab.reproduce("atsmf", quick=True, only="src1_0", out=out)

@@ -25,6 +25,22 @@ Simulation (``tierlab sim``)
                          the VCD timeline); bad configs raise
                          :class:`ConfigError` (a ``ValueError``)
 
+    :func:`load_run`     a ``tierlab sim --out`` directory -> :class:`SimResult`
+    progress:            ``simulate(..., progress=True)`` draws a tqdm bar;
+                         :class:`SimProgress`, :class:`TqdmProgress`
+
+Analyses and paper reproductions (``tierlab analyze`` / ``reproduce``)
+    :func:`analyze_concentrations`  trace -> heat map, concentrations, metrics
+    :func:`reproduce`    ``"atsmf" | "hswd" | "qos"`` -> :class:`Outputs`
+                         (every CSV a DataFrame, each run a SimResult)
+    :func:`load_outputs` any tierlab output directory -> :class:`Outputs`
+
+Plots, reports, sweeps
+    :mod:`tierlab.plots`   matplotlib: CDFs, time series, heat maps, bars
+    :func:`write_report`   output directory -> one self-contained HTML file
+    :mod:`tierlab.sweep`   grids of runs on local processes or Ray
+                           (:func:`tierlab.sweep.run_sweep`)
+
 Cache-only studies (``tierlab cache``)
     :func:`cache_sim`    trace + policies × capacities -> DataFrame of miss
                          counts (one pass, libCacheSim semantics)
@@ -46,8 +62,11 @@ from ._cache import cache_sim
 from ._cli import run_cli
 from ._generators import generate, generate_to, generators, presets
 from ._native import ConfigError, TraceError
-from ._sim import SimResult, simulate
+from ._outputs import CommandError, Outputs, analyze_concentrations, load_outputs, reproduce
+from ._progress import SimProgress, TqdmProgress
+from ._sim import SimResult, load_run, simulate
 from ._traces import convert, formats, read_trace, trace_stats, write_trace
+from .report import write_report
 
 if TYPE_CHECKING:
     from .native import NATIVE_DTYPE, NativeTrace, load_native
@@ -56,11 +75,16 @@ __version__: str = _native.__version__
 
 __all__ = [
     "NATIVE_DTYPE",
+    "CommandError",
     "ConfigError",
     "NativeTrace",
+    "Outputs",
+    "SimProgress",
     "SimResult",
+    "TqdmProgress",
     "TraceError",
     "__version__",
+    "analyze_concentrations",
     "cache_sim",
     "convert",
     "formats",
@@ -68,11 +92,15 @@ __all__ = [
     "generate_to",
     "generators",
     "load_native",
+    "load_outputs",
+    "load_run",
     "presets",
     "read_trace",
+    "reproduce",
     "run_cli",
     "simulate",
     "trace_stats",
+    "write_report",
     "write_trace",
 ]
 

@@ -60,4 +60,5 @@ def simulate(
     overrides: list[str] = ...,
     base_dir: str | None = None,
     out: str | None = None,
+    progress: Any = None,
 ) -> dict[str, str | None]: ...

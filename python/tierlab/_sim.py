@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 from . import _native
 from ._native import ConfigError
+from ._progress import ProgressLike, native_callback
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -78,6 +79,13 @@ class SimResult:
     vcd:
         The device state timeline (timeline.vcd text), or None when the
         config does not set ``[output] timeline = true``.
+    policy_series:
+        policy_series.csv: the policy's own counters (e.g. ATSMF's
+        ``memory_bytes``) at every interval boundary, ``time_s`` first;
+        None for a policy without counters (passthrough, linear).
+    dir:
+        The directory the run's files are in (``out=``, or the directory
+        :func:`load_run` read), else None.
     """
 
     summary: dict[str, Any]
@@ -88,6 +96,8 @@ class SimResult:
     tenants: pd.DataFrame
     devices: pd.DataFrame
     vcd: str | None
+    policy_series: pd.DataFrame | None = None
+    dir: str | None = None
 
     def __repr__(self) -> str:
         s = self.summary
@@ -196,6 +206,7 @@ def simulate(
     set: OverridesLike | None = None,  # noqa: A002 - the CLI's --set
     out: str | os.PathLike[str] | None = None,
     base_dir: str | os.PathLike[str] | None = None,
+    progress: ProgressLike = None,
 ) -> SimResult:
     """Run one simulation, as ``tierlab sim CONFIG [--set k=v ...] [--out DIR]``.
 
@@ -228,6 +239,13 @@ def simulate(
         The directory relative trace paths in the config are resolved
         against. Default: the config file's directory, or the current
         directory for text and dict configs.
+    progress:
+        ``True`` draws a tqdm bar (rate, ETA) on stderr for runs longer
+        than a second; a callable is called about every 0.1 s with a
+        :class:`SimProgress` (e.g. a :class:`TqdmProgress`, or your own);
+        None (default) reports nothing. The results do not depend on it.
+        An exception the callable raises stops the run and propagates;
+        Ctrl-C stops it with ``KeyboardInterrupt`` either way.
 
     Returns
     -------
@@ -267,7 +285,14 @@ def simulate(
             "config must be a path, TOML text or a dict, not "
             f"{type(config).__name__}"
         )
-    raw = _native.simulate(**kwargs)
+    callback, bar = native_callback(progress)
+    if callback is not None:
+        kwargs["progress"] = callback
+    try:
+        raw = _native.simulate(**kwargs)
+    finally:
+        if bar is not None:
+            bar.close()
     summary = json.loads(raw["summary"])
     return SimResult(
         summary=summary,
@@ -278,4 +303,54 @@ def simulate(
         tenants=_scope_frame(summary["tenants"]),
         devices=_scope_frame(summary["devices"]),
         vcd=raw["vcd"],
+        policy_series=_policy_series(raw.get("policy_series")),
+        dir=None if out is None else os.fspath(out),
+    )
+
+
+def _policy_series(text: str | None) -> pd.DataFrame | None:
+    if text is None:
+        return None
+    import pandas as pd
+
+    return pd.read_csv(io.StringIO(text))
+
+
+def load_run(dir: str | os.PathLike[str]) -> SimResult:  # noqa: A002
+    """Read the files of one ``tierlab sim --out DIR`` run (or a run of
+    ``tierlab reproduce``, e.g. ``OUT/runs/src1_0-atsmf``) as a
+    :class:`SimResult`, exactly as :func:`simulate` returns it.
+
+    Raises ``FileNotFoundError`` naming the missing file when ``dir`` is
+    not a run directory (summary.json, series.csv and latency_cdf.csv).
+    """
+    d = os.fspath(dir)
+    texts = {}
+    for name in ("summary.json", "series.csv", "latency_cdf.csv"):
+        path = os.path.join(d, name)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"{path}: not found; a run directory (tierlab sim --out) has "
+                "summary.json, series.csv and latency_cdf.csv"
+            )
+        with open(path, encoding="utf-8") as f:
+            texts[name] = f.read()
+    optional = {}
+    for name in ("timeline.vcd", "policy_series.csv"):
+        path = os.path.join(d, name)
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                optional[name] = f.read()
+    summary = json.loads(texts["summary.json"])
+    return SimResult(
+        summary=summary,
+        series=_read_csv(texts["series.csv"], _SERIES_DTYPES),
+        cdf=_read_csv(texts["latency_cdf.csv"], _CDF_DTYPES),
+        ops=_scope_frame(summary.get("ops", [])),
+        tiers=_scope_frame(summary.get("tiers", [])),
+        tenants=_scope_frame(summary.get("tenants", [])),
+        devices=_scope_frame(summary.get("devices", [])),
+        vcd=optional.get("timeline.vcd"),
+        policy_series=_policy_series(optional.get("policy_series.csv")),
+        dir=d,
     )

@@ -18,9 +18,9 @@ use pyo3::exceptions::{
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyList};
-use tierlab_sim::SimError;
 use tierlab_sim::config::{self as sim_config, ConfigError as SimConfigError};
 use tierlab_sim::run::{self as sim_run, RunResult};
+use tierlab_sim::{Progress, SimError};
 use tierlab_trace::formats::blkparse;
 use tierlab_trace::generate::{self, KvParams};
 use tierlab_trace::stats::{self, TraceStats};
@@ -673,6 +673,8 @@ enum SimFailure {
     Trace(tierlab_trace::TraceError),
     Io(ErrorKind, String),
     Other(String),
+    /// Raised by the progress callback, or Ctrl-C (KeyboardInterrupt).
+    Python(PyErr),
 }
 
 impl From<SimConfigError> for SimFailure {
@@ -709,12 +711,14 @@ impl SimFailure {
             SimFailure::Trace(t) => to_py_err(t),
             SimFailure::Io(kind, m) => os_error(kind, m),
             SimFailure::Other(m) => PyRuntimeError::new_err(m),
+            SimFailure::Python(e) => e,
         }
     }
 }
 
 /// The files of `tierlab sim --out`, rendered in memory.
 struct SimOutputs {
+    policy_series_csv: Option<String>,
     summary_json: String,
     series_csv: String,
     cdf_csv: String,
@@ -747,6 +751,7 @@ fn render_outputs(result: &RunResult) -> std::io::Result<SimOutputs> {
         None => None,
     };
     Ok(SimOutputs {
+        policy_series_csv: sim_run::policy_series_csv(result),
         summary_json,
         series_csv: utf8(series)?,
         cdf_csv: utf8(cdf)?,
@@ -769,6 +774,7 @@ fn run_simulation(
     overrides: &[String],
     base_dir: Option<PathBuf>,
     out: Option<PathBuf>,
+    progress: Option<Py<PyAny>>,
 ) -> Result<SimOutputs, SimFailure> {
     let (config, default_base) = match source {
         ConfigSource::Path(path) => {
@@ -790,7 +796,46 @@ fn run_simulation(
         ),
     };
     let base_dir = base_dir.unwrap_or(default_base);
-    let result = sim_run::run(&config, &base_dir).map_err(SimFailure::from_run)?;
+    let total = sim_run::expected_total(&config);
+    // Every ~0.1 s of wall time: look for Ctrl-C, then tell `progress`
+    // (with the GIL, briefly). Either may stop the run.
+    let mut stopped: Option<PyErr> = None;
+    let mut last = std::time::Instant::now();
+    let mut report = |p: &Progress| {
+        if last.elapsed() < std::time::Duration::from_millis(100) {
+            return true;
+        }
+        last = std::time::Instant::now();
+        Python::attach(|py| {
+            let outcome = py.check_signals().and_then(|()| match &progress {
+                Some(f) => f
+                    .call1(
+                        py,
+                        (
+                            p.host_ios,
+                            total.host_ios,
+                            p.simulated_ns,
+                            total.simulated_ns,
+                            p.events,
+                        ),
+                    )
+                    .map(drop),
+                None => Ok(()),
+            });
+            match outcome {
+                Ok(()) => true,
+                Err(e) => {
+                    stopped = Some(e);
+                    false
+                }
+            }
+        })
+    };
+    let result = sim_run::run_with_progress(&config, &base_dir, Some(&mut report));
+    if let Some(e) = stopped {
+        return Err(SimFailure::Python(e));
+    }
+    let result = result.map_err(SimFailure::from_run)?;
     if let Some(dir) = &out {
         sim_run::write_outputs(&result, dir)
             .map_err(|e| SimFailure::Io(e.kind(), format!("{}: {e}", dir.display())))?;
@@ -808,9 +853,15 @@ fn run_simulation(
 ///
 /// Returns `{summary, series, cdf, vcd}`: the text of summary.json,
 /// series.csv, latency_cdf.csv and timeline.vcd (None without
-/// `[output] timeline = true`).
+/// `[output] timeline = true`), and `policy_series` (policy_series.csv,
+/// None for a policy without counters). `progress`, when given, is called
+/// about every 0.1 s of wall time with `(host_ios, host_ios_total,
+/// simulated_ns, simulated_ns_total, events)` (totals None when the config
+/// does not tell them); an exception it raises, or Ctrl-C, stops the run
+/// and is raised here.
 #[pyfunction]
-#[pyo3(signature = (path=None, text=None, json=None, overrides=Vec::new(), base_dir=None, out=None))]
+#[pyo3(signature = (path=None, text=None, json=None, overrides=Vec::new(), base_dir=None, out=None, progress=None))]
+#[allow(clippy::too_many_arguments)]
 fn simulate<'py>(
     py: Python<'py>,
     path: Option<PathBuf>,
@@ -819,6 +870,7 @@ fn simulate<'py>(
     overrides: Vec<String>,
     base_dir: Option<PathBuf>,
     out: Option<PathBuf>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let source = match (path, text, json) {
         (Some(p), None, None) => ConfigSource::Path(p),
@@ -831,13 +883,14 @@ fn simulate<'py>(
         }
     };
     let outputs = py
-        .detach(move || run_simulation(source, &overrides, base_dir, out))
+        .detach(move || run_simulation(source, &overrides, base_dir, out, progress))
         .map_err(SimFailure::into_py)?;
     let d = PyDict::new(py);
     d.set_item("summary", outputs.summary_json)?;
     d.set_item("series", outputs.series_csv)?;
     d.set_item("cdf", outputs.cdf_csv)?;
     d.set_item("vcd", outputs.vcd)?;
+    d.set_item("policy_series", outputs.policy_series_csv)?;
     Ok(d)
 }
 

@@ -1,0 +1,99 @@
+"""The reproductions, analyses and run directories as DataFrames, checked
+against the files the commands wrote; and tierlab.plots against its input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tierlab
+import tierlab.plots as plots
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_reproduce_frames_equal_the_files(atsmf_quick) -> None:
+    r = atsmf_quick
+    assert r.kind == "atsmf"
+    pd.testing.assert_frame_equal(r.table, pd.read_csv(r.dir / "table.csv"))
+    assert list(r.table["system"]) == ["flash", "atsmf", "flashcache", "arc"]
+    assert set(r.tables) >= {"table", "cdf_src1_0", "memory_src1_0"}
+    assert r.run_names() == [f"src1_0-{s}" for s in ("arc", "atsmf", "flash", "flashcache")]
+    for system in ("flash", "atsmf"):
+        run = r.run(f"src1_0-{system}")
+        summary = json.loads((r.dir / "runs" / f"src1_0-{system}" / "summary.json").read_text())
+        assert run.summary == summary
+        row = r.table[r.table.system == system].iloc[0]
+        assert row.mean_rt_ms == pytest.approx(summary["mean_latency_us"] / 1e3, abs=1e-6)
+    assert r.run("src1_0-atsmf").policy_series["memory_bytes"].max() == r.table.peak_mem_bytes[1]
+    with pytest.raises(KeyError, match="runs:"):
+        r.run("nope")
+
+
+def test_reproduce_arguments_are_checked() -> None:
+    with pytest.raises(ValueError, match="expected one of atsmf, hswd, qos"):
+        tierlab.reproduce("raid", out="x")
+    with pytest.raises(ValueError, match="unknown workload 'src9'; known: .*src1_0"):
+        tierlab.reproduce("atsmf", only="src9", out="x")
+    with pytest.raises(ValueError, match="not an option of qos"):
+        tierlab.reproduce("qos", only="x", out="x")
+
+
+def test_command_errors_carry_the_message(tmp_path: Path) -> None:
+    with pytest.raises(tierlab.CommandError, match="No such file"):
+        tierlab.reproduce("atsmf", only="none", traces={"t": tmp_path / "missing.csv"}, out=tmp_path / "o")
+
+
+def test_load_run_equals_simulate(tmp_path: Path) -> None:
+    r = tierlab.simulate(REPO / "configs" / "nvme-zipf.toml", out=tmp_path,
+                         set={"tenants.0.workload.params.count": 20000})
+    back = tierlab.load_run(tmp_path)
+    assert back.summary == r.summary and back.vcd == r.vcd
+    pd.testing.assert_frame_equal(back.series, r.series)
+    pd.testing.assert_frame_equal(back.cdf, r.cdf)
+    with pytest.raises(FileNotFoundError, match="summary.json"):
+        tierlab.load_run(tmp_path / "nothing")
+
+
+def test_analyze_concentrations_and_heatmap(tmp_path: Path) -> None:
+    trace = tmp_path / "w.tlt"
+    tierlab.generate_to(trace, "atsmf.src1_0", seed=2, duration_s=600)
+    a = tierlab.analyze_concentrations(trace, out=tmp_path / "a")
+    records = len(tierlab.read_trace(trace))
+    assert a.kind == "concentrations" and a.tables["heatmap"]["ios"].sum() == records
+    # The heat map from the trace frame counts the same cells.
+    mine = plots.heatmap_counts(tierlab.read_trace(trace))
+    theirs = a.tables["heatmap"].sort_values(["minute", "sub_lun"], ignore_index=True)
+    assert mine["ios"].sum() == records
+    assert np.array_equal(mine[["minute", "sub_lun", "ios"]].to_numpy(), theirs[["minute", "sub_lun", "ios"]].to_numpy())
+    ax = plots.heatmap(mine)
+    image = ax.images[0].get_array()
+    assert np.nansum(image) == records
+
+
+def test_plots_draw_their_input(atsmf_quick, tmp_path: Path) -> None:
+    run = atsmf_quick.run("src1_0-atsmf")
+    ax = plots.latency_cdf(run)
+    labels = [line.get_label() for line in ax.lines]
+    assert labels == ["all", "tier:memory", "tier:flash"]
+    part = run.cdf[run.cdf.scope == "tier:memory"]
+    assert np.array_equal(ax.lines[1].get_ydata(), part.cumulative_fraction.to_numpy())
+    with pytest.raises(ValueError, match="scopes: all"):
+        plots.latency_cdf(run, ["tier:nope"])
+    ax = plots.time_series(run, "iops")
+    assert np.allclose(ax.lines[0].get_ydata(), run.series[run.series.scope == "all"].iops)
+    ax = plots.utilization(run)
+    assert [line.get_label() for line in ax.lines] == ["memory", "flash"]
+    ax = plots.policy_series(run)
+    assert np.allclose(ax.lines[0].get_ydata(), run.policy_series.memory_bytes / 2**30)
+    ax = plots.comparison_bars(atsmf_quick.table, "mean_rt_ms")
+    heights = [b.get_height() for b in ax.patches]
+    assert np.allclose(heights, atsmf_quick.table.mean_rt_ms)
+    plots.save(ax, tmp_path / "bars.svg")
+    plots.save(ax, tmp_path / "bars.png")
+    assert (tmp_path / "bars.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"<svg" in (tmp_path / "bars.svg").read_bytes()[:1000]

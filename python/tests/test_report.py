@@ -1,0 +1,141 @@
+"""HTML reports: self-contained, every image decodes, the numbers shown are
+the run's own, and headless Chromium renders them without an error."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+import tierlab
+from tierlab.report import write_report
+
+from _chromium import chromium, render
+
+REPO = Path(__file__).resolve().parents[2]
+_IMG = re.compile(r'<img src="data:(image/[a-z+]+);base64,([A-Za-z0-9+/=]+)" alt="([^"]*)"')
+
+
+def images(page: Path) -> list[tuple[str, bytes, str]]:
+    text = page.read_text(encoding="utf-8")
+    return [(mime, base64.b64decode(data), alt) for mime, data, alt in _IMG.findall(text)]
+
+
+def check_self_contained(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    # No network and no file next to it: every src/href is a data: URI.
+    for ref in re.findall(r'(?:src|href)="([^"]*)"', text):
+        assert ref.startswith("data:"), ref
+    assert "<script" not in text
+    assert text.count("<img") == len(images(page)) > 0
+
+
+def check_images_decode(page: Path) -> None:
+    from PIL import Image
+
+    for mime, data, alt in images(page):
+        if mime == "image/png":
+            with Image.open(io.BytesIO(data)) as im:
+                im.load()
+                assert im.width > 100 and im.height > 100, alt
+        else:
+            assert mime == "image/svg+xml", mime
+            root = ET.fromstring(data)
+            assert root.tag.endswith("svg"), alt
+
+
+@pytest.fixture(scope="module")
+def sim_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sim") / "run"
+    tierlab.simulate(REPO / "configs" / "atsmf-src1_0.toml", out=out,
+                     set={"tenants.0.workload.params.duration_s": 600.0})
+    return out
+
+
+def test_sim_report_shows_the_runs_numbers(sim_dir: Path) -> None:
+    page = write_report(sim_dir)
+    assert page == sim_dir / "report.html"
+    check_self_contained(page)
+    check_images_decode(page)
+    summary = json.loads((sim_dir / "summary.json").read_text())
+    text = page.read_text(encoding="utf-8")
+    # The key numbers appear exactly as summary.json has them.
+    for key in ("ios", "p99_latency_us", "mean_latency_us"):
+        assert f"<td>{summary[key]:.6g}</td>" in text or f"<td>{summary[key]}</td>" in text, key
+    alts = [alt for _, _, alt in images(page)]
+    assert {"latency CDF", "IOPS over time", "%util over time", "policy counters over time"} <= set(alts)
+
+
+def test_reproduce_report_and_cli_flag(atsmf_quick, tmp_path: Path) -> None:
+    page = write_report(atsmf_quick.dir, tmp_path / "r.html", title="ATSMF quick")
+    check_self_contained(page)
+    check_images_decode(page)
+    text = page.read_text(encoding="utf-8")
+    assert "<title>ATSMF quick</title>" in text
+    # Every row of table.csv is in the report.
+    for system in atsmf_quick.table["system"]:
+        assert f"<td>{system}</td>" in text
+    # The Rust-written SVGs are embedded as well.
+    assert any(m == "image/svg+xml" for m, _, _ in images(page))
+
+
+def test_report_of_something_else_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not a tierlab output directory"):
+        write_report(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no such directory"):
+        write_report(tmp_path / "missing")
+
+
+def test_report_command(tierlab_exe: str, sim_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cli.html"
+    p = subprocess.run([tierlab_exe, "report", str(sim_dir), "--out", str(out)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert out.is_file() and "wrote" in p.stdout
+    p = subprocess.run([tierlab_exe, "report", str(tmp_path / "nope")], capture_output=True, text=True)
+    assert p.returncode == 1 and "tierlab: error:" in p.stderr and "no such directory" in p.stderr
+
+
+def test_sim_report_flag(tierlab_exe: str, tmp_path: Path) -> None:
+    out = tmp_path / "z"
+    p = subprocess.run(
+        [tierlab_exe, "sim", str(REPO / "configs" / "nvme-zipf.toml"), "--set",
+         "tenants.0.workload.params.count=20000", "--out", str(out), "--report"],
+        capture_output=True, text=True,
+    )
+    assert p.returncode == 0, p.stderr
+    assert (out / "report.html").is_file() and "report:" in p.stdout
+
+
+@pytest.mark.skipif(chromium() is None, reason="Chromium is not installed (Debian: apt-get install chromium); "
+                    "the headless rendering check of the HTML report is skipped")
+def test_reports_render_in_headless_chromium(sim_dir: Path, atsmf_quick, tmp_path: Path) -> None:
+    qos = tierlab.reproduce("qos", quick=True, out=tmp_path / "qos", report=True)
+    for page in (write_report(sim_dir), write_report(atsmf_quick.dir), qos.dir / "report.html"):
+        result = render(page, tmp_path)
+        n = len(images(page))
+        assert result["images"] == n > 0, result
+        assert result["loaded"] == n, f"{page}: images that did not load: {result['broken']}"
+        assert result["errors"] == [], result["errors"]
+        assert result["console"] == [], result["console"]
+        assert result["text_chars"] > 500
+
+
+def test_the_probe_sees_a_broken_image(tmp_path: Path) -> None:
+    """The Chromium check is not vacuous: a page with an undecodable image
+    and a console error is caught."""
+    if chromium() is None:
+        pytest.skip("Chromium is not installed (Debian: apt-get install chromium)")
+    page = tmp_path / "bad.html"
+    page.write_text('<!DOCTYPE html><html><head><title>x</title></head><body>'
+                    '<img alt="bad" src="data:image/png;base64,AAAA">'
+                    '<script>console.error("boom")</script></body></html>')
+    result = render(page, tmp_path)
+    assert result["images"] == 1 and result["loaded"] == 0 and result["broken"] == ["bad"]
+    assert result["errors"] and any("boom" in line for line in result["console"])
