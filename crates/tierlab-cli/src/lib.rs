@@ -12,6 +12,7 @@ mod plot;
 mod progress;
 mod qos_cmd;
 mod reproduce;
+mod run_cmd;
 mod sim_cmd;
 mod trace_cmd;
 
@@ -38,6 +39,8 @@ enum Command {
     Trace(trace_cmd::TraceCommand),
     /// Simulate a storage stack described by a TOML config.
     Sim(sim_cmd::SimArgs),
+    /// Run the same stack for real over files, block devices and RAM.
+    Run(run_cmd::RunArgs),
     /// The one-minute tour on data tierlab generates itself (what setup.sh runs).
     Demo(demo_cmd::DemoArgs),
     /// Measure trace parsing and generation throughput (see docs/benchmarks.md).
@@ -78,6 +81,7 @@ where
         Command::Bench(args) => bench_cmd::run(args),
         Command::Demo(args) => demo_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),
+        Command::Run(args) => run_cmd::run(args),
         Command::Cache(args) => cache_cmd::run(args),
         Command::Analyze(cmd) => analyze_cmd::run(cmd),
         Command::Reproduce(cmd) => reproduce::run(cmd),

@@ -117,6 +117,11 @@ pub trait Policy {
     fn moves_data(&self) -> bool {
         false
     }
+    /// Host IOs must start and end on multiples of this for the policy's
+    /// data to be exact (a real executor refuses others).
+    fn required_alignment_bytes(&self) -> u64 {
+        1
+    }
 }
 
 /// The simplest stack: every host IO goes to device 0 unchanged and

@@ -42,7 +42,7 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
 use tierlab_cache::Eviction;
-use tierlab_core::policy::{HostIo, Outbox, Policy};
+use tierlab_core::policy::{BufRef, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, Op, TimeNs};
 
 pub const CACHE_DEVICE: usize = 0;
@@ -566,6 +566,17 @@ impl Cache {
     fn submit(&mut self, out: &mut Outbox, device: usize, io: DeviceIo, rec: Rec) {
         self.inflight.insert((device, io.tag), rec);
         out.device_ios.push((device, io));
+        // The tag names the buffer (see `decode_tag`): tell a real executor.
+        let (buffer, page_in_buf) = decode_tag(io.tag);
+        let offset_bytes = page_in_buf * self.page;
+        let buf = match buffer {
+            Buffer::Host(host_id) => BufRef::Host {
+                host_id,
+                offset_bytes,
+            },
+            Buffer::Staging(id) => BufRef::Staging { id, offset_bytes },
+        };
+        out.data_for(device, io.tag, buf);
     }
 
     fn unpin(&mut self, slot: u64) {
@@ -1117,6 +1128,7 @@ impl Cache {
         let Some(st) = self.staging.remove(&sid) else {
             return;
         };
+        out.release.push(sid);
         self.flushes_inflight -= 1;
         for (p, inc, generation) in st.pages {
             let Some(e) = self.map.get_mut(&p) else {
@@ -1140,6 +1152,17 @@ impl Cache {
 }
 
 impl Policy for Cache {
+    fn moves_data(&self) -> bool {
+        true
+    }
+
+    /// Whole pages only: a partial-page write is widened to its page
+    /// without reading the rest first (docs/cache-layer.md), which is
+    /// exact in timing but not in data.
+    fn required_alignment_bytes(&self) -> u64 {
+        self.page
+    }
+
     fn name(&self) -> &str {
         &self.name
     }

@@ -224,6 +224,13 @@ impl Simulation {
         }
     }
 
+    /// The parts a different executor drives (the real executor builds a
+    /// stack with `build::build` and takes it apart here).
+    #[allow(clippy::type_complexity)]
+    pub fn into_parts(self) -> (Box<dyn Policy>, Vec<Box<dyn DeviceModel>>, Vec<Tenant>) {
+        (self.policy, self.devices, self.tenants)
+    }
+
     /// Samples `Policy::counters` at every multiple of `interval_ns` (the
     /// state just before that instant's events) and at the end of the run:
     /// e.g. a cache's dirty bytes over time. Policies without counters are

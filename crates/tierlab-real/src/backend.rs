@@ -1,0 +1,385 @@
+//! Backing stores: where a device's bytes really live.
+//!
+//! - `FileBackend`: a regular file or a block device, opened with O_DIRECT
+//!   when the filesystem allows it (tmpfs and some others refuse: the file
+//!   is then used through the page cache, and `describe` says so). O_DIRECT
+//!   needs aligned buffers, offsets and sizes; an IO that is not aligned to
+//!   the device's logical block goes through a second, buffered descriptor
+//!   of the same file and is counted (`unaligned_ios`).
+//! - `RamBackend`: memory, allocated in 1 MiB chunks on first write (a
+//!   300 GiB memory tier costs only what is written; unwritten bytes read
+//!   as zeros).
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One device's storage. Implementations are shared by the IO threads.
+pub trait Backend: Send + Sync {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Makes completed writes durable (fdatasync for files).
+    fn flush(&self) -> io::Result<()>;
+    fn capacity_bytes(&self) -> u64;
+    /// What it is, for errors and summary.json ("file /x (O_DIRECT)").
+    fn describe(&self) -> String;
+    /// IOs that could not use O_DIRECT (misaligned) and went buffered.
+    fn unaligned_ios(&self) -> u64 {
+        0
+    }
+}
+
+/// Alignment O_DIRECT needs for buffers, offsets and sizes here.
+const DIRECT_ALIGN: usize = 4096;
+
+pub struct FileBackend {
+    path: PathBuf,
+    /// O_DIRECT descriptor, when the filesystem accepted it.
+    direct: Option<File>,
+    buffered: File,
+    capacity_bytes: u64,
+    /// Why O_DIRECT is off, when it is.
+    direct_off_reason: Option<String>,
+    unaligned: AtomicU64,
+}
+
+/// A heap buffer aligned for O_DIRECT.
+struct Aligned {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+}
+
+impl Aligned {
+    fn new(len: usize) -> Aligned {
+        let layout = std::alloc::Layout::from_size_align(len.max(DIRECT_ALIGN), DIRECT_ALIGN)
+            .expect("valid layout");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Aligned { ptr, layout }
+    }
+    fn slice(&mut self, len: usize) -> &mut [u8] {
+        // SAFETY: `len` ≤ the allocation, which lives as long as `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, len) }
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        // SAFETY: allocated with this layout in `new`.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
+    }
+}
+
+thread_local! {
+    /// Each IO thread's bounce buffer for O_DIRECT (grown as needed).
+    static BOUNCE: std::cell::RefCell<Option<Aligned>> = const { std::cell::RefCell::new(None) };
+}
+
+fn with_bounce<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    BOUNCE.with(|b| {
+        let mut b = b.borrow_mut();
+        if b.as_ref().is_none_or(|a| a.layout.size() < len) {
+            *b = Some(Aligned::new(len.next_power_of_two()));
+        }
+        f(b.as_mut().expect("just set").slice(len))
+    })
+}
+
+impl FileBackend {
+    /// Opens `path` read-write. `capacity_bytes`: for a regular file, its
+    /// size (the file is created or extended to it when `create`); for a
+    /// block device, at most the device's size (default: all of it).
+    pub fn open(
+        path: &Path,
+        capacity_bytes: Option<u64>,
+        create: bool,
+        want_direct: bool,
+    ) -> Result<FileBackend, String> {
+        let shown = path.display();
+        let buffered = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| format!("{shown}: cannot open read-write: {e}"))?;
+        let meta = buffered.metadata().map_err(|e| format!("{shown}: {e}"))?;
+        let is_block = {
+            use std::os::unix::fs::FileTypeExt;
+            meta.file_type().is_block_device()
+        };
+        let size = if is_block {
+            block_device_bytes(&buffered)
+                .map_err(|e| format!("{shown}: cannot read its size: {e}"))?
+        } else {
+            meta.len()
+        };
+        let capacity = match capacity_bytes {
+            Some(c) if is_block && c > size => {
+                return Err(format!(
+                    "{shown}: capacity_bytes {c} is more than the device holds ({size} bytes)"
+                ));
+            }
+            Some(c) if !is_block && c > size => {
+                if !create {
+                    return Err(format!(
+                        "{shown}: the file holds {size} bytes, capacity_bytes is {c}; \
+                         set create = true to extend it"
+                    ));
+                }
+                buffered
+                    .set_len(c)
+                    .map_err(|e| format!("{shown}: cannot extend to {c} bytes: {e}"))?;
+                c
+            }
+            Some(c) => c,
+            None if size == 0 => {
+                return Err(format!(
+                    "{shown}: empty file; give capacity_bytes (and create = true)"
+                ));
+            }
+            None => size,
+        };
+        let (direct, direct_off_reason) = if !want_direct {
+            (None, Some("direct = false in the config".to_string()))
+        } else {
+            match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(path)
+            {
+                Ok(f) => (Some(f), None),
+                Err(e) => (
+                    None,
+                    Some(format!(
+                        "the filesystem refused O_DIRECT ({e}); using the page cache"
+                    )),
+                ),
+            }
+        };
+        Ok(FileBackend {
+            path: path.to_path_buf(),
+            direct,
+            buffered,
+            capacity_bytes: capacity,
+            direct_off_reason,
+            unaligned: AtomicU64::new(0),
+        })
+    }
+
+    fn direct_for(&self, offset: u64, len: usize) -> Option<&File> {
+        let aligned = offset % DIRECT_ALIGN as u64 == 0 && len % DIRECT_ALIGN == 0;
+        match &self.direct {
+            Some(f) if aligned => Some(f),
+            Some(_) => {
+                self.unaligned.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            None => None,
+        }
+    }
+}
+
+fn block_device_bytes(f: &File) -> io::Result<u64> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = f;
+    let end = f.seek(SeekFrom::End(0))?;
+    f.seek(SeekFrom::Start(0))?;
+    Ok(end)
+}
+
+impl Backend for FileBackend {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        match self.direct_for(offset, buf.len()) {
+            Some(f) => with_bounce(buf.len(), |b| {
+                f.read_exact_at(b, offset)?;
+                buf.copy_from_slice(b);
+                Ok(())
+            }),
+            None => self.buffered.read_exact_at(buf, offset),
+        }
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        match self.direct_for(offset, buf.len()) {
+            Some(f) => with_bounce(buf.len(), |b| {
+                b.copy_from_slice(buf);
+                f.write_all_at(b, offset)
+            }),
+            None => self.buffered.write_all_at(buf, offset),
+        }
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        self.buffered.sync_data()
+    }
+
+    fn capacity_bytes(&self) -> u64 {
+        self.capacity_bytes
+    }
+
+    fn describe(&self) -> String {
+        match &self.direct_off_reason {
+            None => format!("file {} (O_DIRECT)", self.path.display()),
+            Some(why) => format!("file {} (buffered: {why})", self.path.display()),
+        }
+    }
+
+    fn unaligned_ios(&self) -> u64 {
+        self.unaligned.load(Ordering::Relaxed)
+    }
+}
+
+const RAM_CHUNK: u64 = 1 << 20;
+
+/// Memory, allocated per 1 MiB chunk on first write.
+pub struct RamBackend {
+    capacity_bytes: u64,
+    chunks: Mutex<HashMap<u64, Box<[u8]>>>,
+}
+
+impl RamBackend {
+    pub fn new(capacity_bytes: u64) -> RamBackend {
+        RamBackend {
+            capacity_bytes,
+            chunks: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Bytes allocated so far.
+    pub fn allocated_bytes(&self) -> u64 {
+        self.chunks.lock().expect("not poisoned").len() as u64 * RAM_CHUNK
+    }
+
+    fn check(&self, offset: u64, len: usize) -> io::Result<()> {
+        if offset
+            .checked_add(len as u64)
+            .is_none_or(|e| e > self.capacity_bytes)
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "[{offset}, +{len}) is beyond the end of the memory device ({} bytes)",
+                    self.capacity_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Backend for RamBackend {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.check(offset, buf.len())?;
+        let chunks = self.chunks.lock().expect("not poisoned");
+        let mut done = 0usize;
+        while done < buf.len() {
+            let at = offset + done as u64;
+            let (c, within) = (at / RAM_CHUNK, (at % RAM_CHUNK) as usize);
+            let n = (RAM_CHUNK as usize - within).min(buf.len() - done);
+            match chunks.get(&c) {
+                Some(chunk) => buf[done..done + n].copy_from_slice(&chunk[within..within + n]),
+                None => buf[done..done + n].fill(0),
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.check(offset, buf.len())?;
+        let mut chunks = self.chunks.lock().expect("not poisoned");
+        let mut done = 0usize;
+        while done < buf.len() {
+            let at = offset + done as u64;
+            let (c, within) = (at / RAM_CHUNK, (at % RAM_CHUNK) as usize);
+            let n = (RAM_CHUNK as usize - within).min(buf.len() - done);
+            let chunk = chunks
+                .entry(c)
+                .or_insert_with(|| vec![0u8; RAM_CHUNK as usize].into_boxed_slice());
+            chunk[within..within + n].copy_from_slice(&buf[done..done + n]);
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn capacity_bytes(&self) -> u64 {
+        self.capacity_bytes
+    }
+
+    fn describe(&self) -> String {
+        format!("ram ({} bytes)", self.capacity_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ram_reads_back_what_was_written_across_chunks_and_zeros_elsewhere() {
+        let r = RamBackend::new(4 << 20);
+        let data: Vec<u8> = (0..3 << 20).map(|i| (i * 7 % 251) as u8).collect();
+        r.write_at(&data, (1 << 20) - 100).unwrap();
+        let mut back = vec![0u8; data.len()];
+        r.read_at(&mut back, (1 << 20) - 100).unwrap();
+        assert_eq!(back, data);
+        let mut head = vec![1u8; 100];
+        r.read_at(&mut head, 0).unwrap();
+        assert!(head.iter().all(|&b| b == 0));
+        assert_eq!(r.allocated_bytes(), 4 << 20);
+        let e = r.write_at(&[0; 10], (4 << 20) - 5).unwrap_err();
+        assert!(e.to_string().contains("beyond the end"), "{e}");
+    }
+
+    #[test]
+    fn file_round_trip_aligned_and_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.img");
+        let f = FileBackend::open(&path, Some(1 << 20), true, true).unwrap();
+        assert_eq!(f.capacity_bytes(), 1 << 20);
+        let data: Vec<u8> = (0..8192).map(|i| (i % 253) as u8).collect();
+        f.write_at(&data, 4096).unwrap();
+        f.write_at(&data[..512], 512).unwrap(); // not 4 KiB aligned
+        let mut back = vec![0u8; 8192];
+        f.read_at(&mut back, 4096).unwrap();
+        assert_eq!(back, data);
+        let mut small = vec![0u8; 512];
+        f.read_at(&mut small, 512).unwrap();
+        assert_eq!(&small[..], &data[..512]);
+        assert!(f.describe().contains("f.img"));
+        // Reading past the end is an error, not zeros.
+        let mut past = vec![0u8; 4096];
+        assert!(f.read_at(&mut past, 1 << 20).is_err());
+    }
+
+    #[test]
+    fn open_errors_say_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing.img");
+        let e = FileBackend::open(&path, None, false, true).err().unwrap();
+        assert!(
+            e.contains("missing.img") && e.contains("cannot open"),
+            "{e}"
+        );
+        std::fs::write(&path, b"").unwrap();
+        let e = FileBackend::open(&path, None, false, true).err().unwrap();
+        assert!(e.contains("capacity_bytes"), "{e}");
+        let e = FileBackend::open(&path, Some(4096), false, true)
+            .err()
+            .unwrap();
+        assert!(e.contains("create = true"), "{e}");
+    }
+}

@@ -1,0 +1,10 @@
+//! tierlab-real: the real executor. The same sans-IO policies, configs,
+//! tenants and metrics as the simulator, over real files, block devices
+//! and RAM, moving real bytes (docs/real.md).
+
+pub mod backend;
+pub mod executor;
+pub mod pool;
+pub mod verify;
+
+pub use executor::{RealInfo, RealOptions, RealResult, run, write_outputs};

@@ -1,0 +1,119 @@
+//! Asynchronous device IO on a pool of threads: the executor's loop submits
+//! requests and receives completions on a channel, so the policy never
+//! waits on a device. Each thread does blocking `pread`/`pwrite` (O_DIRECT
+//! where the backend has it); `threads` bounds the IOs in service at once,
+//! more wait in FIFO order.
+//!
+//! (io_uring would save the thread hand-off; a thread pool works on every
+//! kernel and filesystem, so it is the one implemented — docs/real.md.)
+
+use std::io;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use tierlab_core::Op;
+
+use crate::backend::Backend;
+
+pub struct Request {
+    pub device: usize,
+    pub tag: u64,
+    pub op: Op,
+    pub offset_bytes: u64,
+    /// Writes: the data. Reads: a buffer of the IO's size to fill.
+    pub data: Vec<u8>,
+}
+
+pub struct Completion {
+    pub device: usize,
+    pub tag: u64,
+    pub op: Op,
+    pub offset_bytes: u64,
+    pub result: io::Result<()>,
+    /// Reads: the bytes read. Writes: the buffer back (reused).
+    pub data: Vec<u8>,
+    pub done: Instant,
+}
+
+pub struct Pool {
+    submit: Option<Sender<Request>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Pool {
+    /// Starts `threads` IO threads over `backends`; completions go to `done`.
+    pub fn new(
+        backends: Arc<Vec<Box<dyn Backend>>>,
+        threads: usize,
+        done: Sender<Completion>,
+    ) -> Pool {
+        let (tx, rx) = channel::<Request>();
+        let rx = Arc::new(Mutex::new(rx));
+        let threads = (0..threads.max(1))
+            .map(|i| {
+                let rx: Arc<Mutex<Receiver<Request>>> = Arc::clone(&rx);
+                let backends = Arc::clone(&backends);
+                let done = done.clone();
+                std::thread::Builder::new()
+                    .name(format!("tierlab-io-{i}"))
+                    .spawn(move || worker(rx, backends, done))
+                    .expect("spawn an IO thread")
+            })
+            .collect();
+        Pool {
+            submit: Some(tx),
+            threads,
+        }
+    }
+
+    pub fn submit(&self, r: Request) {
+        // The workers outlive every submit (joined in Drop), so this cannot fail.
+        let _ = self.submit.as_ref().expect("pool is running").send(r);
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.submit.take(); // workers see the channel close and exit
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn worker(
+    rx: Arc<Mutex<Receiver<Request>>>,
+    backends: Arc<Vec<Box<dyn Backend>>>,
+    done: Sender<Completion>,
+) {
+    loop {
+        let r = match rx.lock().expect("not poisoned").recv() {
+            Ok(r) => r,
+            Err(_) => return,
+        };
+        let mut data = r.data;
+        let b = &backends[r.device];
+        let result = match r.op {
+            Op::Read => b.read_at(&mut data, r.offset_bytes),
+            Op::Write => b.write_at(&data, r.offset_bytes),
+            Op::Flush => b.flush(),
+            // Nothing to discard in a file or RAM that a later read must not
+            // see: a trimmed range reads back undefined (docs/real.md).
+            Op::Trim => Ok(()),
+        };
+        let c = Completion {
+            device: r.device,
+            tag: r.tag,
+            op: r.op,
+            offset_bytes: r.offset_bytes,
+            result,
+            data,
+            done: Instant::now(),
+        };
+        if done.send(c).is_err() {
+            return; // the executor is gone
+        }
+    }
+}
