@@ -282,6 +282,8 @@ pub fn run(args: RaidArgs) -> CliResult {
             &args.precondition,
             args.iodepth,
         )?;
+
+        let Some(mut s) = single else { continue };
         let raid = run_one(
             dir,
             &file_name,
@@ -291,7 +293,7 @@ pub fn run(args: RaidArgs) -> CliResult {
             &args.precondition,
             args.iodepth,
         )?;
-        if let (Some(mut s), Some(mut r)) = (single, raid) {
+        if let Some(mut r) = raid {
             s.workload = name.clone();
             r.workload = name.clone();
             eprintln!(

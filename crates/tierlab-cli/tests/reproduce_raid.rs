@@ -1,0 +1,166 @@
+//! `tierlab reproduce raid --quick`: the table's exact columns, a single
+//! and a RAID 1 row per workload, the plots, byte-identical reruns, the
+//! thesis' shape (RAID 1 read IOPS not below one SSD's), and errors.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn tierlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tierlab"))
+        .args(args)
+        .output()
+        .expect("run tierlab")
+}
+
+fn traces_dir() -> Option<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
+    if dir.is_dir() {
+        Some(dir.display().to_string())
+    } else {
+        println!(
+            "SKIPPED the real-trace rows: {} is absent (only the generated workloads run)",
+            dir.display()
+        );
+        None
+    }
+}
+
+struct Row {
+    workload: String,
+    config: String,
+    read_iops: f64,
+    mean_latency_us: f64,
+    energy_j: f64,
+}
+
+fn rows(table: &str) -> Vec<Row> {
+    table
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(f.len(), 5, "{l}");
+            Row {
+                workload: f[0].to_string(),
+                config: f[1].to_string(),
+                read_iops: f[2].parse().unwrap(),
+                mean_latency_us: f[3].parse().unwrap(),
+                energy_j: f[4].parse().unwrap(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn quick_run_writes_the_table_and_plots_and_keeps_the_thesis_shape() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("raid");
+    let dir_s = dir.display().to_string();
+    let traces = traces_dir().unwrap_or_else(|| "/nonexistent-traces".into());
+    let o = tierlab(&[
+        "reproduce",
+        "raid",
+        "--quick",
+        "--out",
+        &dir_s,
+        "--traces",
+        &traces,
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let table = std::fs::read_to_string(dir.join("table.csv")).unwrap();
+    assert!(table.starts_with("workload,config,read_iops,mean_latency_us,energy_j\n"));
+    let rows = rows(&table);
+    let presets: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.workload.starts_with("ssdraid."))
+        .collect();
+    assert_eq!(presets.len(), 18, "nine workloads × two configs");
+    for pair in rows.chunks(2) {
+        let (s, r) = (&pair[0], &pair[1]);
+        assert_eq!((s.config.as_str(), r.config.as_str()), ("single", "raid1"));
+        assert_eq!(s.workload, r.workload);
+        assert!(s.read_iops > 0.0 && s.mean_latency_us > 0.0 && s.energy_j > 0.0);
+        // Two SSDs draw more energy than one (idle power and mirrored writes).
+        assert!(r.energy_j > s.energy_j, "{}", s.workload);
+        // The mirror never reads slower. Generated workloads at 200 IOPS
+        // rarely queue a read behind another, so the two configs serve reads
+        // alike and differ by scheduling noise: allowed 2.5 % below.
+        let floor = if s.workload.starts_with("ssdraid.") {
+            0.975
+        } else {
+            1.0
+        };
+        assert!(
+            r.read_iops >= floor * s.read_iops,
+            "{}: RAID 1 {} < single {}",
+            s.workload,
+            r.read_iops,
+            s.read_iops
+        );
+    }
+    if traces != "/nonexistent-traces" {
+        assert!(
+            rows.iter().any(|r| r.workload.starts_with("trace:")),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("skipped"),
+            "traces that do not fit are named: {stderr}"
+        );
+    }
+    for f in ["improvement.csv", "read_iops.svg", "improvement.svg"] {
+        assert!(dir.join(f).is_file(), "{f}");
+    }
+    assert!(dir.join("configs/ssdraid.hm_0-raid1.toml").is_file());
+
+    // Same inputs, same bytes.
+    let again = out.path().join("again");
+    let again_s = again.display().to_string();
+    let o = tierlab(&[
+        "reproduce",
+        "raid",
+        "--quick",
+        "--out",
+        &again_s,
+        "--traces",
+        &traces,
+    ]);
+    assert!(o.status.success());
+    assert_eq!(
+        std::fs::read(again.join("table.csv")).unwrap(),
+        table.as_bytes()
+    );
+}
+
+#[test]
+fn bad_options_are_clear_errors() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().display().to_string();
+    let o = tierlab(&[
+        "reproduce",
+        "raid",
+        "--quick",
+        "--out",
+        &dir,
+        "--traces",
+        "/nonexistent",
+        "--precondition",
+        "aged",
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains("aged") && e.contains("steady"),
+        "{e}"
+    );
+    let o = tierlab(&[
+        "reproduce",
+        "raid",
+        "--quick",
+        "--out",
+        &dir,
+        "--rate-iops=-5",
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("rate"), "{e}");
+}
