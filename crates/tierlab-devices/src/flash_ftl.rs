@@ -480,7 +480,13 @@ impl Ftl {
     pub fn lookup(&self, lpn: u32) -> Loc {
         match self.map.get(&lpn) {
             Some(&v) => decode(v, self.cfg.slots_per_page),
-            None if self.cfg.precondition == Precondition::None => Loc::Unmapped,
+            // Beyond the logical space, or nothing cold is left: no data.
+            None if self.cfg.precondition == Precondition::None
+                || lpn as u64 >= self.cfg.logical_slots
+                || self.cold_total == 0 =>
+            {
+                Loc::Unmapped
+            }
             None => {
                 let (block, page_key) = self.cold_location(lpn);
                 Loc::Flash { block, page_key }
@@ -501,7 +507,10 @@ impl Ftl {
         match self.map.get(&lpn) {
             Some(&v) if v >> TAG_SHIFT == 0 => self.invalidate((v >> 32) as u32),
             Some(_) => {}
-            None if self.cfg.precondition != Precondition::None => {
+            None if self.cfg.precondition != Precondition::None
+                && (lpn as u64) < self.cfg.logical_slots
+                && self.cold_total > 0 =>
+            {
                 let (g, _) = self.cold_location(lpn);
                 self.cold[g as usize] -= 1;
                 self.fenwick_add(g as usize, -1);

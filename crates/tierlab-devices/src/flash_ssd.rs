@@ -705,10 +705,13 @@ impl FlashSsd {
         }
     }
 
-    fn slots_of(cmd: &Cmd) -> (u64, u64) {
-        let first = cmd.offset_bytes / SLOT_BYTES;
+    /// The 4 KiB slots a command covers, clipped to the logical space (the
+    /// executor refuses IOs past the end; a direct caller gets no-ops).
+    fn slots_of(&self, cmd: &Cmd) -> (u64, u64) {
+        let logical = self.capacity_bytes / SLOT_BYTES;
+        let first = (cmd.offset_bytes / SLOT_BYTES).min(logical);
         let end = (cmd.offset_bytes + cmd.size_bytes as u64).div_ceil(SLOT_BYTES);
-        (first, end.max(first + 1))
+        (first, end.max(first + 1).min(logical))
     }
 
     /// A command enters the device at `t`.
@@ -719,7 +722,7 @@ impl FlashSsd {
         match cmd.op {
             Op::Read => {
                 self.host_reads += 1;
-                let (first, end) = Self::slots_of(&cmd);
+                let (first, end) = self.slots_of(&cmd);
                 let req_start = cmd.offset_bytes;
                 let req_end = cmd.offset_bytes + cmd.size_bytes as u64;
                 // Consecutive slots on one page are one page read.
@@ -766,7 +769,7 @@ impl FlashSsd {
                 }
             }
             Op::Trim => {
-                let (first, end) = Self::slots_of(&cmd);
+                let (first, end) = self.slots_of(&cmd);
                 for lpn in first..end {
                     self.ftl.trim(lpn as u32);
                 }
@@ -789,7 +792,7 @@ impl FlashSsd {
 
     /// Buffer slots a write needs that it cannot merge into unformed ones.
     fn new_slots(&self, cmd: &Cmd) -> u64 {
-        let (first, end) = Self::slots_of(cmd);
+        let (first, end) = self.slots_of(cmd);
         (first..end)
             .filter(|&lpn| {
                 self.ftl
@@ -809,7 +812,7 @@ impl FlashSsd {
     fn accept_write(&mut self, t: TimeNs, i: u32) {
         let cmd = self.cmds[i as usize];
         let arrived = self.link(t, cmd.size_bytes, false);
-        let (first, end) = Self::slots_of(&cmd);
+        let (first, end) = self.slots_of(&cmd);
         for lpn in first..end {
             let lpn = lpn as u32;
             if self

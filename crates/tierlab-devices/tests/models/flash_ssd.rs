@@ -421,3 +421,25 @@ fn same_inputs_same_completions_whatever_the_seed() {
     // seed (mirror members stay in step).
     assert_eq!(run(1), run(2));
 }
+
+#[test]
+fn ios_past_the_end_complete_without_touching_the_ftl() {
+    // The executor refuses them; a direct caller must still get no panic.
+    for precondition in [Precondition::None, Precondition::Fill, Precondition::Steady] {
+        let p = one_chip(precondition);
+        let end = p.capacity_bytes();
+        let mut ssd = FlashSsd::new(&p, 1).unwrap();
+        let before = ssd.ftl().valid_slots();
+        let out = open_loop(
+            &mut ssd,
+            &[
+                (0, Op::Write, end + (1 << 20), 65536),
+                (1, Op::Read, end + (1 << 20), 4096),
+                (2, Op::Trim, end, 1 << 20),
+                (3, Op::Flush, 0, 0),
+            ],
+        );
+        assert_eq!(out.done.len(), 4);
+        assert_eq!(ssd.ftl().valid_slots(), before);
+    }
+}
