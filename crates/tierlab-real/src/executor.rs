@@ -25,7 +25,7 @@ use tierlab_sim::config::SimConfig;
 use tierlab_sim::{RunOutcome, Tenant};
 
 use crate::backend::{Backend, FileBackend, RamBackend};
-use crate::pool::{Completion, Pool, Request};
+use crate::pool::{self, Completion, Pool, Request};
 use crate::verify::{self, SECTOR, Verifier};
 
 /// Options of a real run (command-line flags; the config is `tierlab sim`'s).
@@ -224,7 +224,11 @@ struct Exec {
     tenants: Vec<Tenant>,
     backends: Arc<Vec<Box<dyn Backend>>>,
     names: Vec<String>,
-    pool: Pool,
+    /// None: IOs are done inline (`io_threads = 0`), completions queued here.
+    pool: Option<Pool>,
+    inline_done: VecDeque<Completion>,
+    /// Keeps the completion channel open when there is no pool.
+    _tx: std::sync::mpsc::Sender<Completion>,
     start: Instant,
     out: Outbox,
     host: HashMap<u64, Host>,
@@ -322,13 +326,17 @@ impl Exec {
                 };
                 self.recorder.device_state(d, now, state);
             }
-            self.pool.submit(Request {
+            let r = Request {
                 device: d,
                 tag,
                 op: io.op,
                 offset_bytes: io.offset_bytes,
                 data,
-            });
+            };
+            match &self.pool {
+                Some(p) => p.submit(r),
+                None => self.inline_done.push_back(pool::serve(&self.backends, r)),
+            }
         }
         for &(id, tier) in &out.complete {
             self.host_done(now, id, tier)?;
@@ -464,6 +472,8 @@ impl Exec {
         a: tierlab_sim::Arrival,
         scan: bool,
     ) -> Result<(), String> {
+        // The IO enters the stack now, not when the loop woke up.
+        let now = self.now_ns().max(now);
         let id = self.next_host_id;
         self.next_host_id += 1;
         let size = a.size_bytes as usize;
@@ -640,9 +650,15 @@ impl Exec {
             self.sample(now);
             let next_issue = if workload { self.issue_due(now)? } else { None };
             let next_timer = self.fire_timers(now)?;
-            // Completions that are already there.
-            while let Ok(c) = rx.try_recv() {
+            // Completions that are already there; each may free a tenant
+            // slot or trigger policy work, so go round again right away.
+            let mut progressed = false;
+            while let Some(c) = self.inline_done.pop_front().or_else(|| rx.try_recv().ok()) {
                 self.device_done(c)?;
+                progressed = true;
+            }
+            if progressed {
+                continue;
             }
             let tenants_done =
                 !workload || self.tenants.iter().all(|t| t.finished()) && self.held.is_empty();
@@ -707,6 +723,10 @@ impl Exec {
                 self.issue(now, 0, arrival, true)?;
             }
             self.fire_timers(now)?;
+            if let Some(c) = self.inline_done.pop_front() {
+                self.device_done(c)?;
+                continue;
+            }
             match rx.recv_timeout(Duration::from_secs(60)) {
                 Ok(c) => self.device_done(c)?,
                 Err(RecvTimeoutError::Timeout) => {
@@ -745,7 +765,8 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
     };
     let backends = Arc::new(backends);
     let (tx, rx) = channel();
-    let pool = Pool::new(Arc::clone(&backends), opts.io_threads, tx);
+    let pool = (opts.io_threads > 0)
+        .then(|| Pool::new(Arc::clone(&backends), opts.io_threads, tx.clone()));
     let n = backends.len();
     let out = Outbox {
         wants_data: true,
@@ -757,6 +778,8 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         backends,
         names,
         pool,
+        inline_done: VecDeque::new(),
+        _tx: tx,
         start: Instant::now(),
         out,
         host: HashMap::new(),

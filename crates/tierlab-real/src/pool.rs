@@ -4,8 +4,13 @@
 //! where the backend has it); `threads` bounds the IOs in service at once,
 //! more wait in FIFO order.
 //!
-//! (io_uring would save the thread hand-off; a thread pool works on every
-//! kernel and filesystem, so it is the one implemented — docs/real.md.)
+//! With no threads (`io_threads = 0`) the executor does each IO inline,
+//! synchronously: queue depth 1, and no thread hand-off per IO — the
+//! cheapest path for QD1 latency measurements.
+//!
+//! (io_uring would save the thread hand-off at depth; a thread pool works
+//! on every kernel and filesystem, so it is the one implemented —
+//! docs/real.md.)
 
 use std::io;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -83,6 +88,29 @@ impl Drop for Pool {
     }
 }
 
+/// Does one request on the calling thread.
+pub fn serve(backends: &[Box<dyn Backend>], r: Request) -> Completion {
+    let mut data = r.data;
+    let b = &backends[r.device];
+    let result = match r.op {
+        Op::Read => b.read_at(&mut data, r.offset_bytes),
+        Op::Write => b.write_at(&data, r.offset_bytes),
+        Op::Flush => b.flush(),
+        // Nothing to discard in a file or RAM that a later read must not
+        // see: a trimmed range reads back undefined (docs/real.md).
+        Op::Trim => Ok(()),
+    };
+    Completion {
+        device: r.device,
+        tag: r.tag,
+        op: r.op,
+        offset_bytes: r.offset_bytes,
+        result,
+        data,
+        done: Instant::now(),
+    }
+}
+
 fn worker(
     rx: Arc<Mutex<Receiver<Request>>>,
     backends: Arc<Vec<Box<dyn Backend>>>,
@@ -93,26 +121,7 @@ fn worker(
             Ok(r) => r,
             Err(_) => return,
         };
-        let mut data = r.data;
-        let b = &backends[r.device];
-        let result = match r.op {
-            Op::Read => b.read_at(&mut data, r.offset_bytes),
-            Op::Write => b.write_at(&data, r.offset_bytes),
-            Op::Flush => b.flush(),
-            // Nothing to discard in a file or RAM that a later read must not
-            // see: a trimmed range reads back undefined (docs/real.md).
-            Op::Trim => Ok(()),
-        };
-        let c = Completion {
-            device: r.device,
-            tag: r.tag,
-            op: r.op,
-            offset_bytes: r.offset_bytes,
-            result,
-            data,
-            done: Instant::now(),
-        };
-        if done.send(c).is_err() {
+        if done.send(serve(&backends, r)).is_err() {
             return; // the executor is gone
         }
     }
