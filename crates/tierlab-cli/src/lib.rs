@@ -41,6 +41,8 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// Run the same stack for real over files, block devices and RAM.
     Run(run_cmd::RunArgs),
+    /// Simulate a stack and run it for real, side by side (per-tier latency and shares).
+    Compare(run_cmd::CompareArgs),
     /// The one-minute tour on data tierlab generates itself (what setup.sh runs).
     Demo(demo_cmd::DemoArgs),
     /// Measure trace parsing and generation throughput (see docs/benchmarks.md).
@@ -82,6 +84,7 @@ where
         Command::Demo(args) => demo_cmd::run(args),
         Command::Sim(args) => sim_cmd::run(args),
         Command::Run(args) => run_cmd::run(args),
+        Command::Compare(args) => run_cmd::compare(args),
         Command::Cache(args) => cache_cmd::run(args),
         Command::Analyze(cmd) => analyze_cmd::run(cmd),
         Command::Reproduce(cmd) => reproduce::run(cmd),

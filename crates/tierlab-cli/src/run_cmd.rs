@@ -92,3 +92,114 @@ pub fn run(args: RunArgs) -> CliResult {
     println!("  wrote {}", args.out.display());
     Ok(())
 }
+
+#[derive(Args)]
+pub struct CompareArgs {
+    /// A config whose `[[devices]]` carry both a model (for the simulator:
+    /// `model`, `preset`, ...) and a backing store (for the real run:
+    /// `path`, `create`, `direct`; `capacity_bytes` serves both).
+    pub config: PathBuf,
+    /// Override a config key (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Output directory: `sim/`, `real/` (each a full run's outputs) and compare.json.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// IO threads of the real run (0 = inline).
+    #[arg(long, default_value_t = 16)]
+    pub io_threads: usize,
+    /// Verify data in the real run.
+    #[arg(long)]
+    pub verify: bool,
+}
+
+const REAL_KEYS: [&str; 3] = ["path", "create", "direct"];
+
+/// `tierlab compare`: the same stack simulated and run for real, side by
+/// side — how honest the device models are for this workload.
+pub fn compare(args: CompareArgs) -> CliResult {
+    let config = config::load(&args.config, &args.set)?;
+    let base_dir = args.config.parent().map(PathBuf::from).unwrap_or_default();
+    let mut sim_cfg = config.clone();
+    let mut real_cfg = config;
+    for (i, (s, r)) in sim_cfg
+        .devices
+        .iter_mut()
+        .zip(&mut real_cfg.devices)
+        .enumerate()
+    {
+        if !r.contains_key("path") || !s.contains_key("model") {
+            return Err(format!(
+                "{}: key `devices[{i}]`: compare needs both `model` (simulation) and `path` (real run)",
+                args.config.display()
+            )
+            .into());
+        }
+        s.retain(|k, _| !REAL_KEYS.contains(&k.as_ref()));
+        r.retain(|k, _| k == "name" || k == "capacity_bytes" || REAL_KEYS.contains(&k.as_ref()));
+    }
+    let sim = tierlab_sim::run::run(&sim_cfg, &base_dir)?;
+    tierlab_sim::run::write_outputs(&sim, &args.out.join("sim"))?;
+    let opts = RealOptions {
+        verify: args.verify,
+        io_threads: args.io_threads,
+        drain_s: 30.0,
+    };
+    let real = tierlab_real::run(&real_cfg, &base_dir, &opts)
+        .map_err(|e| format!("{}: real run: {e}", args.config.display()))?;
+    tierlab_real::write_outputs(&real, &args.out.join("real"))?;
+    let read = |d: &str| -> CliResult<serde_json::Value> {
+        Ok(serde_json::from_slice(&std::fs::read(
+            args.out.join(d).join("summary.json"),
+        )?)?)
+    };
+    let (s, r) = (read("sim")?, read("real")?);
+    let mut rows: Vec<(String, f64, f64)> = Vec::new();
+    for k in [
+        "ios",
+        "mean_latency_us",
+        "p50_latency_us",
+        "p99_latency_us",
+        "max_latency_us",
+    ] {
+        rows.push((
+            k.to_string(),
+            s[k].as_f64().unwrap_or(f64::NAN),
+            r[k].as_f64().unwrap_or(f64::NAN),
+        ));
+    }
+    let total = |v: &serde_json::Value| v["ios"].as_f64().unwrap_or(0.0).max(1.0);
+    for (ts, tr) in s["tiers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .zip(r["tiers"].as_array().into_iter().flatten())
+    {
+        let name = ts["name"].as_str().unwrap_or("?");
+        rows.push((
+            format!("tier {name}: share of IOs"),
+            ts["ios"].as_f64().unwrap_or(0.0) / total(&s),
+            tr["ios"].as_f64().unwrap_or(0.0) / total(&r),
+        ));
+        rows.push((
+            format!("tier {name}: mean_latency_us"),
+            ts["mean_latency_us"].as_f64().unwrap_or(f64::NAN),
+            tr["mean_latency_us"].as_f64().unwrap_or(f64::NAN),
+        ));
+    }
+    println!(
+        "{:<36} {:>14} {:>14} {:>10}",
+        "", "simulated", "real", "real/sim"
+    );
+    let mut json = serde_json::Map::new();
+    for (k, a, b) in &rows {
+        println!("{k:<36} {a:>14.3} {b:>14.3} {:>10.3}", b / a);
+        json.insert(k.clone(), serde_json::json!({ "simulated": a, "real": b }));
+    }
+    std::fs::write(
+        args.out.join("compare.json"),
+        serde_json::to_string_pretty(&serde_json::Value::Object(json))? + "\n",
+    )?;
+    println!("  wrote {}", args.out.display());
+    Ok(())
+}

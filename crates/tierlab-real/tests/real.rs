@@ -10,10 +10,14 @@ use tierlab_real::{RealOptions, RealResult};
 use tierlab_sim::config;
 
 fn run(dir: &Path, text: &str, verify: bool) -> Result<RealResult, String> {
+    run_with(dir, text, verify, 8)
+}
+
+fn run_with(dir: &Path, text: &str, verify: bool, io_threads: usize) -> Result<RealResult, String> {
     let cfg = config::parse(text, "test.toml", &[]).map_err(|e| e.to_string())?;
     let opts = RealOptions {
         verify,
-        io_threads: 8,
+        io_threads,
         drain_s: 5.0,
     };
     let r = tierlab_real::run(&cfg, dir, &opts)?;
@@ -119,6 +123,20 @@ fn cache_layer_verifies_in_every_write_mode() {
             assert!(counter(&r, "flush_ios") > 0.0, "{mode}: no flush");
         }
     }
+}
+
+#[test]
+fn inline_io_verifies_through_a_write_back_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "seed = 7\n{}{}[policy]\nkind = \"cache\"\ncapacity_bytes = \"2MiB\"\n{}",
+        ram_device("ram", "2MiB"),
+        file_device("disk", "16MiB"),
+        uniform(4000, "16MiB")
+    );
+    let r = run_with(dir.path(), &text, true, 0).unwrap();
+    check_verified(&r);
+    assert_eq!(r.real.io_threads, 0);
 }
 
 #[test]

@@ -43,9 +43,15 @@ impl Observer for Recorder {
 }
 
 /// Builds a device from a `[[devices]]` table with tierlab-devices' models.
+/// The real executor's keys (`path`, `create`, `direct`) are ignored, so
+/// one config can describe a stack for both executors (`tierlab compare`).
 pub fn standard_device(table: &toml::Table, seed: u64) -> Result<Box<dyn DeviceModel>, String> {
+    let mut table = table.clone();
+    for k in ["path", "create", "direct"] {
+        table.remove(k);
+    }
     let config: tierlab_devices::DeviceConfig =
-        serde_path_to_error::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+        serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
             let path = e.path().to_string();
             if path == "." {
                 e.inner().to_string()

@@ -82,8 +82,12 @@ pub struct AtsmfParams {
     pub initial_avef_with_mg_us: f64,
     #[serde(default = "d_avem")]
     pub initial_avem_us: f64,
-    #[serde(default = "d_mg_time")]
-    pub initial_ave_mg_time_s: f64,
+    /// Until a move has been timed: this, or (when not given) the
+    /// sub-LUN size at `initial_move_bytes_per_s`.
+    #[serde(default)]
+    pub initial_ave_mg_time_s: Option<f64>,
+    #[serde(default = "d_move_rate")]
+    pub initial_move_bytes_per_s: f64,
     /// Completions needed before a measured mean replaces its initial value.
     #[serde(default = "d_min_samples")]
     pub min_samples: u64,
@@ -150,8 +154,8 @@ fn d_avef_mg() -> f64 {
 fn d_avem() -> f64 {
     10.0
 }
-fn d_mg_time() -> f64 {
-    1.0
+fn d_move_rate() -> f64 {
+    1e9
 }
 fn d_min_samples() -> u64 {
     100
@@ -456,13 +460,20 @@ impl Atsmf {
             ("initial_avef_us", p.initial_avef_us),
             ("initial_avef_with_mg_us", p.initial_avef_with_mg_us),
             ("initial_avem_us", p.initial_avem_us),
-            ("initial_ave_mg_time_s", p.initial_ave_mg_time_s),
+            ("initial_ave_mg_time_s", p.initial_ave_mg_time_s.unwrap_or(0.0)),
+            ("initial_move_bytes_per_s", p.initial_move_bytes_per_s),
             ("warmup_s", p.warmup_s),
             ("history_s", p.history_s),
         ] {
             if !(v >= 0.0 && v.is_finite()) {
                 return Err(format!("{k}: {v} must be a finite number ≥ 0"));
             }
+        }
+        if p.initial_move_bytes_per_s <= 0.0 {
+            return Err(format!(
+                "initial_move_bytes_per_s: {} must be positive",
+                p.initial_move_bytes_per_s
+            ));
         }
         if lun_bytes == 0 {
             return Err("the flash device (device 1) has no capacity".into());
@@ -599,7 +610,9 @@ impl Atsmf {
             }
         };
         let ave_mg_time_s = if self.move_times_ns.is_empty() {
-            self.p.initial_ave_mg_time_s
+            self.p
+                .initial_ave_mg_time_s
+                .unwrap_or(self.sub_lun_bytes as f64 / self.p.initial_move_bytes_per_s)
         } else {
             self.move_times_ns.iter().sum::<u64>() as f64
                 / self.move_times_ns.len() as f64
