@@ -250,7 +250,9 @@ fn a_drifting_concentration_is_prefetched_ahead() {
         "memory share {with:.3} with prefetch, {without:.3} without"
     );
     assert!(with > 0.5, "{with}");
-    eprintln!("memory share {with:.3} with prefetch, {without:.3} without; {prefetched} prefetched");
+    eprintln!(
+        "memory share {with:.3} with prefetch, {without:.3} without; {prefetched} prefetched"
+    );
 }
 
 #[test]

@@ -460,7 +460,10 @@ impl Atsmf {
             ("initial_avef_us", p.initial_avef_us),
             ("initial_avef_with_mg_us", p.initial_avef_with_mg_us),
             ("initial_avem_us", p.initial_avem_us),
-            ("initial_ave_mg_time_s", p.initial_ave_mg_time_s.unwrap_or(0.0)),
+            (
+                "initial_ave_mg_time_s",
+                p.initial_ave_mg_time_s.unwrap_or(0.0),
+            ),
             ("initial_move_bytes_per_s", p.initial_move_bytes_per_s),
             ("warmup_s", p.warmup_s),
             ("history_s", p.history_s),
