@@ -135,8 +135,8 @@ pub fn compare(args: CompareArgs) -> CliResult {
             )
             .into());
         }
-        s.retain(|k, _| !REAL_KEYS.contains(&k.as_ref()));
-        r.retain(|k, _| k == "name" || k == "capacity_bytes" || REAL_KEYS.contains(&k.as_ref()));
+        s.retain(|k, _| !REAL_KEYS.contains(&k));
+        r.retain(|k, _| k == "name" || k == "capacity_bytes" || REAL_KEYS.contains(&k));
     }
     let sim = tierlab_sim::run::run(&sim_cfg, &base_dir)?;
     tierlab_sim::run::write_outputs(&sim, &args.out.join("sim"))?;
