@@ -401,10 +401,11 @@ def vcd_reference(name: str) -> str:
 
 
 def read_vcd(
-    result: tierlab.SimResult, device_names: list[str]
+    result: tierlab.SimResult, device_names: list[str], member_names: list[str] = ()
 ) -> dict[str, list[tuple[int, int]]]:
     """Parses the VCD with vcdvcd and checks its structure; returns each
-    device's (time_ns, state code) changes."""
+    device's (time_ns, state code) changes. `member_names`: composite
+    devices' members (`RAID.mI`), which have timeline-only signals."""
     try:
         import vcdvcd
     except ImportError:
@@ -419,7 +420,8 @@ def read_vcd(
     vcd = vcdvcd.VCDVCD(vcd_string=result.vcd)
     assert vcd.timescale["unit"] == "ns" and vcd.timescale["magnitude"] == 1
     expected = [f"tierlab.{vcd_reference(n)}" for n in device_names]
-    assert sorted(vcd.signals) == sorted(expected)
+    members = [f"tierlab.{vcd_reference(n)}" for n in member_names]
+    assert sorted(vcd.signals) == sorted(expected + members)
     s = result.summary
     assert vcd.endtime == s["end_ns"]
     out = {}
@@ -495,7 +497,13 @@ def test_raid_configs(tmp_path: Path) -> None:
         assert s["ios"] == sum(t["completed_ios"] for t in run["tenants"]), path.name
         assert s["ios"] + run["host_ios_unfinished"] == sum(t["issued_ios"] for t in run["tenants"])
         assert len(r.tenants) == len(config["tenants"])
-        timelines = read_vcd(r, names)
+        members = [
+            f"{names[i]}.m{j}"
+            for i, d in enumerate(config["devices"])
+            if d.get("model") == "raid"
+            for j in range(len(d.get("members", [])))
+        ]
+        timelines = read_vcd(r, names, members)
         for i, d in enumerate(config["devices"]):
             if d.get("model") != "raid":
                 continue
