@@ -60,9 +60,10 @@ impl RaidLevel {
 pub enum ReadPolicy {
     /// Copies take turns, skipping failed members.
     RoundRobin,
-    /// The copy with the fewest IOs in flight (shortest queue); ties go to
-    /// the next copy in round-robin order so that an idle array still
-    /// spreads reads instead of piling them on member 0.
+    /// The copy with the fewest IOs in flight (shortest queue), preferring
+    /// one that is idle inside (no background program, GC or erase); ties
+    /// go to the next copy in round-robin order so that an idle array
+    /// still spreads reads instead of piling them on member 0.
     #[default]
     LeastOutstanding,
     /// Always the lowest-numbered surviving copy (a primary/backup pair).
@@ -766,7 +767,12 @@ impl Raid {
             }
             match self.read_policy {
                 ReadPolicy::LeastOutstanding => {
-                    let q = self.members[m].model.in_flight();
+                    // Fewest IOs in flight; among those, one not busy inside
+                    // (a buffered write's program, GC, an erase): a read
+                    // there does not wait behind background work.
+                    let model = &self.members[m].model;
+                    let busy = model.state() != DeviceState::Idle;
+                    let q = 2 * model.in_flight() + busy as usize;
                     if best.is_none_or(|(_, bq)| q < bq) {
                         best = Some((m, q));
                     }
