@@ -26,7 +26,10 @@ pub struct DemoArgs {
     #[arg(long)]
     pub out: PathBuf,
     /// The IO-concentration preset to generate (see `tierlab trace gen --list`).
-    #[arg(long, default_value = "atsmf.src1_0")]
+    /// The default, MSR src1_1's window, is read-mostly: a page cache gains
+    /// little there and sub-LUN tiering a lot, the paper's point (on the
+    /// write-heavy src1_0 a write-back cache absorbs the writes instead).
+    #[arg(long, default_value = "atsmf.src1_1")]
     pub preset: String,
     /// Seed of the generator.
     #[arg(long, default_value_t = 1)]
