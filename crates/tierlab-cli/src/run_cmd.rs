@@ -113,30 +113,26 @@ pub struct CompareArgs {
     pub verify: bool,
 }
 
-const REAL_KEYS: [&str; 3] = ["path", "create", "direct"];
-
 /// `tierlab compare`: the same stack simulated and run for real, side by
 /// side — how honest the device models are for this workload.
 pub fn compare(args: CompareArgs) -> CliResult {
     let config = config::load(&args.config, &args.set)?;
     let base_dir = args.config.parent().map(PathBuf::from).unwrap_or_default();
-    let mut sim_cfg = config.clone();
+    // The simulator ignores the real-only keys; the real run gets only
+    // its own.
+    let sim_cfg = config.clone();
     let mut real_cfg = config;
-    for (i, (s, r)) in sim_cfg
-        .devices
-        .iter_mut()
-        .zip(&mut real_cfg.devices)
-        .enumerate()
-    {
-        if !r.contains_key("path") || !s.contains_key("model") {
+    for (i, r) in real_cfg.devices.iter_mut().enumerate() {
+        if !r.contains_key("path") || !r.contains_key("model") {
             return Err(format!(
                 "{}: key `devices[{i}]`: compare needs both `model` (simulation) and `path` (real run)",
                 args.config.display()
             )
             .into());
         }
-        s.retain(|k, _| !REAL_KEYS.contains(&k));
-        r.retain(|k, _| k == "name" || k == "capacity_bytes" || REAL_KEYS.contains(&k));
+        r.retain(|k, _| {
+            k == "name" || k == "capacity_bytes" || tierlab_sim::run::REAL_DEVICE_KEYS.contains(&k)
+        });
     }
     let sim = tierlab_sim::run::run(&sim_cfg, &base_dir)?;
     tierlab_sim::run::write_outputs(&sim, &args.out.join("sim"))?;

@@ -566,6 +566,9 @@ impl Cache {
     fn submit(&mut self, out: &mut Outbox, device: usize, io: DeviceIo, rec: Rec) {
         self.inflight.insert((device, io.tag), rec);
         out.device_ios.push((device, io));
+        if !out.wants_data {
+            return; // the simulator moves no data
+        }
         // The tag names the buffer (see `decode_tag`): tell a real executor.
         let (buffer, page_in_buf) = decode_tag(io.tag);
         let offset_bytes = page_in_buf * self.page;

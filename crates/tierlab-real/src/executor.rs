@@ -128,7 +128,8 @@ pub fn open_backends(config: &SimConfig, base_dir: &Path) -> Result<Vec<Box<dyn 
     let mut out: Vec<Box<dyn Backend>> = Vec::new();
     for (i, d) in config.devices.iter().enumerate() {
         for k in d.keys() {
-            if !["name", "path", "capacity_bytes", "create", "direct"].contains(&k.as_str()) {
+            let own = k == "name" || k == "capacity_bytes";
+            if !own && !tierlab_sim::run::REAL_DEVICE_KEYS.contains(&k.as_str()) {
                 return Err(format!(
                     "key `devices[{i}].{k}`: not a real-device key; a real device takes \
                      name, path, capacity_bytes, create, direct (models and presets are for \

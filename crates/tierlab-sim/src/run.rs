@@ -42,12 +42,17 @@ impl Observer for Recorder {
     }
 }
 
-/// Builds a device from a `[[devices]]` table with tierlab-devices' models.
-/// The real executor's keys (`path`, `create`, `direct`) are ignored, so
-/// one config can describe a stack for both executors (`tierlab compare`).
+/// `[[devices]]` keys that only the real executor reads (its backing
+/// store); the simulator ignores them, so one config can describe a stack
+/// for both executors (`tierlab compare`).
+pub const REAL_DEVICE_KEYS: [&str; 3] = ["path", "create", "direct"];
+
+/// Builds a device from a `[[devices]]` table with tierlab-devices'
+/// models; the real executor's keys
+/// (`REAL_DEVICE_KEYS`) are ignored.
 pub fn standard_device(table: &toml::Table, seed: u64) -> Result<Box<dyn DeviceModel>, String> {
     let mut table = table.clone();
-    for k in ["path", "create", "direct"] {
+    for k in REAL_DEVICE_KEYS {
         table.remove(k);
     }
     let config: tierlab_devices::DeviceConfig =

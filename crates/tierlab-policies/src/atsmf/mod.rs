@@ -811,6 +811,8 @@ impl Atsmf {
             if self.slot_refs[slot as usize] == 0 && self.slot_free_pending[slot as usize] {
                 self.slot_free_pending[slot as usize] = false;
                 self.free_slots.insert(slot);
+                // A promotion may have been waiting for this slot.
+                self.start_moves(now_ns, out);
             }
         }
         if write_sub != NO_SUB {
@@ -830,7 +832,6 @@ impl Atsmf {
             }
         }
         self.finish_part(now_ns, pi, out);
-        self.start_moves(now_ns, out);
     }
 
     fn finish_part(&mut self, now_ns: TimeNs, pi: u32, out: &mut Outbox) {
@@ -992,7 +993,6 @@ impl Atsmf {
     /// the buffer once the copy is done, flips the table when all is done.
     fn advance_move(&mut self, now_ns: TimeNs, sub: u32, out: &mut Outbox) {
         let mi = self.subs[sub as usize].mv as usize;
-        let slot = self.subs[sub as usize].slot;
         let mv = self.moves[mi].as_mut().expect("moving");
         if !mv.copy_done && mv.next_chunk_offset >= mv.len_bytes && mv.chunks_in_flight == 0 {
             mv.copy_done = true;
@@ -1030,7 +1030,6 @@ impl Atsmf {
                     at += n;
                 }
             }
-            let _ = slot;
             return;
         }
         if mv.buffer_writes_in_flight > 0 {
@@ -1350,23 +1349,20 @@ impl Policy for Atsmf {
             self.counts[sub] += 1;
         }
         // Parts: one per sub-LUN the IO touches (almost always one).
-        let mut parts = Vec::new();
+        let parts = (end - 1) / self.sub_lun_bytes - io.offset_bytes / self.sub_lun_bytes + 1;
+        self.pending[pi as usize] = Pending {
+            host_id: io.id,
+            arrived_ns: now_ns,
+            parts_left: parts as u32,
+            touched_flash: false,
+            during_move: self.any_move_running(),
+        };
         let mut at = io.offset_bytes;
         while at < end {
             let sub_end = (at / self.sub_lun_bytes + 1) * self.sub_lun_bytes;
             let n = sub_end.min(end) - at;
-            parts.push((at, n));
+            self.dispatch_part(out, pi, &io, at, n);
             at += n;
-        }
-        self.pending[pi as usize] = Pending {
-            host_id: io.id,
-            arrived_ns: now_ns,
-            parts_left: parts.len() as u32,
-            touched_flash: false,
-            during_move: self.any_move_running(),
-        };
-        for (offset, n) in parts {
-            self.dispatch_part(out, pi, &io, offset, n);
         }
     }
 
