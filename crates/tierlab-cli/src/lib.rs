@@ -6,6 +6,7 @@ mod analyze_cmd;
 mod bench_cmd;
 mod cache_cmd;
 mod demo_cmd;
+mod emulate_cmd;
 mod gen_bench;
 mod gen_cmd;
 mod plot;
@@ -58,6 +59,8 @@ enum Command {
     /// Busy-rate IOPS guarantee on a live Linux machine (cgroup IO throttling; docs/qos.md).
     #[command(subcommand)]
     Qos(qos_cmd::QosCommand),
+    /// Serve a file (FUSE) whose IOs take the time a device model says: real workloads on a modeled device (docs/emulate.md).
+    Emulate(emulate_cmd::EmulateArgs),
 }
 
 /// Runs the CLI with explicit arguments (the first is the program name).
@@ -89,6 +92,7 @@ where
         Command::Analyze(cmd) => analyze_cmd::run(cmd),
         Command::Reproduce(cmd) => reproduce::run(cmd),
         Command::Qos(cmd) => qos_cmd::run(cmd),
+        Command::Emulate(args) => emulate_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
