@@ -38,6 +38,10 @@ pub enum BufRef {
     /// A policy-owned staging buffer (created on first use, dropped when
     /// the policy lists it in `Outbox::release`).
     Staging { id: u64, offset_bytes: u64 },
+    /// No buffer: a write writes zeros, a read's bytes are dropped. For
+    /// IOs whose content the policy does not model (e.g. HSWD's metadata
+    /// pages), so they need no staging buffer.
+    Zeros,
 }
 
 /// What a policy wants done. Cleared by the executor after each call.

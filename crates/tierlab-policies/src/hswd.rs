@@ -23,7 +23,8 @@
 //! "dirty share" is its used blocks over its size.
 //!
 //! Write (per block): a block cached in its set is overwritten in place
-//! (a write hit; writes to one slot are serialised). Otherwise a free block
+//! (a write hit; writes to one slot are serialised, and wait for an RMW
+//! reading the slot). Otherwise a free block
 //! of the set is taken (a miss): data write, then the block's metadata
 //! page, then the host write completes. Without a free block the block
 //! waits (in arrival order) until cleaning frees one. After each write, a
@@ -62,12 +63,32 @@
 //!
 //! Data movement is explicit for a real executor and the property tests:
 //! every device IO's tag names a buffer ([`decode_tag`]): the host IO's own
-//! memory, an RMW staging buffer (one band), or a metadata write (no data).
+//! memory, an RMW staging buffer (one band), or a metadata write (no host
+//! data: `BufRef::Zeros`). When the executor moves data
+//! (`Outbox::wants_data`) each device IO is described with
+//! `Outbox::data_for`: host writes go from the host buffer to their slot,
+//! host reads land in the host buffer at the block's offset (slot, RCache
+//! or NRegion, so a read spanning cached and uncached blocks is assembled
+//! part by part), an RMW reads the band into staging buffer `id`, overlays
+//! the cached blocks, writes it to the RCache and the NRegion, and
+//! releases it once the band write has taken its bytes. IOs must be
+//! whole blocks (`required_alignment_bytes`).
+//!
+//! Ordering on the devices (what makes the data exact whatever the IO
+//! timing): no device read overlaps a device write in flight that changes
+//! the bytes it reads, and no two data writes overlap in flight, unless the
+//! host's own IOs overlap. Slot writes of a block are serialised; a slot is
+//! reused only when no read of it is in flight (pins); a host write to a
+//! block whose slot an RMW is reading (step 2) waits for that read
+//! (`rmw_held_writes`), so the staged copy is one version, not a torn mix;
+//! the RCache is rewritten only when no read of it is in flight; the band
+//! write rewrites a band's uncached blocks with the bytes they already
+//! hold, so NRegion reads still in flight read the same data.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use serde::Deserialize;
-use tierlab_core::policy::{HostIo, Outbox, Policy};
+use tierlab_core::policy::{BufRef, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, NS_PER_MS, Op, TimeNs};
 
 use crate::cache::ByteCount;
@@ -340,6 +361,15 @@ pub struct HswdStats {
     pub idle_rmw_count: u64,
     pub metadata_writes: u64,
     pub metadata_bytes: u64,
+    /// Host-read blocks of the band under RMW, read while it ran.
+    pub rmw_band_read_blocks: u64,
+    /// Host-written blocks of the band under RMW, written while it ran.
+    pub rmw_band_write_blocks: u64,
+    /// Blocks an RMW merged that a host write reached before it ended
+    /// (they stay dirty).
+    pub rmw_rewritten_blocks: u64,
+    /// Host write blocks held until the RMW's read of their slot finished.
+    pub rmw_held_writes: u64,
     pub cached_bytes: u64,
     pub latency_sum_ns: u128,
     pub latency_max_ns: u64,
@@ -352,8 +382,19 @@ struct Entry {
     /// The slot holds the block's data (a first write has landed).
     valid: bool,
     write_inflight: bool,
-    /// Host write parts queued behind the one in flight: (host, page).
+    /// An RMW is reading the slot (step 2): host writes wait for it, so
+    /// the staged copy is never torn by a concurrent overwrite.
+    rmw_reading: bool,
+    /// Host write parts queued behind the one in flight (or behind the
+    /// RMW's read): (host, page).
     waiting: VecDeque<(u64, u64)>,
+}
+
+impl Entry {
+    /// An RMW could merge the block now.
+    fn mergeable(&self) -> bool {
+        self.valid && !self.write_inflight && !self.rmw_reading && self.waiting.is_empty()
+    }
 }
 
 #[derive(Default)]
@@ -398,6 +439,7 @@ enum Rec {
     RmwBandRead,
     RmwBlockRead {
         slot: u64,
+        block: u64,
     },
     RmwStage,
     RmwBandWrite,
@@ -576,6 +618,22 @@ impl Hswd {
     fn submit(&mut self, out: &mut Outbox, device: usize, io: DeviceIo, rec: Rec) {
         self.inflight.insert((device, io.tag), rec);
         out.device_ios.push((device, io));
+        if !out.wants_data {
+            return; // the simulator moves no data
+        }
+        // The tag names the buffer (see `decode_tag`): tell a real executor.
+        let (buffer, page) = decode_tag(io.tag);
+        let offset_bytes = page * self.layout.block_bytes;
+        let buf = match buffer {
+            HswdBuffer::Host(host_id) => BufRef::Host {
+                host_id,
+                offset_bytes,
+            },
+            HswdBuffer::Staging(id) => BufRef::Staging { id, offset_bytes },
+            // Metadata pages carry no host data: zeros will do.
+            HswdBuffer::Metadata(_) => BufRef::Zeros,
+        };
+        out.data_for(device, io.tag, buf);
     }
 
     fn io(tag: u64, op: Op, offset_bytes: u64, bytes: u64) -> DeviceIo {
@@ -748,13 +806,16 @@ impl Hswd {
             1
         };
         let mut last_band = u64::MAX;
+        let mut in_rmw = false;
         for i in 0..n {
             let b = first + i;
             let band = b / self.band_blocks;
             if band != last_band {
                 self.touch_band(band);
                 last_band = band;
+                in_rmw = self.rmw.as_ref().is_some_and(|r| r.band == band);
             }
+            self.stats.rmw_band_read_blocks += u64::from(in_rmw);
             if let Some(e) = self.map.get(&b).filter(|e| e.valid) {
                 self.stats.read_hits += 1;
                 let slot = e.slot;
@@ -805,10 +866,23 @@ impl Hswd {
     /// Issues (or queues behind the one in flight) a host write of `block`.
     fn slot_write(&mut self, host: u64, page: u64, block: u64, new_block: bool, out: &mut Outbox) {
         let e = self.map.get_mut(&block).unwrap();
-        if e.write_inflight {
+        if e.write_inflight || e.rmw_reading || !e.waiting.is_empty() {
+            self.stats.rmw_held_writes += u64::from(e.rmw_reading);
             e.waiting.push_back((host, page));
             return;
         }
+        self.submit_slot_write(host, page, block, new_block, out);
+    }
+
+    fn submit_slot_write(
+        &mut self,
+        host: u64,
+        page: u64,
+        block: u64,
+        new_block: bool,
+        out: &mut Outbox,
+    ) {
+        let e = self.map.get_mut(&block).unwrap();
         e.write_inflight = true;
         let slot = e.slot;
         self.pins[slot as usize] += 1;
@@ -831,6 +905,20 @@ impl Hswd {
         );
     }
 
+    /// Issues the oldest write queued for `block` if its slot is free to
+    /// be written (no write in flight, no RMW reading it).
+    fn next_slot_write(&mut self, block: u64, out: &mut Outbox) {
+        let Some(e) = self.map.get_mut(&block) else {
+            return;
+        };
+        if e.write_inflight || e.rmw_reading {
+            return;
+        }
+        if let Some((h, page)) = e.waiting.pop_front() {
+            self.submit_slot_write(h, page, block, false, out);
+        }
+    }
+
     /// Places one block of a host write: hit, new block, or wait.
     fn place(&mut self, host: u64, page: u64, block: u64, out: &mut Outbox) -> bool {
         if let Some(e) = self.map.get_mut(&block) {
@@ -851,6 +939,7 @@ impl Hswd {
                 generation: 1,
                 valid: false,
                 write_inflight: false,
+                rmw_reading: false,
                 waiting: VecDeque::new(),
             },
         );
@@ -873,13 +962,16 @@ impl Hswd {
 
     fn write(&mut self, id: u64, first: u64, n: u64, out: &mut Outbox) {
         let mut last_band = u64::MAX;
+        let mut in_rmw = false;
         for i in 0..n {
             let b = first + i;
             let band = b / self.band_blocks;
             if band != last_band {
                 self.touch_band(band);
                 last_band = band;
+                in_rmw = self.rmw.as_ref().is_some_and(|r| r.band == band);
             }
+            self.stats.rmw_band_write_blocks += u64::from(in_rmw);
             if self.map.contains_key(&b) {
                 self.stats.write_hits += 1;
             } else {
@@ -931,11 +1023,10 @@ impl Hswd {
             .keys()
             .map(|&(_, band)| band)
             .find(|band| {
-                self.bands[band].blocks.iter().any(|b| {
-                    self.map
-                        .get(b)
-                        .is_some_and(|e| e.valid && !e.write_inflight && e.waiting.is_empty())
-                })
+                self.bands[band]
+                    .blocks
+                    .iter()
+                    .any(|b| self.map.get(b).is_some_and(Entry::mergeable))
             })
     }
 
@@ -1014,10 +1105,11 @@ impl Hswd {
                 r.step = Step::BlockReads;
                 let blocks: Vec<u64> = self.bands[&r.band].blocks.iter().copied().collect();
                 for b in blocks {
-                    let e = &self.map[&b];
-                    if !(e.valid && !e.write_inflight && e.waiting.is_empty()) {
+                    let e = self.map.get_mut(&b).unwrap();
+                    if !e.mergeable() {
                         continue; // left for a later RMW
                     }
+                    e.rmw_reading = true;
                     let (slot, generation) = (e.slot, e.generation);
                     r.merged.push((b, slot, generation));
                     self.pins[slot as usize] += 1;
@@ -1028,7 +1120,7 @@ impl Hswd {
                         bb,
                     );
                     self.stats.rmw_io_bytes += bb;
-                    self.submit(out, PCACHE_DEVICE, io, Rec::RmwBlockRead { slot });
+                    self.submit(out, PCACHE_DEVICE, io, Rec::RmwBlockRead { slot, block: b });
                     r.pending += 1;
                 }
                 if r.pending == 0 {
@@ -1081,6 +1173,11 @@ impl Hswd {
                         len,
                     );
                     self.submit(out, NREGION_DEVICE, io, Rec::RmwBandWrite);
+                    // The band write took its bytes: the staging buffer
+                    // is no longer needed.
+                    if out.wants_data {
+                        out.release.push(r.id);
+                    }
                     r.pending = 1;
                     self.rmw = Some(r);
                     return;
@@ -1103,6 +1200,7 @@ impl Hswd {
         for &(b, slot, generation) in &r.merged {
             let Some(e) = self.map.get(&b) else { continue };
             if e.generation != generation || e.write_inflight || e.slot != slot {
+                self.stats.rmw_rewritten_blocks += 1;
                 continue; // written since: stays dirty
             }
             self.map.remove(&b);
@@ -1193,6 +1291,10 @@ impl Policy for Hswd {
             ("idle_rmw_count", s.idle_rmw_count as f64),
             ("metadata_writes", s.metadata_writes as f64),
             ("metadata_bytes", s.metadata_bytes as f64),
+            ("rmw_band_read_blocks", s.rmw_band_read_blocks as f64),
+            ("rmw_band_write_blocks", s.rmw_band_write_blocks as f64),
+            ("rmw_rewritten_blocks", s.rmw_rewritten_blocks as f64),
+            ("rmw_held_writes", s.rmw_held_writes as f64),
             ("cached_bytes", s.cached_bytes as f64),
             (
                 "mean_latency_ms",
@@ -1204,6 +1306,17 @@ impl Policy for Hswd {
             ),
             ("max_latency_ms", s.latency_max_ns as f64 / 1e6),
         ]
+    }
+
+    fn moves_data(&self) -> bool {
+        true
+    }
+
+    /// Whole blocks only: IOs are widened to whole blocks, and a
+    /// partial-block write is not read-modify-written (see the module
+    /// docs), which is exact in timing but not in data.
+    fn required_alignment_bytes(&self) -> u64 {
+        self.layout.block_bytes
     }
 
     fn on_host_io(&mut self, now_ns: TimeNs, io: HostIo, out: &mut Outbox) {
@@ -1282,10 +1395,8 @@ impl Policy for Hswd {
                 if let Some(e) = self.map.get_mut(&block) {
                     e.valid = true;
                     e.write_inflight = false;
-                    if let Some((h, page)) = e.waiting.pop_front() {
-                        self.slot_write(h, page, block, false, out);
-                    }
                 }
+                self.next_slot_write(block, out);
                 if new_block {
                     let pages = self.hosts.get_mut(&host).and_then(|h| {
                         h.meta_wait -= 1;
@@ -1301,8 +1412,13 @@ impl Policy for Hswd {
             Rec::HostMeta { host } => self.host_part_done(host, 0, now_ns, out),
             Rec::BgMeta => {}
             Rec::RmwBandRead | Rec::RmwStage | Rec::RmwBandWrite => self.rmw_part_done(now_ns, out),
-            Rec::RmwBlockRead { slot } => {
+            Rec::RmwBlockRead { slot, block } => {
                 self.unpin(slot, out);
+                if let Some(e) = self.map.get_mut(&block) {
+                    e.rmw_reading = false;
+                }
+                // Writes held for the read go now, before the RMW moves on.
+                self.next_slot_write(block, out);
                 self.rmw_part_done(now_ns, out);
             }
         }

@@ -187,7 +187,7 @@ pub fn build_stack(
     if !policy.moves_data() {
         return Err(format!(
             "policy `{}` does not describe its data movement yet, so it cannot run on real \
-             devices; policies that can: passthrough, linear, cache, atsmf (docs/real.md)",
+             devices; policies that can: passthrough, linear, cache, flashcache, atsmf, hswd (docs/real.md)",
             policy.name()
         ));
     }
@@ -379,6 +379,7 @@ impl Exec {
                 offset_bytes,
                 format!("staging buffer {id}"),
             ),
+            BufRef::Zeros => return Ok(vec![0u8; len]),
         };
         let buf =
             buf.ok_or_else(|| self.fail(format!("a write from {what}, which does not exist")))?;
@@ -421,6 +422,7 @@ impl Exec {
                 }
                 b[off..off + data.len()].copy_from_slice(data);
             }
+            BufRef::Zeros => {}
         }
         Ok(())
     }

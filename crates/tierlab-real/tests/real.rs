@@ -1,8 +1,8 @@
 //! The real executor end to end, on files in a temporary directory and RAM:
 //! data verification through every policy that moves data (passthrough,
 //! linear, the cache layer in each write mode, flashcache, ATSMF with moves
-//! in flight), and injected IO errors reported with device, offset and
-//! cause.
+//! in flight, HSWD with band RMWs in flight), and injected IO errors
+//! reported with device, offset and cause.
 
 use std::path::Path;
 
@@ -202,6 +202,92 @@ interval_s = 0.5
     assert!(dir.path().join("out/atsmf_decisions.csv").exists());
 }
 
+/// HSWD over two files: a 512 KiB PCache (128 blocks + a 128 KiB RCache)
+/// in front of a 4 MiB "SMR" file of 32 bands, under random 4–32 KiB reads
+/// and writes over all of it, so band RMWs run back to back and host IOs
+/// keep landing in the band being cleaned.
+fn hswd_stack(seed: u64, mapping: &str, selection: &str) -> String {
+    format!(
+        r#"seed = {seed}
+{ssd}{smr}
+[policy]
+kind = "hswd"
+pcache_bytes = "640KiB"
+band_bytes = "128KiB"
+mapping = "{mapping}"
+band_selection = "{selection}"
+clean_start_pct = 80
+clean_stop_pct = 60
+[[tenants]]
+name = "t"
+workload = {{ generator = "uniform", params = {{ count = 3000, region_size_bytes = "4MiB", read_ratio = 0.5, size_bytes = "4k:6,8k:2,32k:1" }} }}
+driver = {{ mode = "afap", iodepth = 8 }}
+[output]
+interval_s = 1.0
+"#,
+        ssd = file_device("ssd", "1MiB"),
+        smr = file_device("smr", "4MiB"),
+    )
+}
+
+/// Every band selection, with 16 IO threads and inline IO: verification
+/// passes, RMWs ran, and host reads and writes hit the band under RMW
+/// while it was in flight. Returns the summed counters.
+fn hswd_verifies(mapping: &str) -> [f64; 5] {
+    let mut totals = [0.0; 5];
+    for (i, selection) in ["fifo", "lru", "most"].into_iter().enumerate() {
+        for threads in [16, 0] {
+            let dir = tempfile::tempdir().unwrap();
+            let text = hswd_stack(20 + i as u64, mapping, selection);
+            let r = run_with(dir.path(), &text, true, threads)
+                .unwrap_or_else(|e| panic!("{mapping}/{selection}/{threads} threads: {e}"));
+            check_verified(&r);
+            let what = format!(
+                "{mapping}/{selection}/{threads}: {:?}",
+                r.run.info.policy_counters
+            );
+            let c = [
+                counter(&r, "rmw_count"),
+                counter(&r, "rmw_band_read_blocks"),
+                counter(&r, "rmw_band_write_blocks"),
+                counter(&r, "rmw_rewritten_blocks"),
+                counter(&r, "rmw_held_writes"),
+            ];
+            assert!(c[0] >= 20.0, "few RMWs, {what}");
+            assert!(c[1] > 0.0, "no host read of a band under RMW, {what}");
+            assert!(c[2] > 0.0, "no host write to a band under RMW, {what}");
+            assert_eq!(
+                counter(&r, "completed_ios"),
+                counter(&r, "host_ios"),
+                "{what}"
+            );
+            for (t, v) in totals.iter_mut().zip(c) {
+                *t += v;
+            }
+            // Both files got data; the SMR file only through band writes.
+            for f in ["ssd.img", "smr.img"] {
+                let bytes = std::fs::read(dir.path().join(f)).unwrap();
+                assert!(bytes.iter().any(|&b| b != 0), "{f} untouched, {what}");
+            }
+        }
+    }
+    eprintln!(
+        "hswd {mapping}: rmw_count, rmw_band_read_blocks, rmw_band_write_blocks, \
+         rmw_rewritten_blocks, rmw_held_writes = {totals:?}"
+    );
+    totals
+}
+
+#[test]
+fn hswd_fully_associative_verifies_with_rmw_in_flight() {
+    hswd_verifies("fully");
+}
+
+#[test]
+fn hswd_set_associative_verifies_with_rmw_in_flight() {
+    hswd_verifies("set");
+}
+
 #[test]
 fn a_file_truncated_underneath_is_an_error_naming_device_offset_and_cause() {
     let dir = tempfile::tempdir().unwrap();
@@ -257,14 +343,27 @@ fn bad_setups_are_refused_with_clear_errors() {
     assert!(e.contains("devices[0].model") && e.contains("path"), "{e}");
     // A policy that does not describe its data yet.
     let text = format!(
-        "{}{}[policy]\nkind = \"hswd\"\npcache_bytes = \"64MiB\"\n{}",
-        file_device("ssd", "128MiB"),
-        file_device("smr", "256MiB"),
+        "{}[policy]\nkind = \"busy-rate-qos\"\nguaranteed_tenant = \"a\"\nthrottled_tenant = \"b\"\nguaranteed_iops = 10\n{}{}",
+        file_device("disk", "4MiB"),
+        uniform(10, "1MiB").replace("name = \"t\"", "name = \"a\""),
         uniform(10, "1MiB")
+            .replace("name = \"t\"", "name = \"b\"")
+            .replace("[output]\ninterval_s = 1.0\n", "")
     );
     let e = run(dir.path(), &text, false).err().unwrap();
     assert!(
-        e.contains("hswd") && e.contains("cannot run on real devices"),
+        e.contains("busy-rate-qos") && e.contains("cannot run on real devices"),
+        "{e}"
+    );
+    // HSWD moves whole 4 KiB blocks: 512-byte IOs are refused.
+    let text = format!(
+        "{}{}[policy]\nkind = \"hswd\"\npcache_bytes = \"640KiB\"\nband_bytes = \"128KiB\"\n[[tenants]]\nname = \"t\"\nworkload = {{ generator = \"uniform\", params = {{ count = 10, region_size_bytes = \"1MiB\", size_bytes = \"512\", alignment_bytes = \"512\" }} }}\ndriver = {{ mode = \"afap\", iodepth = 1 }}\n",
+        file_device("ssd", "1MiB"),
+        file_device("smr", "4MiB")
+    );
+    let e = run(dir.path(), &text, false).err().unwrap();
+    assert!(
+        e.contains("hswd") && e.contains("units of 4096 bytes") && e.contains("not aligned"),
         "{e}"
     );
     // Unaligned IOs under a page cache.
