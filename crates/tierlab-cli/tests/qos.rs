@@ -1,5 +1,6 @@
-//! `tierlab reproduce qos --quick`: the issue's "done when" in simulation,
-//! and byte-identical outputs for the same configs and seeds.
+//! `tierlab reproduce qos --quick`: the issue's "done when" in simulation
+//! (docs/qos.md has what holds and what does not), the proportional-limit
+//! curves, and byte-identical outputs for the same configs and seeds.
 
 use std::path::Path;
 use std::process::Command;
@@ -37,6 +38,8 @@ fn evaluations_meet_the_issue_and_are_deterministic() {
         "eval2/series.csv",
         "eval3/series.csv",
         "eval2/iops.svg",
+        "eval1-paper-reset/series.csv",
+        "limit/fileshare_ab.svg",
     ] {
         assert_eq!(
             std::fs::read(one.join(f)).unwrap(),
@@ -89,17 +92,83 @@ fn evaluations_meet_the_issue_and_are_deterministic() {
     let mae = a.iter().map(|x| (x - 100.0).abs()).sum::<f64>() / a.len() as f64;
     assert!((mae - phase["a_mae_after_settling_iops"].as_f64().unwrap()).abs() < 1e-9);
 
-    // Evaluation 1: X is back at (or still at) its initial value once A's target dropped.
-    let (h, rows) = csv(&one.join("eval1/series.csv"));
-    let col = |k: &str| h.iter().position(|x| x == k).unwrap();
-    let after: Vec<f64> = rows
+    // Evaluation 2, not trivially: %util reached 100 at X = 95 % and X was
+    // lowered (the paper: once, to 87 %), A within 10 % once settled.
+    assert!(
+        (1..=2).contains(&e2["x_lowerings"].as_u64().unwrap()),
+        "{}",
+        e2["x_history"]
+    );
+    assert!(e2["saturated_samples"].as_u64().unwrap() >= 3);
+
+    // The proportional limit (the paper's Fig. 5: 80-95 %): with B's
+    // token-bucket seconds half a second after A's, each mix's busy time
+    // per IO is flat up to a %util in that range and then jumps (c > d);
+    // with aligned windows it is flat to 100 % (file-share A+B: the model
+    // before).
+    for c in summary["proportional_limit"]["curves"].as_array().unwrap() {
+        let v = &c["b_windows_offset"];
+        let knee = v["highest_unsaturated_util_pct"].as_f64().unwrap();
+        let c_over_d = v["c_over_d"].as_f64().unwrap();
+        assert!((75.0..=95.0).contains(&knee), "{}: {knee}", c["mix"]);
+        assert!(c_over_d >= 1.1, "{}: c/d {c_over_d}", c["mix"]);
+        assert!(one.join(c["plot"].as_str().unwrap()).exists());
+    }
+    let fs = &summary["proportional_limit"]["curves"][0]["windows_aligned"];
+    assert!(fs["c_over_d"].as_f64().unwrap() < 1.05, "{fs}");
+
+    // Evaluation 1: %util reaches 100 at X = 95 % once A's target rises,
+    // and X is lowered (the paper: twice, at ~500 and ~700 s), A at 50.
+    let e1 = &evals[0];
+    let lowered: Vec<f64> = e1["x_history"]
+        .as_array()
+        .unwrap()
         .iter()
-        .filter(|r| r[col("time_s")].parse::<f64>().unwrap() > 960.0)
-        .map(|r| r[col("target_busy_pct")].parse().unwrap())
+        .filter(|h| h["event"] == "lowered")
+        .map(|h| h["time_s"].as_f64().unwrap())
         .collect();
     assert!(
-        !after.is_empty() && after.iter().all(|x| *x == 95.0),
-        "{after:?}"
+        !lowered.is_empty() && lowered.iter().all(|t| (300.0..=900.0).contains(t)),
+        "{}",
+        e1["x_history"]
     );
-    assert_eq!(evals[0]["final_target_busy_pct"], 95.0);
+    let (h, rows) = csv(&one.join("eval1/series.csv"));
+    let col = |k: &str| h.iter().position(|x| x == k).unwrap();
+    let x_at = |t: f64| -> f64 {
+        rows.iter()
+            .find(|r| r[col("time_s")].parse::<f64>().unwrap() == t)
+            .map(|r| r[col("target_busy_pct")].parse().unwrap())
+            .unwrap()
+    };
+    assert!(x_at(880.0) < 95.0);
+    let phase = &e1["phases"][1];
+    assert_eq!(phase["settled"], true, "{phase}");
+    assert!(phase["a_relative_error_after_settling"].as_f64().unwrap() <= 0.10);
+
+    // After A's target drops (900 s): with the paper's own rule X stays
+    // lowered (the paper's observation). The busy_per_iops rule resets X
+    // exactly when busy_pct_per_iops moved by reset_bpi_change (0.5)
+    // between comparable samples; in our array A's drop moves it by
+    // 15-31 % (the paper: +62 %), so X stays here too (docs/qos.md).
+    let ablation = summary["ablation"].as_array().unwrap();
+    let paper = ablation
+        .iter()
+        .find(|a| a["name"] == "eval1-paper-reset")
+        .unwrap();
+    assert!(paper["final_target_busy_pct"].as_f64().unwrap() < 95.0);
+    assert_eq!(paper["x_resets_bpi_change"], 0);
+    let step = e1["phases"][2]["bpi_step_at_start"].as_f64().unwrap();
+    let reset = e1["x_resets_bpi_change"].as_u64().unwrap() > 0;
+    assert_eq!(reset, step >= 0.5, "step {step}, {}", e1["x_history"]);
+    assert!(
+        step > 0.1,
+        "B alone costs more per IO than A's file-share mix: {step}"
+    );
+
+    // The mechanism: with A's and B's windows aligned, evaluations 1 and 2
+    // never reach 100 % and X stays at 95 % (the model before).
+    for name in ["eval1-aligned-windows", "eval2-aligned-windows"] {
+        let a = ablation.iter().find(|a| a["name"] == name).unwrap();
+        assert_eq!(a["x_lowerings"], 0, "{name}");
+    }
 }

@@ -134,8 +134,10 @@ fn tenant(
         size_bytes: r.size_bytes.0,
     });
     let schedule = iops_schedule_ns(t);
+    let offset_ns = (t.iops_window_offset_s * NS_PER_S as f64).round() as u64;
     Tenant::new(&t.name, workload, mode, stop, region, t.iops_cap)
         .and_then(|t| t.with_iops_schedule(schedule))
+        .and_then(|t| t.with_window_offset_ns(offset_ns))
         .map_err(|e| ConfigError(format!("key `tenants[{index}]`: {e}")))
 }
 

@@ -99,6 +99,11 @@ pub struct TenantConfig {
     /// first entry `iops_cap` applies.
     #[serde(default)]
     pub iops_schedule: Vec<IopsStep>,
+    /// Where the token bucket's one-second windows start, seconds past each
+    /// whole second (0 ≤ offset < 1): a load-control thread's own second
+    /// (docs/simulation.md). Default 0.
+    #[serde(default)]
+    pub iops_window_offset_s: f64,
 }
 
 /// One step of a tenant's `iops_schedule`.
@@ -350,6 +355,13 @@ impl SimConfig {
                         format!("{cap} is not a positive IOPS value"),
                     );
                 }
+            }
+            if !(t.iops_window_offset_s.is_finite() && (0.0..1.0).contains(&t.iops_window_offset_s))
+            {
+                return err(
+                    &format!("tenants[{i}].iops_window_offset_s"),
+                    format!("{} is not in [0, 1) s", t.iops_window_offset_s),
+                );
             }
             let mut previous_s = None;
             for (j, step) in t.iops_schedule.iter().enumerate() {

@@ -4,7 +4,8 @@
 //! size, a duration, or the end of the workload). A tenant wraps a driver
 //! with its own region of the volume and an optional IOPS cap (a per-second
 //! token bucket, as in spec/qos.md: count the tenant's IOs and hold the rest
-//! of each second once the cap is reached). The cap is the lower of the
+//! of each second once the cap is reached; the seconds may start at an
+//! offset, as a load-control thread's own do). The cap is the lower of the
 //! tenant's own limit (fixed, or a schedule over time: its demand) and a
 //! policy's cap (`Action::CapTenant`), as the paper's load-control thread
 //! takes the smaller of the table's rate and the controller's.
@@ -61,8 +62,12 @@ pub struct Tenant {
     /// A policy's cap (`Action::CapTenant`), `None` for none.
     policy_cap: Option<f64>,
     /// Token bucket: the current one-second window and IOs issued in it.
+    /// Windows start `offset` past each whole second; times are kept
+    /// shifted by `window_shift_ns` = (1 s − offset) mod 1 s so windows are
+    /// multiples of a second (`window_start_ns` is in shifted time).
     window_start_ns: TimeNs,
     window_ios: u64,
+    window_shift_ns: TimeNs,
     /// Open loop: trace time of the first record.
     first_time_ns: Option<TimeNs>,
     last_arrival_ns: TimeNs,
@@ -126,6 +131,7 @@ impl Tenant {
             policy_cap: None,
             window_start_ns: 0,
             window_ios: 0,
+            window_shift_ns: 0,
             first_time_ns: None,
             last_arrival_ns: 0,
             pending: VecDeque::new(),
@@ -159,6 +165,26 @@ impl Tenant {
         }
         self.iops_schedule = schedule;
         Ok(self)
+    }
+
+    /// Starts the token bucket's one-second windows `offset_ns` past each
+    /// whole second (a load-control thread started at that phase);
+    /// 0 ≤ offset < 1 s.
+    pub fn with_window_offset_ns(mut self, offset_ns: TimeNs) -> Result<Tenant, String> {
+        if offset_ns >= NS_PER_S {
+            return Err(format!(
+                "tenant {}: the token bucket's window offset must be below 1 s, not {} s",
+                self.name,
+                offset_ns as f64 / NS_PER_S as f64
+            ));
+        }
+        self.window_shift_ns = (NS_PER_S - offset_ns) % NS_PER_S;
+        Ok(self)
+    }
+
+    /// The window holding `t`, in shifted time.
+    fn window_of(&self, t: TimeNs) -> TimeNs {
+        (t + self.window_shift_ns) / NS_PER_S * NS_PER_S
     }
 
     /// A policy's cap (`Action::CapTenant`); the tenant's own limit still applies.
@@ -281,7 +307,7 @@ impl Tenant {
         let Some(cap) = self.iops_cap_at(t) else {
             return t;
         };
-        let window = t / NS_PER_S * NS_PER_S;
+        let window = self.window_of(t);
         if window > self.window_start_ns {
             return t; // a fresh window
         }
@@ -290,7 +316,7 @@ impl Tenant {
             return t;
         }
         // A schedule step later in this window may lift the cap.
-        let end = self.window_start_ns + NS_PER_S;
+        let end = self.window_start_ns + NS_PER_S - self.window_shift_ns;
         self.iops_schedule
             .iter()
             .map(|(from, _)| *from)
@@ -303,7 +329,7 @@ impl Tenant {
     pub fn issue(&mut self, now_ns: TimeNs) -> Option<Arrival> {
         let mut a = self.pending.pop_front()?;
         a.time_ns = now_ns;
-        let window = now_ns / NS_PER_S * NS_PER_S;
+        let window = self.window_of(now_ns);
         if window != self.window_start_ns {
             self.window_start_ns = window;
             self.window_ios = 0;

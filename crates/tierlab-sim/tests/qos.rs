@@ -58,6 +58,75 @@ fn a_tenant_follows_its_iops_schedule() {
     assert_eq!(per_second(&log, 0, 4), vec![7, 10, 50, 50]);
 }
 
+/// Arrivals per half second.
+fn per_half_second(log: &Arrivals, tenant: u32, halves: usize) -> Vec<u32> {
+    let mut v = vec![0; halves];
+    for (t, who) in &log.0 {
+        if *who == tenant {
+            v[(*t / (NS_PER_S / 2)) as usize] += 1;
+        }
+    }
+    v
+}
+
+/// A load-control thread whose seconds start half a second after the
+/// run's: by hand, 10 IOs in the partial window [0, 0.5), then 10 at 0.5,
+/// 1.5 and 2.5 s (DRAM completes them at once), nothing in between.
+#[test]
+fn a_token_bucket_window_can_start_past_the_second() {
+    let text = r#"
+seed = 3
+[[devices]]
+model = "memory"
+preset = "dram"
+[[tenants]]
+name = "A"
+workload = { generator = "uniform", params = { count = 100000 } }
+driver = { mode = "closed", iodepth = 4, duration_s = 3.0 }
+iops_cap = 10
+iops_window_offset_s = 0.5
+"#;
+    let config = parse(text, "t.toml", &[]).unwrap();
+    let mut sim = tierlab_sim::build::build(&config, Path::new("."), &standard_device).unwrap();
+    let mut log = Arrivals::default();
+    sim.run(&mut log, None).unwrap();
+    assert_eq!(per_half_second(&log, 0, 6), vec![10, 10, 0, 10, 0, 10]);
+    let at = |t_ns: TimeNs| log.0.iter().filter(|(a, _)| *a == t_ns).count();
+    assert_eq!(
+        (at(NS_PER_S / 2), at(3 * NS_PER_S / 2)),
+        (4, 4),
+        "4 threads at each window start"
+    );
+    // A schedule step inside an offset window lifts the rest of that window.
+    let stepped = text.replace(
+        "iops_cap = 10",
+        "iops_cap = 10\niops_schedule = [{ from_s = 1.0, iops = 15 }]",
+    );
+    let config = parse(&stepped, "t.toml", &[]).unwrap();
+    let mut sim = tierlab_sim::build::build(&config, Path::new("."), &standard_device).unwrap();
+    let mut log = Arrivals::default();
+    sim.run(&mut log, None).unwrap();
+    assert_eq!(per_half_second(&log, 0, 6), vec![10, 10, 5, 15, 0, 15]);
+    for bad in ["1.5", "-0.1"] {
+        let e = parse(
+            &text.replace(
+                "iops_window_offset_s = 0.5",
+                &format!("iops_window_offset_s = {bad}"),
+            ),
+            "t.toml",
+            &[],
+        )
+        .unwrap_err()
+        .0;
+        assert!(
+            e.contains("tenants[0].iops_window_offset_s")
+                && e.contains(bad)
+                && e.contains("[0, 1)"),
+            "{e}"
+        );
+    }
+}
+
 /// Caps tenant 0 at a fixed rate (a stand-in for a controller).
 struct CapAt(f64);
 

@@ -5,9 +5,12 @@
 //! error after settling; docs/qos.md defines every number).
 //!
 //! The configs are `configs/qos-eval{1,2,3}.toml`, compiled in so the
-//! command runs from any directory. The full run repeats each evaluation
-//! over several seeds and adds an ablation (evaluation 1 with the paper's
-//! own reset rule only); `--quick` runs each evaluation once.
+//! command runs from any directory. Before the evaluations it measures the
+//! array's capacity and its proportional-limit curves (`%util` against
+//! IOPS per load mix, the paper's Figs. 3-5); after them, the ablations
+//! (evaluation 1 with the paper's own reset rule only; each evaluation
+//! with A's and B's token-bucket windows aligned). The full run repeats
+//! each evaluation over several seeds; `--quick` runs each once.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -21,7 +24,7 @@ use crate::plot::{Chart, Series, line_chart_svg};
 
 #[derive(Args)]
 pub struct QosArgs {
-    /// One seed per evaluation and no ablation (about 15 s in a release build).
+    /// One seed per evaluation (the ablations still run once).
     #[arg(long)]
     pub quick: bool,
     /// Output directory: summary.json and one directory per evaluation.
@@ -244,6 +247,17 @@ fn analyse(run: &EvalRun) -> Value {
                 .count()
         };
         let x_updates_in_phase = updates(to_s);
+        // What the busy_per_iops reset rule sees when the phase starts: the
+        // largest change between comparable samples among the pair across
+        // the phase boundary and the next two.
+        let bpi_step_at_start = rows
+            .iter()
+            .enumerate()
+            .filter(|(k, r)| {
+                *k > 0 && r.time_s > from_s && r.time_s <= from_s + 3.0 * interval + 1e-9
+            })
+            .filter_map(|(k, _)| bpi_step(&rows[k - 1], &rows[k]))
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
         let x_updates_before = settled_at.map(|k| updates(inside[k + SETTLE_SAMPLES - 1].time_s));
         phases.push(json!({
             "from_s": from_s,
@@ -255,6 +269,7 @@ fn analyse(run: &EvalRun) -> Value {
             "settling_time_s": settled_time.map(|t| t - from_s),
             "x_updates_in_phase": x_updates_in_phase,
             "x_updates_until_settled": x_updates_before,
+            "bpi_step_at_start": bpi_step_at_start,
             "a_mean_iops": mean(inside.iter().map(|r| r.a_iops)),
             "a_mae_after_settling_iops": mae,
             "a_relative_error_after_settling": mae.map(|m| if target > 0.0 { m / target } else { 0.0 }),
@@ -263,6 +278,17 @@ fn analyse(run: &EvalRun) -> Value {
     }
     let last = rows.last();
     let count = |code: u8| rows.iter().filter(|r| r.event == code).count();
+    // The same changes away from A's target steps: the controller's own swings.
+    let near_step = |t: f64| {
+        run.a_schedule
+            .iter()
+            .skip(1)
+            .any(|(from, _)| t > *from && t <= from + 3.0 * interval + 1e-9)
+    };
+    let bpi_step_elsewhere = (1..rows.len())
+        .filter(|&k| !near_step(rows[k].time_s))
+        .filter_map(|k| bpi_step(&rows[k - 1], &rows[k]))
+        .fold(0.0, f64::max);
     let history: Vec<Value> = rows
         .iter()
         .filter(|r| matches!(r.event, 3..=5))
@@ -279,10 +305,26 @@ fn analyse(run: &EvalRun) -> Value {
         "x_history": history,
         "final_target_busy_pct": last.map(|r| r.target_busy_pct),
         "saturated_samples": last.map(|r| r.saturated_samples_total),
+        "bpi_step_max_elsewhere": bpi_step_elsewhere,
         "all_phases_settled": all_settled,
         "a_mae_after_settling_iops": if err_n > 0 { Some(err_sum / err_n as f64) } else { None },
         "a_relative_error_after_settling": if target_sum > 0.0 { Some(err_sum / target_sum) } else { None },
         "phases": phases,
+    })
+}
+
+/// The relative change of busy_pct_per_iops from `prev` to `next`
+/// (max(r, 1/r) − 1) when the controller's reset rule compares them: both
+/// unsaturated with busy_pct_per_iops defined, no X update in `prev`.
+fn bpi_step(prev: &Row, next: &Row) -> Option<f64> {
+    let comparable = !prev.saturated
+        && !next.saturated
+        && !matches!(prev.event, 3..=5)
+        && prev.busy_pct_per_iops > 0.0
+        && next.busy_pct_per_iops > 0.0;
+    comparable.then(|| {
+        let r = next.busy_pct_per_iops / prev.busy_pct_per_iops;
+        r.max(1.0 / r) - 1.0
     })
 }
 
@@ -449,6 +491,257 @@ fn capacity(workload: &str) -> CliResult<Value> {
     Ok(Value::Object(out))
 }
 
+/// A load mix of the proportional-limit curves: A's and B's workloads and
+/// their own IOPS limits at each point (no controller).
+struct LimitMix {
+    name: &'static str,
+    file: &'static str,
+    a_workload: &'static str,
+    b_workload: &'static str,
+    /// (A's IOPS, B's IOPS) per point, increasing load.
+    points: &'static [(f64, f64)],
+}
+
+const LIMIT_MIXES: [LimitMix; 5] = [
+    LimitMix {
+        name: "file-share A+B (Fig. 3's A+B)",
+        file: "fileshare_ab",
+        a_workload: "file-share",
+        b_workload: "file-share",
+        points: &[
+            (25.0, 25.0),
+            (50.0, 50.0),
+            (75.0, 75.0),
+            (90.0, 90.0),
+            (100.0, 100.0),
+            (105.0, 105.0),
+            (110.0, 110.0),
+            (120.0, 120.0),
+        ],
+    },
+    LimitMix {
+        name: "backup A+B (Fig. 4's A+B)",
+        file: "backup_ab",
+        a_workload: "backup",
+        b_workload: "backup",
+        points: &[
+            (6.0, 6.0),
+            (12.0, 12.0),
+            (25.0, 25.0),
+            (31.0, 31.0),
+            (37.0, 37.0),
+            (40.0, 40.0),
+            (43.0, 43.0),
+            (50.0, 50.0),
+        ],
+    },
+    LimitMix {
+        name: "evaluation 1: A file-share at 50, B backup",
+        file: "eval1_mix",
+        a_workload: "file-share",
+        b_workload: "backup",
+        points: &[
+            (50.0, 10.0),
+            (50.0, 30.0),
+            (50.0, 50.0),
+            (50.0, 60.0),
+            (50.0, 70.0),
+            (50.0, 75.0),
+            (50.0, 80.0),
+            (50.0, 90.0),
+        ],
+    },
+    LimitMix {
+        name: "evaluation 2: A file-share at 100, B file-share",
+        file: "eval2_mix",
+        a_workload: "file-share",
+        b_workload: "file-share",
+        points: &[
+            (100.0, 25.0),
+            (100.0, 50.0),
+            (100.0, 75.0),
+            (100.0, 90.0),
+            (100.0, 100.0),
+            (100.0, 110.0),
+            (100.0, 125.0),
+            (100.0, 150.0),
+        ],
+    },
+    LimitMix {
+        name: "evaluation 3: A backup at 54, B backup",
+        file: "eval3_mix",
+        a_workload: "backup",
+        b_workload: "backup",
+        points: &[
+            (54.0, 5.0),
+            (54.0, 10.0),
+            (54.0, 20.0),
+            (54.0, 25.0),
+            (54.0, 30.0),
+            (54.0, 35.0),
+            (54.0, 40.0),
+            (54.0, 54.0),
+        ],
+    },
+];
+
+/// Length of one curve point's run and the warm-up left out of it, s.
+const LIMIT_RUN_S: f64 = 140.0;
+const LIMIT_WARMUP_S: f64 = 20.0;
+
+/// B's token-bucket phase in the evaluation configs.
+fn b_window_offset_s() -> CliResult<f64> {
+    let config = parse_eval(&EVALUATIONS[1], &[])?;
+    let params = controller_params(&config)?;
+    Ok(config
+        .tenants
+        .iter()
+        .find(|t| t.name == params.throttled_tenant)
+        .map_or(0.0, |t| t.iops_window_offset_s))
+}
+
+/// One point: A and B closed-loop (10 threads each) at their own limits on
+/// the evaluation array, B's windows at `b_offset_s`; `%util` and IOPS of
+/// the array as iostat shows them in 20 s samples (the first left out).
+fn limit_point(mix: &LimitMix, a_iops: f64, b_iops: f64, b_offset_s: f64) -> CliResult<Value> {
+    let mut doc: toml::Table = toml::from_str(EVALUATIONS[1].text)?;
+    doc.remove("policy");
+    let table = |kv: &[(&str, toml::Value)]| {
+        toml::Value::Table(kv.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+    };
+    doc.insert("run".into(), table(&[("duration_s", LIMIT_RUN_S.into())]));
+    doc.insert("output".into(), table(&[("interval_s", 20.0.into())]));
+    let tenants = doc
+        .get_mut("tenants")
+        .and_then(|t| t.as_array_mut())
+        .ok_or("qos-eval2.toml has no tenants")?;
+    for (t, (workload, iops, offset)) in tenants.iter_mut().zip([
+        (mix.a_workload, a_iops, 0.0),
+        (mix.b_workload, b_iops, b_offset_s),
+    ]) {
+        let t = t.as_table_mut().ok_or("a tenant is not a table")?;
+        t.remove("iops_schedule");
+        t.insert("iops_cap".into(), iops.into());
+        t.insert("iops_window_offset_s".into(), offset.into());
+        t.insert("workload".into(), table(&[("generator", workload.into())]));
+        t.insert(
+            "driver".into(),
+            table(&[
+                ("mode", "closed".into()),
+                ("iodepth", 10.into()),
+                ("duration_s", LIMIT_RUN_S.into()),
+            ]),
+        );
+    }
+    let config = tierlab_sim::config::parse(&toml::to_string(&doc)?, "limit curve", &[])?;
+    let result = crate::progress::run_sim(&config, Path::new("."), "qos limit")?;
+    let interval_s = 20.0;
+    let skip = (LIMIT_WARMUP_S / interval_s).round() as usize;
+    let samples: Vec<(f64, f64)> = result
+        .metrics
+        .device_series(0)
+        .skip(skip)
+        .take(((LIMIT_RUN_S - LIMIT_WARMUP_S) / interval_s).round() as usize)
+        .map(|d| {
+            (
+                (100.0 * d.io_ticks_ns as f64 / (interval_s * 1e9)).min(100.0),
+                d.ios as f64 / interval_s,
+            )
+        })
+        .collect();
+    let n = samples.len().max(1) as f64;
+    let util = samples.iter().map(|s| s.0).sum::<f64>() / n;
+    let iops = samples.iter().map(|s| s.1).sum::<f64>() / n;
+    let saturated = samples
+        .iter()
+        .filter(|s| (s.0 * 100.0).round() / 100.0 >= 100.0)
+        .count();
+    Ok(json!({
+        "a_limit_iops": a_iops,
+        "b_limit_iops": b_iops,
+        "iops": iops,
+        "util_pct": util,
+        "busy_pct_per_iops": if iops > 0.0 { util / iops } else { 0.0 },
+        "samples": samples.len(),
+        "saturated_samples": saturated,
+    }))
+}
+
+/// The proportional-limit curves (our Figs. 3-5): `%util` against IOPS for
+/// each load mix, with B's windows as in the evaluations and aligned with
+/// A's; plots in `DIR/limit/`.
+fn limit_curves(out: &Path) -> CliResult<Value> {
+    let offset = b_window_offset_s()?;
+    let dir = out.join("limit");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut curves = Vec::new();
+    for mix in &LIMIT_MIXES {
+        let mut variants = serde_json::Map::new();
+        let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        for (key, b_offset) in [("b_windows_offset", offset), ("windows_aligned", 0.0)] {
+            let points = mix
+                .points
+                .iter()
+                .map(|&(a, b)| limit_point(mix, a, b, b_offset))
+                .collect::<CliResult<Vec<Value>>>()?;
+            // The highest load with no saturated sample, and the busy time
+            // per IO there and once saturated (the paper's d and c).
+            let below = points
+                .iter()
+                .rfind(|p| p["saturated_samples"] == 0)
+                .cloned();
+            let top = points.last().cloned();
+            let d = below.as_ref().and_then(|p| p["busy_pct_per_iops"].as_f64());
+            let c = top.as_ref().and_then(|p| p["busy_pct_per_iops"].as_f64());
+            lines.push((
+                format!("B's windows +{b_offset} s"),
+                points
+                    .iter()
+                    .filter_map(|p| Some((p["iops"].as_f64()?, p["util_pct"].as_f64()?)))
+                    .collect(),
+            ));
+            variants.insert(
+                key.into(),
+                json!({
+                    "b_window_offset_s": b_offset,
+                    "highest_unsaturated_util_pct": below.as_ref().map(|p| p["util_pct"].clone()),
+                    "busy_pct_per_iops_there": d,
+                    "saturated_busy_pct_per_iops": c,
+                    "c_over_d": match (c, d) { (Some(c), Some(d)) if d > 0.0 => Some(c / d), _ => None },
+                    "points": points,
+                }),
+            );
+        }
+        let series: Vec<Series> = lines
+            .iter()
+            .map(|(name, points)| Series {
+                name: name.as_str(),
+                points,
+            })
+            .collect();
+        let title = format!("%util against IOPS: {}", mix.name);
+        line_chart_svg(
+            &dir.join(format!("{}.svg", mix.file)),
+            &Chart {
+                title: &title,
+                x_label: "IOPS (array)",
+                y_label: "%util",
+                log_x: false,
+            },
+            &series,
+        )?;
+        let mut entry = json!({"mix": mix.name, "plot": format!("limit/{}.svg", mix.file)});
+        entry.as_object_mut().expect("an object").extend(variants);
+        curves.push(entry);
+    }
+    Ok(json!({
+        "run_s": LIMIT_RUN_S,
+        "warmup_s": LIMIT_WARMUP_S,
+        "note": "no controller; A and B closed-loop (10 threads each) at the listed own limits; %util and IOPS of the array in 20 s samples as iostat shows them; the paper's proportional limit: 80-95 % (Fig. 5), IOPS then grows non-linearly and %util reaches 100 with a few more IOPS",
+        "curves": curves,
+    }))
+}
+
 /// min / mean / max of a numeric key over per-seed summaries.
 fn spread(runs: &[Value], key: &str) -> Value {
     let v: Vec<f64> = runs.iter().filter_map(|r| r[key].as_f64()).collect();
@@ -483,6 +776,26 @@ pub fn run(args: QosArgs) -> CliResult {
         backup["b_only_iops"].as_f64().unwrap_or(0.0),
         backup["a_plus_b_iops"].as_f64().unwrap_or(0.0),
     );
+
+    let limit = limit_curves(out)?;
+    for c in limit["curves"].as_array().into_iter().flatten() {
+        let v = &c["b_windows_offset"];
+        eprintln!(
+            "limit {}: unsaturated up to {:.1} % util at {:.3} %/IOPS, saturated {:.3} %/IOPS (c/d {:.2}; aligned windows {:.2})",
+            c["mix"].as_str().unwrap_or(""),
+            v["highest_unsaturated_util_pct"]
+                .as_f64()
+                .unwrap_or(f64::NAN),
+            v["busy_pct_per_iops_there"].as_f64().unwrap_or(f64::NAN),
+            v["saturated_busy_pct_per_iops"]
+                .as_f64()
+                .unwrap_or(f64::NAN),
+            v["c_over_d"].as_f64().unwrap_or(f64::NAN),
+            c["windows_aligned"]["c_over_d"]
+                .as_f64()
+                .unwrap_or(f64::NAN),
+        );
+    }
 
     let mut evaluations = Vec::new();
     for e in &EVALUATIONS {
@@ -538,10 +851,14 @@ pub fn run(args: QosArgs) -> CliResult {
             "definition": "per phase of A's target: A is settled from the first sample that starts a run of consecutive_samples samples with |A - target| <= tolerance * target; the error after settling is the mean |A - target| over that phase's samples from there to the phase's end (later excursions included)"
         },
         "capacity": capacity_json,
+        "proportional_limit": limit,
         "evaluations": evaluations,
     });
-    if !args.quick {
-        // The paper's implementation: no reset on a busy_per_iops change.
+    // Ablations (seed as configured): the paper's own reset rule, and each
+    // evaluation with A's and B's token-bucket windows aligned (the model
+    // before the proportional-limit mechanism was found).
+    let mut ablation = Vec::new();
+    {
         let config = parse_eval(
             &EVALUATIONS[0],
             &["policy.controller.reset_bpi_change=0.0".into()],
@@ -556,8 +873,33 @@ pub fn run(args: QosArgs) -> CliResult {
         a["change"] = json!(
             "policy.controller.reset_bpi_change = 0 (reset only below 20 % util, as the paper implemented)"
         );
-        summary["ablation"] = json!([a]);
+        ablation.push(a);
     }
+    for e in &EVALUATIONS {
+        let base = parse_eval(e, &[])?;
+        let b = controller_params(&base)?.throttled_tenant;
+        let index = base
+            .tenants
+            .iter()
+            .position(|t| t.name == b)
+            .ok_or_else(|| format!("{}: no tenant {b:?}", e.path))?;
+        let config = parse_eval(e, &[format!("tenants.{index}.iops_window_offset_s=0.0")])?;
+        let run = run_config(&config)?;
+        let mut a = analyse(&run);
+        a["name"] = json!(format!("{}-aligned-windows", e.name));
+        a["change"] = json!(format!(
+            "tenants.{index}.iops_window_offset_s = 0 (B's token-bucket seconds aligned with A's)"
+        ));
+        eprintln!(
+            "{}: X updates {} (lowerings {}), final X {:.1} %",
+            a["name"].as_str().unwrap_or(""),
+            a["x_updates"],
+            a["x_lowerings"],
+            a["final_target_busy_pct"].as_f64().unwrap_or(f64::NAN),
+        );
+        ablation.push(a);
+    }
+    summary["ablation"] = json!(ablation);
     let path = out.join("summary.json");
     std::fs::write(&path, serde_json::to_string_pretty(&summary)? + "\n")
         .map_err(|e| format!("{}: {e}", path.display()))?;
