@@ -123,16 +123,8 @@ pub fn compare(args: CompareArgs) -> CliResult {
     let sim_cfg = config.clone();
     let mut real_cfg = config;
     for (i, r) in real_cfg.devices.iter_mut().enumerate() {
-        if !r.contains_key("path") || !r.contains_key("model") {
-            return Err(format!(
-                "{}: key `devices[{i}]`: compare needs both `model` (simulation) and `path` (real run)",
-                args.config.display()
-            )
-            .into());
-        }
-        r.retain(|k, _| {
-            k == "name" || k == "capacity_bytes" || tierlab_sim::run::REAL_DEVICE_KEYS.contains(&k)
-        });
+        *r = tierlab_real::raid::real_device_table(r, &format!("devices[{i}]"))
+            .map_err(|e| format!("{}: {e}", args.config.display()))?;
     }
     let sim = tierlab_sim::run::run(&sim_cfg, &base_dir)?;
     tierlab_sim::run::write_outputs(&sim, &args.out.join("sim"))?;

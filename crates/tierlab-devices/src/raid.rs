@@ -74,10 +74,14 @@ fn default_stripe_unit_bytes() -> u64 {
     DEFAULT_STRIPE_UNIT_BYTES
 }
 
-/// A RAID device as written in a config file (`model = "raid"`).
+/// A RAID device as written in a config file (`model = "raid"`). Members
+/// are device configs (`M = DeviceConfig`) for the simulator; the real
+/// executor parses the same keys with each member its backing store
+/// (`RaidParams<toml::Table>`), so both share one parser and
+/// [`RaidParams::validate_shape`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RaidParams {
+pub struct RaidParams<M = DeviceConfig> {
     pub level: RaidLevel,
     /// Bytes of one member's share of a stripe (the chunk).
     #[serde(default = "default_stripe_unit_bytes")]
@@ -89,19 +93,27 @@ pub struct RaidParams {
     #[serde(default)]
     pub failed_members: Vec<usize>,
     /// Each member configured separately, in member order.
-    pub members: Vec<DeviceConfig>,
+    pub members: Vec<M>,
+}
+
+impl<M> RaidParams<M> {
+    /// Checks the level, stripe unit, member count and failed members
+    /// (not the members themselves).
+    pub fn validate_shape(&self) -> Result<(), RaidError> {
+        validate_shape(
+            self.level,
+            self.stripe_unit_bytes,
+            self.members.len(),
+            &self.failed_members,
+        )
+    }
 }
 
 impl RaidParams {
     /// Checks the array and, recursively, every member's parameters, so a
     /// bad config is reported before any member is built.
     pub fn validate(&self) -> Result<(), RaidError> {
-        validate_shape(
-            self.level,
-            self.stripe_unit_bytes,
-            self.members.len(),
-            &self.failed_members,
-        )?;
+        self.validate_shape()?;
         for (i, m) in self.members.iter().enumerate() {
             m.validate().map_err(|e| RaidError {
                 parameter: "members",
@@ -140,7 +152,7 @@ pub fn member_seed(seed: u64, member: usize) -> u64 {
 /// Every member contributes the same whole number of stripe units (the
 /// smallest member's, rounded down); the level decides how many members'
 /// worth hold data.
-fn array_capacity_bytes(
+pub fn array_capacity_bytes(
     level: RaidLevel,
     stripe_unit_bytes: u64,
     n_members: usize,
@@ -398,9 +410,11 @@ struct Finished {
     host_tag: u64,
 }
 
+// ---- Layout, shared with the real executor (tierlab-real's raid.rs) ------
+
 /// How a RAID 5 stripe write gets the parity right.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum WriteMode {
+pub enum Raid5WriteMode {
     /// Read old data and old parity of the written range.
     ReadModifyWrite,
     /// Read the data the write leaves alone; no parity read. With nothing
@@ -413,28 +427,112 @@ enum WriteMode {
     Rebuild,
 }
 
-/// Where a RAID 5 stripe's units live.
+/// Where a RAID 5 stripe's units live: `n` members, row `stripe` (every
+/// unit of the row at member offset `stripe × stripe_unit_bytes`).
 #[derive(Clone, Copy, Debug)]
-struct Raid5Stripe {
-    n: usize,
-    stripe: u64,
+pub struct Raid5Stripe {
+    pub n: usize,
+    pub stripe: u64,
 }
 
 impl Raid5Stripe {
-    fn parity_member(self) -> usize {
+    pub fn parity_member(self) -> usize {
         // Left-symmetric: parity starts on the last member and moves left
         // one member per stripe.
         self.n - 1 - (self.stripe % self.n as u64) as usize
     }
     /// Member holding data unit `j` (0-based within the stripe): data
     /// starts just right of the parity and wraps around.
-    fn data_member(self, j: usize) -> usize {
+    pub fn data_member(self, j: usize) -> usize {
         (self.parity_member() + 1 + j) % self.n
     }
 }
 
 /// A byte range [lo, hi): inside one stripe unit, or (in plans) on a member.
-type UnitRange = (u64, u64);
+pub type UnitRange = (u64, u64);
+
+/// RAID 5: the part of data unit `j` that the stripe range [lo, hi) (bytes
+/// of the row's data, `0 ..= (n-1) × u`) covers, relative to the unit.
+pub fn raid5_unit_range(stripe_unit_bytes: u64, j: usize, lo: u64, hi: u64) -> Option<UnitRange> {
+    let u = stripe_unit_bytes;
+    let start = j as u64 * u;
+    let a = lo.max(start);
+    let b = hi.min(start + u);
+    (a < b).then(|| (a - start, b - start))
+}
+
+/// RAID 5: the parity bytes a write of [lo, hi) changes: the hull of the
+/// written ranges of each unit. A write within one unit changes the parity
+/// under it only; a write crossing a unit boundary touches the end of one
+/// unit and the start of the next, so the whole unit.
+pub fn raid5_parity_range(stripe_unit_bytes: u64, lo: u64, hi: u64) -> UnitRange {
+    let u = stripe_unit_bytes;
+    if lo / u == (hi - 1) / u {
+        (lo % u, (hi - 1) % u + 1)
+    } else {
+        (0, u)
+    }
+}
+
+/// RAID 5: how a write of [lo, hi) into row `geo` keeps parity right, given
+/// which members have failed. The fewer member reads wins (each one costs a
+/// positioning on a disk), ties to read-modify-write, which disturbs fewer
+/// members; a lost member forces the mode that does not read it.
+pub fn raid5_write_mode(
+    geo: Raid5Stripe,
+    stripe_unit_bytes: u64,
+    lo: u64,
+    hi: u64,
+    failed: impl Fn(usize) -> bool,
+) -> Raid5WriteMode {
+    if failed(geo.parity_member()) {
+        return Raid5WriteMode::NoParity;
+    }
+    let parity = raid5_parity_range(stripe_unit_bytes, lo, hi);
+    let mut rmw_reads = 1; // the old parity
+    let mut rmw_ok = true;
+    let mut rcw_reads = 0;
+    let mut rcw_ok = true;
+    for j in 0..geo.n - 1 {
+        let lost = failed(geo.data_member(j));
+        let w = raid5_unit_range(stripe_unit_bytes, j, lo, hi);
+        if w.is_some() {
+            rmw_reads += 1;
+            rmw_ok &= !lost;
+        }
+        if rcw_need(w, parity).is_some() {
+            rcw_reads += 1;
+            rcw_ok &= !lost;
+        }
+    }
+    match (rmw_ok, rcw_ok) {
+        (true, true) if rcw_reads < rmw_reads => Raid5WriteMode::ReconstructWrite,
+        (true, _) => Raid5WriteMode::ReadModifyWrite,
+        (false, true) => Raid5WriteMode::ReconstructWrite,
+        (false, false) => Raid5WriteMode::Rebuild,
+    }
+}
+
+/// RAID 0 / 1 / 10: the first piece of host range [offset, end) on an
+/// array of `groups` mirror groups (members for RAID 0, pairs for RAID 10,
+/// one for RAID 1): (group, member offset, length). Unit `k` lives on group
+/// `k mod groups` at row `k div groups`; RAID 1 (one group) holds the host
+/// address space as is and is not split.
+pub fn striped_piece(
+    stripe_unit_bytes: u64,
+    groups: u64,
+    offset: u64,
+    end: u64,
+) -> (usize, u64, u64) {
+    if groups == 1 {
+        return (0, offset, end - offset);
+    }
+    let u = stripe_unit_bytes;
+    let unit = offset / u;
+    let within = offset % u;
+    let len = (u - within).min(end - offset);
+    ((unit % groups) as usize, (unit / groups) * u + within, len)
+}
 
 /// A RAID array over member models (module docs; docs/raid.md). Build it
 /// from a config with [`Raid::build`], or over models in hand with
@@ -798,16 +896,7 @@ impl Raid {
         let mut offset = io.offset_bytes;
         let end = io.end_bytes();
         while offset < end {
-            // RAID 1 has one group and nothing to split: its members hold
-            // the host address space as is.
-            let (g, member_offset, len) = if groups == 1 {
-                (0, offset, end - offset)
-            } else {
-                let unit = offset / u;
-                let within = offset % u;
-                let len = (u - within).min(end - offset);
-                ((unit % groups) as usize, (unit / groups) * u + within, len)
-            };
+            let (g, member_offset, len) = striped_piece(u, groups, offset, end);
             if io.op == Op::Read {
                 let m = self.pick_reader(g);
                 self.issue(now_ns, m, tag, Op::Read, member_offset, len);
@@ -834,65 +923,27 @@ impl Raid {
         }
     }
 
-    /// The part of data unit `j` that the stripe range [lo, hi) covers.
     fn unit_range(&self, j: usize, lo: u64, hi: u64) -> Option<UnitRange> {
-        let u = self.stripe_unit_bytes;
-        let start = j as u64 * u;
-        let a = lo.max(start);
-        let b = hi.min(start + u);
-        (a < b).then(|| (a - start, b - start))
+        raid5_unit_range(self.stripe_unit_bytes, j, lo, hi)
     }
 
-    /// The parity bytes a write of [lo, hi) changes: the hull of the
-    /// written ranges of each unit. A write within one unit changes the
-    /// parity under it only; a write crossing a unit boundary touches the
-    /// end of one unit and the start of the next, so the whole unit.
     fn parity_range(&self, lo: u64, hi: u64) -> UnitRange {
-        let u = self.stripe_unit_bytes;
-        if lo / u == (hi - 1) / u {
-            (lo % u, (hi - 1) % u + 1)
-        } else {
-            (0, u)
-        }
+        raid5_parity_range(self.stripe_unit_bytes, lo, hi)
     }
 
     /// Fills `self.plan` with the reads a write of [lo, hi) into `stripe`
-    /// needs and returns how it keeps parity right. Mode choice: the fewer
-    /// member reads (each one costs a positioning on a disk), ties to
-    /// read-modify-write, which disturbs fewer members.
-    fn raid5_plan_write(&mut self, stripe: u64, lo: u64, hi: u64) -> WriteMode {
+    /// needs and returns how it keeps parity right (`raid5_write_mode`).
+    fn raid5_plan_write(&mut self, stripe: u64, lo: u64, hi: u64) -> Raid5WriteMode {
         let geo = self.raid5_stripe(stripe);
         let d = geo.n - 1;
         let (pa, pb) = self.parity_range(lo, hi);
         self.plan.clear();
-        if self.members[geo.parity_member()].failed {
-            return WriteMode::NoParity;
-        }
-        let mut rmw_reads = 1; // the old parity
-        let mut rmw_ok = true;
-        let mut rcw_reads = 0;
-        let mut rcw_ok = true;
-        for j in 0..d {
-            let failed = self.members[geo.data_member(j)].failed;
-            let w = self.unit_range(j, lo, hi);
-            if w.is_some() {
-                rmw_reads += 1;
-                rmw_ok &= !failed;
-            }
-            if rcw_need(w, (pa, pb)).is_some() {
-                rcw_reads += 1;
-                rcw_ok &= !failed;
-            }
-        }
-        let mode = match (rmw_ok, rcw_ok) {
-            (true, true) if rcw_reads < rmw_reads => WriteMode::ReconstructWrite,
-            (true, _) => WriteMode::ReadModifyWrite,
-            (false, true) => WriteMode::ReconstructWrite,
-            (false, false) => WriteMode::Rebuild,
-        };
+        let mode = raid5_write_mode(geo, self.stripe_unit_bytes, lo, hi, |m| {
+            self.members[m].failed
+        });
         let row = stripe * self.stripe_unit_bytes;
         match mode {
-            WriteMode::ReadModifyWrite => {
+            Raid5WriteMode::ReadModifyWrite => {
                 for j in 0..d {
                     if let Some(w) = self.unit_range(j, lo, hi) {
                         self.plan.push((geo.data_member(j), (row + w.0, row + w.1)));
@@ -900,21 +951,21 @@ impl Raid {
                 }
                 self.plan.push((geo.parity_member(), (row + pa, row + pb)));
             }
-            WriteMode::ReconstructWrite => {
+            Raid5WriteMode::ReconstructWrite => {
                 for j in 0..d {
                     if let Some(r) = rcw_need(self.unit_range(j, lo, hi), (pa, pb)) {
                         self.plan.push((geo.data_member(j), (row + r.0, row + r.1)));
                     }
                 }
             }
-            WriteMode::Rebuild => {
+            Raid5WriteMode::Rebuild => {
                 for m in 0..geo.n {
                     if !self.members[m].failed {
                         self.plan.push((m, (row + pa, row + pb)));
                     }
                 }
             }
-            WriteMode::NoParity => unreachable!("returned above"),
+            Raid5WriteMode::NoParity => {}
         }
         mode
     }
@@ -1068,15 +1119,17 @@ impl Raid {
         let mode = self.raid5_plan_write(stripe, lo, hi);
         let full = lo == 0 && hi == (self.members.len() as u64 - 1) * self.stripe_unit_bytes;
         match mode {
-            WriteMode::ReadModifyWrite => self.stats.rmw_stripes += 1,
+            Raid5WriteMode::ReadModifyWrite => self.stats.rmw_stripes += 1,
             // Nothing left alone to read: only a write of the whole stripe
             // (degraded or not) gets here.
-            WriteMode::ReconstructWrite if self.plan.is_empty() => {
+            Raid5WriteMode::ReconstructWrite if self.plan.is_empty() => {
                 debug_assert!(full);
                 self.stats.full_stripe_writes += 1
             }
-            WriteMode::ReconstructWrite => self.stats.rcw_stripes += 1,
-            WriteMode::NoParity | WriteMode::Rebuild => self.stats.degraded_stripe_writes += 1,
+            Raid5WriteMode::ReconstructWrite => self.stats.rcw_stripes += 1,
+            Raid5WriteMode::NoParity | Raid5WriteMode::Rebuild => {
+                self.stats.degraded_stripe_writes += 1
+            }
         }
         if self.plan.is_empty() {
             return self.raid5_issue_writes(now_ns, slot, stripe, lo, hi);
@@ -1105,7 +1158,7 @@ impl Raid {
 /// What reconstruct-write must read of a data unit: the parity range minus
 /// what the write overwrites. With the parity range the hull of the written
 /// ranges, the remainder is one interval (or none).
-fn rcw_need(written: Option<UnitRange>, parity: UnitRange) -> Option<UnitRange> {
+pub fn rcw_need(written: Option<UnitRange>, parity: UnitRange) -> Option<UnitRange> {
     let (pa, pb) = parity;
     match written {
         None => Some((pa, pb)),

@@ -31,6 +31,11 @@ pub trait Backend: Send + Sync {
     fn unaligned_ios(&self) -> u64 {
         0
     }
+    /// Its own end-of-run counters (a RAID's member IOs, RMW stripes, ...),
+    /// reported in summary.json under `run.device_counters` like a model's.
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
 }
 
 /// Alignment O_DIRECT needs for buffers, offsets and sizes here.

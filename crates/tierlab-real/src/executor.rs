@@ -98,74 +98,81 @@ impl DeviceModel for Shell {
     }
 }
 
-fn toml_u64(t: &toml::Table, key: &str, i: usize) -> Result<Option<u64>, String> {
+/// `at.key` as a byte count (an integer or "64MiB"); `at` names the table
+/// in errors (`devices[0]`, `devices[0].members[2]`).
+pub(crate) fn toml_u64(t: &toml::Table, key: &str, at: &str) -> Result<Option<u64>, String> {
     match t.get(key) {
         None => Ok(None),
         Some(toml::Value::Integer(n)) if *n > 0 => Ok(Some(*n as u64)),
         Some(toml::Value::String(s)) => tierlab_trace::units::parse_size_bytes(s)
             .map(Some)
-            .map_err(|e| format!("key `devices[{i}].{key}`: {e}")),
+            .map_err(|e| format!("key `{at}.{key}`: {e}")),
         Some(v) => Err(format!(
-            "key `devices[{i}].{key}`: {v} is not a positive byte count"
+            "key `{at}.{key}`: {v} is not a positive byte count"
         )),
     }
 }
 
-fn toml_bool(t: &toml::Table, key: &str, i: usize, default: bool) -> Result<bool, String> {
+fn toml_bool(t: &toml::Table, key: &str, at: &str, default: bool) -> Result<bool, String> {
     match t.get(key) {
         None => Ok(default),
         Some(toml::Value::Boolean(b)) => Ok(*b),
-        Some(v) => Err(format!(
-            "key `devices[{i}].{key}`: {v} is not true or false"
-        )),
+        Some(v) => Err(format!("key `{at}.{key}`: {v} is not true or false")),
     }
 }
 
 /// Opens the backing store of each `[[devices]]` table: `path = "FILE or
 /// /dev/X"` (with optional `capacity_bytes`, `create`, `direct`) or
-/// `path = "ram"` with `capacity_bytes`.
+/// `path = "ram"` with `capacity_bytes`; or `model = "raid"` over member
+/// backing stores (raid.rs).
 pub fn open_backends(config: &SimConfig, base_dir: &Path) -> Result<Vec<Box<dyn Backend>>, String> {
     let mut out: Vec<Box<dyn Backend>> = Vec::new();
     for (i, d) in config.devices.iter().enumerate() {
-        for k in d.keys() {
-            let own = k == "name" || k == "capacity_bytes";
-            if !own && !tierlab_sim::run::REAL_DEVICE_KEYS.contains(&k.as_str()) {
-                return Err(format!(
-                    "key `devices[{i}].{k}`: not a real-device key; a real device takes \
-                     name, path, capacity_bytes, create, direct (models and presets are for \
-                     `tierlab sim`)"
-                ));
-            }
-        }
-        let path = match d.get("path") {
-            Some(toml::Value::String(p)) => p.clone(),
-            _ => {
-                return Err(format!(
-                    "key `devices[{i}].path`: missing; give a file, a block device, or \"ram\""
-                ));
-            }
-        };
-        let capacity = toml_u64(d, "capacity_bytes", i)?;
-        if path == "ram" {
-            let c = capacity.ok_or_else(|| {
-                format!("key `devices[{i}].capacity_bytes`: a ram device needs its size")
-            })?;
-            out.push(Box::new(RamBackend::new(c)));
-            continue;
-        }
-        let p = PathBuf::from(&path);
-        let p = if p.is_absolute() { p } else { base_dir.join(p) };
-        let create = toml_bool(d, "create", i, false)?;
-        let direct = toml_bool(d, "direct", i, true)?;
-        out.push(Box::new(
-            FileBackend::open(&p, capacity, create, direct)
-                .map_err(|e| format!("key `devices[{i}]`: {e}"))?,
-        ));
+        out.push(open_device(d, &format!("devices[{i}]"), base_dir)?);
     }
     if out.is_empty() {
         return Err("key `devices`: no device".into());
     }
     Ok(out)
+}
+
+/// Opens one device table (`at` names it in errors); a RAID opens its
+/// members through this too.
+pub fn open_device(d: &toml::Table, at: &str, base_dir: &Path) -> Result<Box<dyn Backend>, String> {
+    if d.get("model").and_then(|m| m.as_str()) == Some("raid") {
+        return Ok(Box::new(crate::raid::open(d, at, base_dir)?));
+    }
+    for k in d.keys() {
+        let own = k == "name" || k == "capacity_bytes";
+        if !own && !tierlab_sim::run::REAL_DEVICE_KEYS.contains(&k.as_str()) {
+            return Err(format!(
+                "key `{at}.{k}`: not a real-device key; a real device takes \
+                 name, path, capacity_bytes, create, direct, or is model = \"raid\" \
+                 over such members (other models and presets are for `tierlab sim`)"
+            ));
+        }
+    }
+    let path = match d.get("path") {
+        Some(toml::Value::String(p)) => p.clone(),
+        _ => {
+            return Err(format!(
+                "key `{at}.path`: missing; give a file, a block device, or \"ram\""
+            ));
+        }
+    };
+    let capacity = toml_u64(d, "capacity_bytes", at)?;
+    if path == "ram" {
+        let c = capacity
+            .ok_or_else(|| format!("key `{at}.capacity_bytes`: a ram device needs its size"))?;
+        return Ok(Box::new(RamBackend::new(c)));
+    }
+    let p = PathBuf::from(&path);
+    let p = if p.is_absolute() { p } else { base_dir.join(p) };
+    let create = toml_bool(d, "create", at, false)?;
+    let direct = toml_bool(d, "direct", at, true)?;
+    Ok(Box::new(
+        FileBackend::open(&p, capacity, create, direct).map_err(|e| format!("key `{at}`: {e}"))?,
+    ))
 }
 
 /// Builds the policy and tenants from a config whose devices are real.
@@ -836,6 +843,22 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
         .collect();
     let policy_logs = exec.policy.logs();
+    // Backends' own counters (a RAID's), like a model's, before the scan.
+    let device_counters = exec
+        .names
+        .iter()
+        .zip(exec.backends.iter())
+        .filter_map(|(name, b)| {
+            let c = b.counters();
+            (!c.is_empty()).then(|| {
+                let map: serde_json::Map<String, serde_json::Value> = c
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), serde_json::json!(v as u64)))
+                    .collect();
+                (name.clone(), serde_json::Value::Object(map))
+            })
+        })
+        .collect();
     // The final scan runs after the metrics stop recording.
     exec.recording = false;
     if opts.verify {
@@ -874,7 +897,7 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
             })
             .collect(),
         policy_counters,
-        device_counters: Default::default(),
+        device_counters,
     };
     Ok(RealResult {
         run: tierlab_sim::run::RunResult {

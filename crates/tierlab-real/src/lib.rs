@@ -5,6 +5,7 @@
 pub mod backend;
 pub mod executor;
 pub mod pool;
+pub mod raid;
 pub mod verify;
 
 pub use executor::{RealInfo, RealOptions, RealResult, run, write_outputs};

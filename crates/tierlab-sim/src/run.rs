@@ -47,14 +47,27 @@ impl Observer for Recorder {
 /// for both executors (`tierlab compare`).
 pub const REAL_DEVICE_KEYS: [&str; 3] = ["path", "create", "direct"];
 
-/// Builds a device from a `[[devices]]` table with tierlab-devices'
-/// models; the real executor's keys
-/// (`REAL_DEVICE_KEYS`) are ignored.
-pub fn standard_device(table: &toml::Table, seed: u64) -> Result<Box<dyn DeviceModel>, String> {
-    let mut table = table.clone();
+/// Removes the real executor's keys from a device table and, for a RAID,
+/// from its members (each may name its own backing store), recursively.
+pub fn strip_real_device_keys(table: &mut toml::Table) {
     for k in REAL_DEVICE_KEYS {
         table.remove(k);
     }
+    if let Some(toml::Value::Array(members)) = table.get_mut("members") {
+        for m in members {
+            if let toml::Value::Table(t) = m {
+                strip_real_device_keys(t);
+            }
+        }
+    }
+}
+
+/// Builds a device from a `[[devices]]` table with tierlab-devices'
+/// models; the real executor's keys (`REAL_DEVICE_KEYS`, in RAID members
+/// too) are ignored.
+pub fn standard_device(table: &toml::Table, seed: u64) -> Result<Box<dyn DeviceModel>, String> {
+    let mut table = table.clone();
+    strip_real_device_keys(&mut table);
     let config: tierlab_devices::DeviceConfig =
         serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
             let path = e.path().to_string();
