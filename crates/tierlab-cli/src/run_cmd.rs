@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use tierlab_real::RealOptions;
+use tierlab_real::{EngineKind, RealOptions};
 use tierlab_sim::config;
 
 use crate::CliResult;
@@ -24,10 +24,14 @@ pub struct RunArgs {
     /// sector back at the end. Any mismatch fails the run.
     #[arg(long)]
     pub verify: bool,
-    /// IO threads (device IOs in service at once); 0 does each IO inline
-    /// on the executor's thread (queue depth 1, lowest overhead).
+    /// Device IOs in service at once (IO threads, or io_uring slots); 0
+    /// does each IO inline on the executor's thread (queue depth 1).
     #[arg(long, default_value_t = 16)]
     pub io_threads: usize,
+    /// How device IOs are done: io_uring (`uring`), a thread pool
+    /// (`threads`), or io_uring where the kernel allows it (`auto`).
+    #[arg(long, default_value = "auto", value_parser = parse_engine)]
+    pub io_engine: EngineKind,
     /// After the workload, wait at most this long (s) for the policy's
     /// timers and background IO.
     #[arg(long, default_value_t = 30.0)]
@@ -35,6 +39,10 @@ pub struct RunArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+fn parse_engine(s: &str) -> Result<EngineKind, String> {
+    s.parse()
 }
 
 pub fn run(args: RunArgs) -> CliResult {
@@ -46,6 +54,7 @@ pub fn run(args: RunArgs) -> CliResult {
     let opts = RealOptions {
         verify: args.verify,
         io_threads: args.io_threads,
+        io_engine: args.io_engine,
         drain_s: args.drain_s,
     };
     let result = tierlab_real::run(&config, &base_dir, &opts)
@@ -68,6 +77,7 @@ pub fn run(args: RunArgs) -> CliResult {
         get("mean_latency_us"),
         get("p99_latency_us"),
     );
+    println!("  IO engine: {}", result.real.io_engine);
     for (name, b) in summary["devices"]
         .as_array()
         .into_iter()
@@ -105,9 +115,12 @@ pub struct CompareArgs {
     /// Output directory: `sim/`, `real/` (each a full run's outputs) and compare.json.
     #[arg(long)]
     pub out: PathBuf,
-    /// IO threads of the real run (0 = inline).
+    /// Device IOs in service at once in the real run (0 = inline).
     #[arg(long, default_value_t = 16)]
     pub io_threads: usize,
+    /// The real run's IO engine: auto, uring, threads.
+    #[arg(long, default_value = "auto", value_parser = parse_engine)]
+    pub io_engine: EngineKind,
     /// Verify data in the real run.
     #[arg(long)]
     pub verify: bool,
@@ -131,6 +144,7 @@ pub fn compare(args: CompareArgs) -> CliResult {
     let opts = RealOptions {
         verify: args.verify,
         io_threads: args.io_threads,
+        io_engine: args.io_engine,
         drain_s: 30.0,
     };
     let real = tierlab_real::run(&real_cfg, &base_dir, &opts)

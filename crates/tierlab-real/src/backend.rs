@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use tierlab_core::Op;
+
 /// One device's storage. Implementations are shared by the IO threads.
 pub trait Backend: Send + Sync {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
@@ -31,6 +33,16 @@ pub trait Backend: Send + Sync {
     fn unaligned_ios(&self) -> u64 {
         0
     }
+    /// The descriptor io_uring should use for this IO, when the backend is
+    /// one file (`None`: the IO goes through `read_at`/`write_at`).
+    fn uring_target(&self, _op: Op, _offset: u64, _len: usize) -> Option<UringTarget> {
+        None
+    }
+    /// True when `read_at`/`write_at` only copy memory and never block on
+    /// a device: such IOs are done inline whatever the IO engine.
+    fn is_memory(&self) -> bool {
+        false
+    }
     /// Its own end-of-run counters (a RAID's member IOs, RMW stripes, ...),
     /// reported in summary.json under `run.device_counters` like a model's.
     fn counters(&self) -> Vec<(&'static str, f64)> {
@@ -38,8 +50,16 @@ pub trait Backend: Send + Sync {
     }
 }
 
+/// Where io_uring reads or writes one IO of a file backend.
+#[derive(Clone, Copy, Debug)]
+pub struct UringTarget {
+    pub fd: std::os::fd::RawFd,
+    /// O_DIRECT: the buffer must be `DIRECT_ALIGN`-aligned.
+    pub direct: bool,
+}
+
 /// Alignment O_DIRECT needs for buffers, offsets and sizes here.
-const DIRECT_ALIGN: usize = 4096;
+pub const DIRECT_ALIGN: usize = 4096;
 
 pub struct FileBackend {
     path: PathBuf,
@@ -53,13 +73,13 @@ pub struct FileBackend {
 }
 
 /// A heap buffer aligned for O_DIRECT.
-struct Aligned {
+pub(crate) struct Aligned {
     ptr: *mut u8,
     layout: std::alloc::Layout,
 }
 
 impl Aligned {
-    fn new(len: usize) -> Aligned {
+    pub(crate) fn new(len: usize) -> Aligned {
         let layout = std::alloc::Layout::from_size_align(len.max(DIRECT_ALIGN), DIRECT_ALIGN)
             .expect("valid layout");
         // SAFETY: the layout has a non-zero size.
@@ -69,11 +89,14 @@ impl Aligned {
         }
         Aligned { ptr, layout }
     }
-    fn slice(&mut self, len: usize) -> &mut [u8] {
+    pub(crate) fn slice(&mut self, len: usize) -> &mut [u8] {
         // SAFETY: `len` ≤ the allocation, which lives as long as `self`.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, len) }
     }
 }
+
+// SAFETY: an owned allocation, like a Box<[u8]>.
+unsafe impl Send for Aligned {}
 
 impl Drop for Aligned {
     fn drop(&mut self) {
@@ -241,6 +264,25 @@ impl Backend for FileBackend {
     fn unaligned_ios(&self) -> u64 {
         self.unaligned.load(Ordering::Relaxed)
     }
+
+    fn uring_target(&self, op: Op, offset: u64, len: usize) -> Option<UringTarget> {
+        use std::os::fd::AsRawFd;
+        // fdatasync on either descriptor syncs the same file.
+        let direct = match op {
+            Op::Read | Op::Write => self.direct_for(offset, len),
+            Op::Flush | Op::Trim => None,
+        };
+        Some(match direct {
+            Some(f) => UringTarget {
+                fd: f.as_raw_fd(),
+                direct: true,
+            },
+            None => UringTarget {
+                fd: self.buffered.as_raw_fd(),
+                direct: false,
+            },
+        })
+    }
 }
 
 const RAM_CHUNK: u64 = 1 << 20;
@@ -326,6 +368,10 @@ impl Backend for RamBackend {
 
     fn describe(&self) -> String {
         format!("ram ({} bytes)", self.capacity_bytes)
+    }
+
+    fn is_memory(&self) -> bool {
+        true
     }
 }
 

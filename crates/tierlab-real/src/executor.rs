@@ -3,17 +3,17 @@
 //!
 //! One thread owns the policy. It issues host IOs when their tenant allows
 //! (open loop at trace time / speed, closed loop at an iodepth), fires the
-//! policy's timers when they are due, and hands device IOs to the IO pool;
-//! it sleeps on the completion channel until the next deadline. Data moves
-//! as the policy describes it (`Outbox::data_for`): a device write copies
-//! its bytes out of a host or staging buffer when submitted, a device read
-//! copies them in when it completes.
+//! policy's timers when they are due, and hands device IOs to the IO
+//! engine (engine.rs: io_uring, threads or inline); it sleeps in the
+//! engine until the next completion or deadline. Data moves as the policy
+//! describes it (`Outbox::data_for`): a device write copies its bytes out
+//! of a host or staging buffer when submitted, a device read copies them
+//! in when it completes.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -25,7 +25,8 @@ use tierlab_sim::config::SimConfig;
 use tierlab_sim::{RunOutcome, Tenant};
 
 use crate::backend::{Backend, FileBackend, RamBackend};
-use crate::pool::{self, Completion, Pool, Request};
+use crate::engine::{EngineKind, Io};
+use crate::pool::{Completion, Request};
 use crate::verify::{self, SECTOR, Verifier};
 
 /// Options of a real run (command-line flags; the config is `tierlab sim`'s).
@@ -34,8 +35,11 @@ pub struct RealOptions {
     /// Stamp every written sector and check every read, then read back
     /// every written sector at the end.
     pub verify: bool,
-    /// IO threads (device IOs in service at once).
+    /// Device IOs in service at once (threads or io_uring slots); 0 does
+    /// each IO inline on the executor's thread.
     pub io_threads: usize,
+    /// io_uring, threads, or io_uring where the kernel allows it.
+    pub io_engine: EngineKind,
     /// After the workload: wait at most this long for the policy's timers
     /// and background IO (flushes, moves) to finish.
     pub drain_s: f64,
@@ -46,6 +50,7 @@ impl Default for RealOptions {
         RealOptions {
             verify: false,
             io_threads: 16,
+            io_engine: EngineKind::Auto,
             drain_s: 30.0,
         }
     }
@@ -59,6 +64,9 @@ pub struct RealInfo {
     /// Per device: IOs that could not use O_DIRECT (misaligned) and went buffered.
     pub unaligned_ios: Vec<u64>,
     pub io_threads: usize,
+    /// What ran the IOs: "io_uring (…)", "threads (…)" (and why, when
+    /// io_uring was wanted but unavailable), or "inline".
+    pub io_engine: String,
     pub verify: bool,
     /// Sectors whose content was checked (reads during the run + final scan).
     pub sectors_verified: u64,
@@ -232,11 +240,7 @@ struct Exec {
     tenants: Vec<Tenant>,
     backends: Arc<Vec<Box<dyn Backend>>>,
     names: Vec<String>,
-    /// None: IOs are done inline (`io_threads = 0`), completions queued here.
-    pool: Option<Pool>,
-    inline_done: VecDeque<Completion>,
-    /// Keeps the completion channel open when there is no pool.
-    _tx: std::sync::mpsc::Sender<Completion>,
+    io: Io,
     start: Instant,
     out: Outbox,
     host: HashMap<u64, Host>,
@@ -341,10 +345,7 @@ impl Exec {
                 offset_bytes: io.offset_bytes,
                 data,
             };
-            match &self.pool {
-                Some(p) => p.submit(r),
-                None => self.inline_done.push_back(pool::serve(&self.backends, r)),
-            }
+            self.io.submit(r)?;
         }
         for &(id, tier) in &out.complete {
             self.host_done(now, id, tier)?;
@@ -648,12 +649,7 @@ impl Exec {
 
     /// Runs until the workload is done and the stack is quiet (or the
     /// drain deadline passes with only timers left).
-    fn run_loop(
-        &mut self,
-        rx: &std::sync::mpsc::Receiver<Completion>,
-        drain_ns: TimeNs,
-        workload: bool,
-    ) -> Result<TimeNs, String> {
+    fn run_loop(&mut self, drain_ns: TimeNs, workload: bool) -> Result<TimeNs, String> {
         let mut drain_until: Option<TimeNs> = None;
         loop {
             let now = self.now_ns().max(self.recorder.now_ns());
@@ -663,7 +659,7 @@ impl Exec {
             // Completions that are already there; each may free a tenant
             // slot or trigger policy work, so go round again right away.
             let mut progressed = false;
-            while let Some(c) = self.inline_done.pop_front().or_else(|| rx.try_recv().ok()) {
+            while let Some(c) = self.io.try_next()? {
                 self.device_done(c)?;
                 progressed = true;
             }
@@ -696,22 +692,14 @@ impl Exec {
             if wait.is_zero() {
                 continue;
             }
-            match rx.recv_timeout(wait) {
-                Ok(c) => self.device_done(c)?,
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err("the IO threads stopped unexpectedly".into());
-                }
+            if let Some(c) = self.io.wait(wait)? {
+                self.device_done(c)?;
             }
         }
     }
 
     /// Verify mode: reads every written sector back through the policy.
-    fn final_scan(
-        &mut self,
-        rx: &std::sync::mpsc::Receiver<Completion>,
-        drain_ns: TimeNs,
-    ) -> Result<(), String> {
+    fn final_scan(&mut self, drain_ns: TimeNs) -> Result<(), String> {
         let runs = self
             .verifier
             .as_ref()
@@ -733,21 +721,12 @@ impl Exec {
                 self.issue(now, 0, arrival, true)?;
             }
             self.fire_timers(now)?;
-            if let Some(c) = self.inline_done.pop_front() {
-                self.device_done(c)?;
-                continue;
-            }
-            match rx.recv_timeout(Duration::from_secs(60)) {
-                Ok(c) => self.device_done(c)?,
-                Err(RecvTimeoutError::Timeout) => {
-                    return Err("the final verification scan stalled for 60 s".into());
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err("the IO threads stopped unexpectedly".into());
-                }
+            match self.io.wait(Duration::from_secs(60))? {
+                Some(c) => self.device_done(c)?,
+                None => return Err("the final verification scan stalled for 60 s".into()),
             }
         }
-        self.run_loop(rx, drain_ns, false)?;
+        self.run_loop(drain_ns, false)?;
         Ok(())
     }
 }
@@ -774,9 +753,11 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         ..Default::default()
     };
     let backends = Arc::new(backends);
-    let (tx, rx) = channel();
-    let pool = (opts.io_threads > 0)
-        .then(|| Pool::new(Arc::clone(&backends), opts.io_threads, tx.clone()));
+    let io = Io::new(Arc::clone(&backends), opts.io_engine, opts.io_threads)?;
+    let info = RealInfo {
+        io_engine: io.description.clone(),
+        ..info
+    };
     let n = backends.len();
     let out = Outbox {
         wants_data: true,
@@ -787,9 +768,7 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         tenants,
         backends,
         names,
-        pool,
-        inline_done: VecDeque::new(),
-        _tx: tx,
+        io,
         start: Instant::now(),
         out,
         host: HashMap::new(),
@@ -815,7 +794,7 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         exec.counter_interval_ns = 0;
     }
     let drain_ns = (opts.drain_s.max(0.0) * NS_PER_S as f64) as TimeNs;
-    let result = exec.run_loop(&rx, drain_ns, true);
+    let result = exec.run_loop(drain_ns, true);
     let end_ns = match result {
         Ok(t) => t,
         Err(e) => {
@@ -823,8 +802,12 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
             // done behind the error, then report it.
             let give_up = Instant::now() + Duration::from_secs(10);
             while !exec.devices.is_empty() && Instant::now() < give_up {
-                if let Ok(c) = rx.recv_timeout(Duration::from_millis(100)) {
-                    exec.devices.remove(&c.tag);
+                match exec.io.wait(Duration::from_millis(100)) {
+                    Ok(Some(c)) => {
+                        exec.devices.remove(&c.tag);
+                    }
+                    Ok(None) => {}
+                    Err(_) => break,
                 }
             }
             return Err(e);
@@ -862,7 +845,7 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
     // The final scan runs after the metrics stop recording.
     exec.recording = false;
     if opts.verify {
-        exec.final_scan(&rx, drain_ns)?;
+        exec.final_scan(drain_ns)?;
         for b in exec.backends.iter() {
             b.flush()
                 .map_err(|e| format!("{}: flush: {e}", b.describe()))?;

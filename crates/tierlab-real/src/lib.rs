@@ -3,9 +3,11 @@
 //! and RAM, moving real bytes (docs/real.md).
 
 pub mod backend;
+pub mod engine;
 pub mod executor;
 pub mod pool;
 pub mod raid;
 pub mod verify;
 
+pub use engine::EngineKind;
 pub use executor::{RealInfo, RealOptions, RealResult, run, write_outputs};

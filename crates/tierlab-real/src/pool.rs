@@ -8,9 +8,9 @@
 //! synchronously: queue depth 1, and no thread hand-off per IO — the
 //! cheapest path for QD1 latency measurements.
 //!
-//! (io_uring would save the thread hand-off at depth; a thread pool works
-//! on every kernel and filesystem, so it is the one implemented —
-//! docs/real.md.)
+//! The io_uring engine (engine.rs) uses this pool for backends that are
+//! not one file (a RAID of files): each completion then also bumps an
+//! eventfd that the ring watches, so one wait covers both.
 
 use std::io;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -54,6 +54,16 @@ impl Pool {
         threads: usize,
         done: Sender<Completion>,
     ) -> Pool {
+        Pool::with_notify(backends, threads, done, None)
+    }
+
+    /// As `new`; after each completion is sent, writes 1 to `notify` (an eventfd).
+    pub fn with_notify(
+        backends: Arc<Vec<Box<dyn Backend>>>,
+        threads: usize,
+        done: Sender<Completion>,
+        notify: Option<Arc<std::os::fd::OwnedFd>>,
+    ) -> Pool {
         let (tx, rx) = channel::<Request>();
         let rx = Arc::new(Mutex::new(rx));
         let threads = (0..threads.max(1))
@@ -61,9 +71,10 @@ impl Pool {
                 let rx: Arc<Mutex<Receiver<Request>>> = Arc::clone(&rx);
                 let backends = Arc::clone(&backends);
                 let done = done.clone();
+                let notify = notify.clone();
                 std::thread::Builder::new()
                     .name(format!("tierlab-io-{i}"))
-                    .spawn(move || worker(rx, backends, done))
+                    .spawn(move || worker(rx, backends, done, notify))
                     .expect("spawn an IO thread")
             })
             .collect();
@@ -115,7 +126,9 @@ fn worker(
     rx: Arc<Mutex<Receiver<Request>>>,
     backends: Arc<Vec<Box<dyn Backend>>>,
     done: Sender<Completion>,
+    notify: Option<Arc<std::os::fd::OwnedFd>>,
 ) {
+    use std::os::fd::AsRawFd;
     loop {
         let r = match rx.lock().expect("not poisoned").recv() {
             Ok(r) => r,
@@ -123,6 +136,13 @@ fn worker(
         };
         if done.send(serve(&backends, r)).is_err() {
             return; // the executor is gone
+        }
+        if let Some(fd) = &notify {
+            let one = 1u64.to_ne_bytes();
+            // SAFETY: writes 8 bytes from a live buffer to an eventfd; an
+            // eventfd write only fails on counter overflow, which a reader
+            // that drains it never lets happen.
+            unsafe { libc::write(fd.as_raw_fd(), one.as_ptr().cast(), one.len()) };
         }
     }
 }
