@@ -194,12 +194,15 @@ impl fuser::Filesystem for EmulatedFs {
         if offset >= self.capacity_bytes || size == 0 {
             return reply.data(&[]);
         }
+        // The IO arrives now; a backing file's own IO time is not the model's.
+        let arrival_ns = self.device.now_ns();
         let n = (size as u64).min(self.capacity_bytes - offset) as usize;
         let mut buf = vec![0u8; n];
         if self.backend.read_at(&mut buf, offset).is_err() {
             return reply.error(Errno::EIO);
         }
-        self.device.submit(
+        self.device.submit_arrived(
+            arrival_ns,
             Op::Read,
             offset,
             n as u32,
@@ -228,11 +231,13 @@ impl fuser::Filesystem for EmulatedFs {
         if offset >= self.capacity_bytes {
             return reply.error(Errno::ENOSPC);
         }
+        let arrival_ns = self.device.now_ns();
         let n = (data.len() as u64).min(self.capacity_bytes - offset) as usize;
         if self.backend.write_at(&data[..n], offset).is_err() {
             return reply.error(Errno::EIO);
         }
-        self.device.submit(
+        self.device.submit_arrived(
+            arrival_ns,
             Op::Write,
             offset,
             n as u32,
@@ -262,11 +267,12 @@ impl fuser::Filesystem for EmulatedFs {
         if ino != FILE_INO {
             return reply.ok();
         }
+        let arrival_ns = self.device.now_ns();
         if self.backend.flush().is_err() {
             return reply.error(Errno::EIO);
         }
         self.device
-            .submit(Op::Flush, 0, 0, Box::new(move || reply.ok()));
+            .submit_arrived(arrival_ns, Op::Flush, 0, 0, Box::new(move || reply.ok()));
     }
 
     fn readdir(

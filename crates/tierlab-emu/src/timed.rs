@@ -60,11 +60,24 @@ impl DeviceHandle {
     /// Submits an IO arriving now; `done` runs when the model completes
     /// it. False (and `done` dropped unrun) when the device has stopped.
     pub fn submit(&self, op: Op, offset_bytes: u64, size_bytes: u32, done: Done) -> bool {
+        self.submit_arrived(self.now_ns(), op, offset_bytes, size_bytes, done)
+    }
+
+    /// Submits an IO that arrived at `arrival_ns` ([`DeviceHandle::now_ns`]
+    /// read when the request came in, before the data was moved).
+    pub fn submit_arrived(
+        &self,
+        arrival_ns: TimeNs,
+        op: Op,
+        offset_bytes: u64,
+        size_bytes: u32,
+        done: Done,
+    ) -> bool {
         let r = Request {
             op,
             offset_bytes,
             size_bytes,
-            arrival_ns: self.now_ns(),
+            arrival_ns,
             done,
         };
         self.tx.send(Msg::Io(r)).is_ok()

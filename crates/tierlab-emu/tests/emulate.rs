@@ -42,6 +42,15 @@ fn fuse_skip_reason() -> Option<String> {
     None
 }
 
+/// Real-time priority for this test's thread and the emulator threads it
+/// starts (they inherit it), where allowed: the timing then holds while
+/// other processes load the machine (`tierlab emulate --realtime`).
+fn realtime_if_allowed() -> bool {
+    let p = libc::sched_param { sched_priority: 10 };
+    // SAFETY: a valid sched_param for the calling thread only.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
+}
+
 /// Offsets of 4 KiB-aligned random IOs over the capacity (xorshift).
 fn offsets(n: usize, seed: u64) -> Vec<u64> {
     let mut x = seed | 1;
@@ -168,6 +177,7 @@ fn the_device_thread_alone_follows_the_hdd_model_at_qd1() {
     // latency as a client sees it through the callbacks.
     let config = hdd();
     let predicted_ns = model_qd1_mean_ns(&config, 20_000);
+    let realtime = realtime_if_allowed();
     let dev = TimedDevice::start(factory(config)).unwrap();
     let h = dev.handle();
     let n = 300;
@@ -181,7 +191,7 @@ fn the_device_thread_alone_follows_the_hdd_model_at_qd1() {
     let r = dev.finish();
     let model_ns = r.read_latency.mean_ns as f64;
     eprintln!(
-        "QD1 random 4 KiB reads, sas-15k 1 GiB fifo: model predicts {:.3} ms, the model served these in {:.3} ms, \
+        "QD1 random 4 KiB reads, sas-15k 1 GiB fifo (real-time: {realtime}): model predicts {:.3} ms, the model served these in {:.3} ms, \
          the client saw {:.3} ms; lateness mean {:.1} us, p99 {:.1} us",
         predicted_ns / 1e6,
         model_ns / 1e6,
@@ -209,6 +219,7 @@ fn qd1_reads_through_the_fuse_file_run_at_the_models_rate() {
     }
     let config = hdd();
     let predicted_ns = model_qd1_mean_ns(&config, 20_000);
+    let realtime = realtime_if_allowed();
     let dir = tempfile::tempdir().unwrap();
     let emu = Emulator::start(
         factory(config),
@@ -232,7 +243,7 @@ fn qd1_reads_through_the_fuse_file_run_at_the_models_rate() {
     let measured_iops = offs.len() as f64 / elapsed.as_secs_f64();
     let predicted_iops = 1e9 / predicted_ns;
     eprintln!(
-        "QD1 random 4 KiB reads through FUSE: {measured_iops:.1} IOPS measured, {predicted_iops:.1} predicted \
+        "QD1 random 4 KiB reads through FUSE (real-time: {realtime}): {measured_iops:.1} IOPS measured, {predicted_iops:.1} predicted \
          by the model ({:+.1} %); the model's latency on these IOs {:.3} ms, lateness mean {:.1} us, p99 {:.1} us; \
          model util {:.1} %",
         100.0 * (measured_iops / predicted_iops - 1.0),
