@@ -31,10 +31,14 @@
 //!   below `c` is point 2, and `X ← X − (c − d) · C · y`; the window is
 //!   then cleared, so a further lowering needs fresh saturated samples;
 //! - `%util` below `reset_util_pct` (20) resets X to its initial value;
-//! - so does a sharp change of busy_pct_per_iops between two consecutive
-//!   unsaturated samples with no change of X between them (relative
-//!   change ≥ `reset_bpi_change`), the rule the paper proposed after
-//!   evaluation 1 but did not implement.
+//! - so does a sharp, persistent change of busy_pct_per_iops against its
+//!   previous level (the rule the paper proposed after evaluation 1 but
+//!   did not implement): the level is the mean busy_pct_per_iops of the
+//!   settled samples since X was last set (no saturated sample and no
+//!   change of X in the last `saturation_window_samples`), and X resets
+//!   when [`RESET_BPI_PERSIST_SAMPLES`] (2) consecutive settled samples
+//!   all differ from it in the same direction by at least
+//!   `reset_bpi_change` (relative).
 
 use std::collections::VecDeque;
 
@@ -42,7 +46,16 @@ use serde::Deserialize;
 use tierlab_core::policy::{Action, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, NS_PER_S, TimeNs};
 
-/// The controller's thresholds. Defaults are the paper's.
+/// Consecutive settled samples that must all differ from the
+/// busy_pct_per_iops level by `reset_bpi_change` (in the same direction)
+/// to reset X: one sample off is a spike, two are a new level.
+pub const RESET_BPI_PERSIST_SAMPLES: u32 = 2;
+/// Settled samples the busy_pct_per_iops level needs before samples are
+/// compared with it (a mean of fewer is as noisy as one sample).
+pub const BPI_LEVEL_MIN_SAMPLES: u32 = 3;
+
+/// The controller's thresholds. Defaults are the paper's, except
+/// `reset_bpi_change` (the paper proposed the rule without a number).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BusyRateParams {
@@ -63,9 +76,11 @@ pub struct BusyRateParams {
     pub saturated_extra_cut: f64,
     /// `%util` below this resets X, percent.
     pub reset_util_pct: f64,
-    /// A relative change of busy_pct_per_iops between consecutive
-    /// unsaturated samples (max(r, 1/r) − 1, r = new/old) at least this
-    /// resets X; 0 disables the rule (the paper's implementation).
+    /// A relative change of busy_pct_per_iops against its settled level
+    /// (max(r, 1/r) − 1, r = sample / level) at least this, in
+    /// [`RESET_BPI_PERSIST_SAMPLES`] consecutive settled samples in the
+    /// same direction, resets X; 0 disables the rule (the paper's
+    /// implementation). docs/qos.md has the measured noise and shifts.
     pub reset_bpi_change: f64,
     /// X never goes below this, percent.
     pub min_target_busy_pct: f64,
@@ -84,7 +99,7 @@ impl Default for BusyRateParams {
             saturation_trigger_samples: 3,
             saturated_extra_cut: 0.2,
             reset_util_pct: 20.0,
-            reset_bpi_change: 0.5,
+            reset_bpi_change: 0.1,
             min_target_busy_pct: 10.0,
             min_throttled_iops: 1.0,
         }
@@ -212,9 +227,11 @@ pub enum Event {
     },
     /// X reset to its initial value because `%util` fell below `reset_util_pct`.
     ResetLowUtil,
-    /// X reset to its initial value because busy_pct_per_iops changed sharply.
+    /// X reset to its initial value because busy_pct_per_iops moved away
+    /// from its settled level (`level_busy_pct_per_iops`) for
+    /// [`RESET_BPI_PERSIST_SAMPLES`] samples.
     ResetBpiChange {
-        previous_busy_pct_per_iops: f64,
+        level_busy_pct_per_iops: f64,
     },
 }
 
@@ -255,6 +272,12 @@ pub struct Decision {
     /// `util_pct / total_iops`; None when either is 0.
     pub busy_pct_per_iops: Option<f64>,
     pub saturated: bool,
+    /// The settled busy_pct_per_iops level this sample was compared with
+    /// (None: not compared — rule off, sample not settled, level too short).
+    pub bpi_level: Option<f64>,
+    /// This sample's signed relative change against `bpi_level`:
+    /// `r − 1` if r = bpi / level ≥ 1, else `−(1/r − 1)`.
+    pub bpi_deviation: Option<f64>,
     /// Saturated samples among the last `saturation_window_samples` (after this one).
     pub saturated_in_window: u32,
     /// Saturated samples since the start.
@@ -286,8 +309,18 @@ pub struct BusyRateController {
     saturated_total: u64,
     point1: Option<Saturation>,
     armed: bool,
-    /// busy_pct_per_iops of the previous sample if it was unsaturated and defined.
-    previous_unsaturated_bpi: Option<f64>,
+    /// Samples since the last saturated sample or change of X (this one included).
+    quiet_samples: u32,
+    /// Sum and count of the settled samples' busy_pct_per_iops that make
+    /// the level (reset at saturation, at a change of X, after a shift).
+    level_sum: f64,
+    level_n: u32,
+    /// Consecutive settled samples off the level, their direction and the
+    /// sum of their busy_pct_per_iops (folded into the level when the run
+    /// breaks: they were swings, not a new level).
+    off_run: u32,
+    off_up: bool,
+    off_sum: f64,
     b_cap_iops: Option<f64>,
     samples: u64,
     lowerings: u64,
@@ -305,7 +338,12 @@ impl BusyRateController {
             saturated_total: 0,
             point1: None,
             armed: false,
-            previous_unsaturated_bpi: None,
+            quiet_samples: 0,
+            level_sum: 0.0,
+            level_n: 0,
+            off_run: 0,
+            off_up: false,
+            off_sum: 0.0,
             b_cap_iops: None,
             samples: 0,
             lowerings: 0,
@@ -343,6 +381,22 @@ impl BusyRateController {
         self.saturated_total
     }
 
+    fn forget_level(&mut self) {
+        self.level_sum = 0.0;
+        self.level_n = 0;
+        self.off_run = 0;
+        self.off_sum = 0.0;
+    }
+
+    /// The run of samples off the level ended without a reset: they count
+    /// towards the level like any other settled sample.
+    fn fold_off_run(&mut self) {
+        self.level_sum += self.off_sum;
+        self.level_n += self.off_run;
+        self.off_run = 0;
+        self.off_sum = 0.0;
+    }
+
     fn reset_target(&mut self) -> bool {
         self.armed = false;
         self.point1 = None;
@@ -373,6 +427,19 @@ impl BusyRateController {
         while self.window.len() > p.saturation_window_samples as usize {
             self.window.pop_front();
         }
+        // Settled: no saturated sample and no change of X in the last
+        // `saturation_window_samples` (this one included). Only settled
+        // samples make or meet the busy_pct_per_iops level: near the
+        // proportional limit and right after a new X the controller's own
+        // doing moves it (docs/qos.md, "Measured").
+        if saturated {
+            self.quiet_samples = 0;
+            self.forget_level();
+        } else {
+            self.quiet_samples = self.quiet_samples.saturating_add(1);
+        }
+        let settled = !saturated && self.quiet_samples >= p.saturation_window_samples;
+        let (mut bpi_level, mut bpi_deviation) = (None, None);
         if saturated {
             self.saturated_total += 1;
             if let Some(c) = bpi {
@@ -389,19 +456,47 @@ impl BusyRateController {
                 event = Event::ResetLowUtil;
                 self.resets_low_util += 1;
             }
-        } else if let (false, Some(now), Some(prev), true) = (
-            saturated,
-            bpi,
-            self.previous_unsaturated_bpi,
-            p.reset_bpi_change > 0.0,
-        ) {
-            let r = now / prev;
-            if r.max(1.0 / r) - 1.0 >= p.reset_bpi_change && self.reset_target() {
-                event = Event::ResetBpiChange {
-                    previous_busy_pct_per_iops: prev,
-                };
-                self.resets_bpi_change += 1;
+        } else if let (Some(now), true, true) = (bpi, settled, p.reset_bpi_change > 0.0) {
+            if self.level_n >= BPI_LEVEL_MIN_SAMPLES {
+                let level = self.level_sum / self.level_n as f64;
+                let r = now / level;
+                let up = r >= 1.0;
+                let change = r.max(1.0 / r) - 1.0;
+                bpi_level = Some(level);
+                bpi_deviation = Some(if up { change } else { -change });
+                if change >= p.reset_bpi_change {
+                    if self.off_run > 0 && self.off_up != up {
+                        self.fold_off_run();
+                    }
+                    self.off_run += 1;
+                    self.off_sum += now;
+                    self.off_up = up;
+                    if self.off_run >= RESET_BPI_PERSIST_SAMPLES {
+                        // A new level. At the initial X there is nothing
+                        // to reset (and an armed lowering stays armed):
+                        // the level starts over from here.
+                        self.forget_level();
+                        if self.target_busy_pct != p.initial_target_busy_pct {
+                            self.reset_target();
+                            event = Event::ResetBpiChange {
+                                level_busy_pct_per_iops: level,
+                            };
+                            self.resets_bpi_change += 1;
+                        }
+                    }
+                } else {
+                    self.fold_off_run();
+                    self.level_sum += now;
+                    self.level_n += 1;
+                }
+            } else {
+                self.level_sum += now;
+                self.level_n += 1;
             }
+        } else {
+            // Not compared (low util, no IO, not settled): a run of
+            // samples off the level must be consecutive.
+            self.fold_off_run();
         }
 
         let in_window = self.window.iter().filter(|s| **s).count() as u32;
@@ -439,15 +534,19 @@ impl BusyRateController {
             self.b_cap_iops = Some(b.max(p.min_throttled_iops));
         }
         // A change of X moves the operating point (B's share, so the IO mix):
-        // the next sample's busy_pct_per_iops is not compared across it.
-        let x_changed = self.target_busy_pct != before;
-        self.previous_unsaturated_bpi = if saturated || x_changed { None } else { bpi };
+        // the level starts over once the new X has settled.
+        if self.target_busy_pct != before {
+            self.quiet_samples = 0;
+            self.forget_level();
+        }
         let d = Decision {
             sample: self.samples,
             input,
             util_pct,
             busy_pct_per_iops: bpi,
             saturated,
+            bpi_level,
+            bpi_deviation,
             saturated_in_window: in_window,
             saturated_total: self.saturated_total,
             target_busy_pct_before: before,
@@ -703,6 +802,8 @@ impl Policy for BusyRateQos {
                 get(&|d| d.busy_pct_per_iops.unwrap_or(0.0)),
             ),
             ("saturated", get(&|d| d.saturated as u8 as f64)),
+            ("bpi_level", get(&|d| d.bpi_level.unwrap_or(0.0))),
+            ("bpi_deviation", get(&|d| d.bpi_deviation.unwrap_or(0.0))),
             (
                 "saturated_in_window",
                 get(&|d| d.saturated_in_window as f64),
@@ -904,48 +1005,197 @@ mod tests {
         assert_eq!(c.step(s(5.0, 10.0, 0.0)).event, Event::None);
     }
 
+    /// A controller with `reset_bpi_change = rule`, X lowered 95 → 63
+    /// (C = 100, c = 1.0, d = 0.36: x = 0.64·100·0.5 = 32).
+    fn lowered_to_63(rule: f64) -> BusyRateController {
+        let mut c = BusyRateController::new(BusyRateParams {
+            reset_bpi_change: rule,
+            ..BusyRateParams::default()
+        })
+        .unwrap();
+        for _ in 0..3 {
+            c.step(s(100.0, 100.0, 50.0));
+        }
+        let d = c.step(s(36.0, 100.0, 50.0));
+        assert!(close(d.target_busy_pct, 63.0), "{d:?}");
+        c
+    }
+
     /// The paper's evaluation 1 after A's target fell: X stuck at 63 % with
-    /// `%util` near 50 %, busy_pct_per_iops 0.8 → 1.3. The new rule resets
-    /// X; without it (reset_bpi_change = 0, the paper's code) X stays.
+    /// `%util` near 50 %, busy_pct_per_iops 0.8 → 1.3. The rule resets X
+    /// once the new level is held for two samples; without it
+    /// (reset_bpi_change = 0, the paper's code) X stays.
     #[test]
     fn reset_on_a_sharp_change_of_busy_per_iops() {
-        for (rule, want_x) in [(0.5, 95.0), (0.0, 63.0)] {
-            let mut c = BusyRateController::new(BusyRateParams {
-                reset_bpi_change: rule,
-                ..BusyRateParams::default()
-            })
-            .unwrap();
-            // Lower X to 63: C = 100, c = 1.0, d = 0.36: x = 0.64·100·0.5 = 32.
-            for _ in 0..3 {
-                c.step(s(100.0, 100.0, 50.0));
+        for (rule, want_x) in [(0.1, 95.0), (0.5, 95.0), (0.0, 63.0)] {
+            let mut c = lowered_to_63(rule);
+            // Right after the new X nothing is compared for a window of 10
+            // samples (the 9 after the lowering and this side of it), even
+            // a jump to 1.3 held twice.
+            for i in 0..9 {
+                let bpi = if i < 2 { (52.0, 40.0) } else { (50.0, 62.5) };
+                let d = c.step(s(bpi.0, bpi.1, 50.0));
+                assert_eq!((d.event, d.bpi_level), (Event::None, None), "{i}: {d:?}");
             }
-            let d = c.step(s(36.0, 100.0, 50.0));
-            assert!(close(d.target_busy_pct, 63.0), "{d:?}");
-            // Steady at 0.8 (50 % at 62.5 IOPS; the first is not compared
-            // with point 2, X changed in between) ...
+            // Settled: three samples at 0.8 make the level ...
             for _ in 0..3 {
-                assert_eq!(c.step(s(50.0, 62.5, 50.0)).event, Event::None);
+                let d = c.step(s(50.0, 62.5, 50.0));
+                assert_eq!((d.event, d.bpi_level), (Event::None, None));
+            }
+            let d = c.step(s(50.0, 62.5, 50.0));
+            if rule > 0.0 {
+                assert!(close(d.bpi_level.unwrap(), 0.8) && close(d.bpi_deviation.unwrap(), 0.0));
             }
             // ... A's target drops: 52 % at 40 IOPS = 1.3; 1.3/0.8 − 1 = 0.625.
+            // One sample is a spike, the second a new level.
+            let d = c.step(s(52.0, 40.0, 5.0));
+            assert_eq!((d.event, d.target_busy_pct), (Event::None, 63.0));
+            if rule > 0.0 {
+                assert!(close(d.bpi_deviation.unwrap(), 0.625), "{d:?}");
+            }
             let d = c.step(s(52.0, 40.0, 5.0));
             assert!(close(d.target_busy_pct, want_x), "rule {rule}: {d:?}");
             if rule > 0.0 {
                 assert!(matches!(
                     d.event,
-                    Event::ResetBpiChange { previous_busy_pct_per_iops } if close(previous_busy_pct_per_iops, 0.8)
+                    Event::ResetBpiChange { level_busy_pct_per_iops } if close(level_busy_pct_per_iops, 0.8)
                 ));
                 assert_eq!(c.resets_bpi_change(), 1);
+            } else {
+                assert_eq!(d.bpi_level, None, "rule off: nothing compared");
             }
         }
-        // A change below the threshold (0.8 → 1.1, 37.5 %) resets nothing.
-        let mut c = ctl();
-        for _ in 0..3 {
-            c.step(s(100.0, 100.0, 50.0));
+    }
+
+    /// Settles a controller lowered to 63 % at a level of 0.8 (4 samples).
+    fn settled_at_0_8(rule: f64) -> BusyRateController {
+        let mut c = lowered_to_63(rule);
+        for _ in 0..13 {
+            c.step(s(50.0, 62.5, 50.0));
         }
-        c.step(s(36.0, 100.0, 50.0));
-        c.step(s(50.0, 62.5, 50.0));
-        let d = c.step(s(55.0, 50.0, 5.0));
-        assert!(close(d.target_busy_pct, 63.0), "{d:?}");
+        let d = c.step(s(50.0, 62.5, 50.0));
+        assert!(close(d.bpi_level.unwrap(), 0.8), "{d:?}");
+        c
+    }
+
+    /// A +25 % level shift held two samples resets at the default 0.1;
+    /// at 0.5 (the one-sample rule's threshold) it does not.
+    #[test]
+    fn a_held_shift_of_25_percent_resets() {
+        let mut c = settled_at_0_8(BusyRateParams::default().reset_bpi_change);
+        // 50 % at 50 IOPS = 1.0: +25 %.
+        let d = c.step(s(50.0, 50.0, 5.0));
+        assert_eq!(d.event, Event::None);
+        assert!(close(d.bpi_deviation.unwrap(), 0.25), "{d:?}");
+        let d = c.step(s(50.0, 50.0, 5.0));
+        assert!(matches!(d.event, Event::ResetBpiChange { .. }), "{d:?}");
+        assert_eq!(d.target_busy_pct, 95.0);
+        // A new X: nothing compared until it has settled.
+        assert_eq!(c.step(s(50.0, 50.0, 5.0)).bpi_level, None);
+
+        let mut c = settled_at_0_8(0.5);
+        for _ in 0..5 {
+            let d = c.step(s(50.0, 50.0, 5.0));
+            assert_eq!((d.event, d.target_busy_pct), (Event::None, 63.0));
+        }
+        // At the initial X a held shift has nothing to reset: the level
+        // starts over (no event), three samples later it is the new one.
+        let mut c = ctl();
+        for _ in 0..13 {
+            c.step(s(50.0, 62.5, 50.0));
+        }
+        assert_eq!(c.step(s(50.0, 50.0, 5.0)).event, Event::None);
+        let d = c.step(s(50.0, 50.0, 5.0));
+        assert_eq!(
+            (d.event, d.target_busy_pct, c.resets_bpi_change()),
+            (Event::None, 95.0, 0)
+        );
+        for _ in 0..3 {
+            assert_eq!(c.step(s(50.0, 50.0, 5.0)).bpi_level, None);
+        }
+        assert!(close(c.step(s(50.0, 50.0, 5.0)).bpi_level.unwrap(), 1.0));
+    }
+
+    /// One sample off the level is a spike; swings in alternating
+    /// directions are noise: neither resets, and both count towards the level.
+    #[test]
+    fn spikes_and_alternating_swings_do_not_reset() {
+        let mut c = settled_at_0_8(0.1);
+        // Level 0.8 from 4 samples (the 5th, checked above, is in it too:
+        // 5 × 0.8). A spike to 1.0 (+25 %), then back.
+        assert!(close(
+            c.step(s(50.0, 50.0, 50.0)).bpi_deviation.unwrap(),
+            0.25
+        ));
+        let d = c.step(s(50.0, 62.5, 50.0));
+        assert_eq!((d.event, d.target_busy_pct), (Event::None, 63.0));
+        assert!(
+            close(d.bpi_level.unwrap(), 0.8),
+            "the spike is not in the level yet"
+        );
+        // Now it is: (5·0.8 + 1.0 + 0.8) / 7 = 5.8 / 7.
+        let level = 5.8 / 7.0;
+        let d = c.step(s(49.0, 70.0, 50.0)); // 0.7: −(level/0.7 − 1) ≈ −18 %
+        assert!(close(d.bpi_level.unwrap(), level), "{d:?}");
+        assert!(close(d.bpi_deviation.unwrap(), -(level / 0.7 - 1.0)));
+        // +20.7 % the other way: a swing, not a level (0.7 folded in).
+        let d = c.step(s(50.0, 50.0, 50.0));
+        assert!(
+            d.bpi_deviation.unwrap() > 0.1 && d.event == Event::None,
+            "{d:?}"
+        );
+        let level = (5.8 + 0.7) / 8.0;
+        let d = c.step(s(49.0, 70.0, 50.0));
+        assert!(close(d.bpi_level.unwrap(), level), "{d:?}");
+        assert_eq!((d.event, d.target_busy_pct), (Event::None, 63.0));
+        // A sample not compared (no IO) breaks a run: off, hold, off → no
+        // reset (the 0.7 just above is off by −16 % already).
+        assert_eq!(c.step(s(30.0, 0.0, 50.0)).event, Event::Hold);
+        let d = c.step(s(49.0, 70.0, 50.0));
+        assert!(d.bpi_deviation.unwrap() < -0.1, "{d:?}");
+        assert_eq!((d.event, d.target_busy_pct), (Event::None, 63.0));
+    }
+
+    /// Swings around saturation and lowerings are the controller's own
+    /// doing: a saturated sample drops the level, and nothing is compared
+    /// until the window holds no saturated sample and no change of X.
+    #[test]
+    fn swings_around_saturation_do_not_reset() {
+        let mut c = settled_at_0_8(0.1);
+        // Two saturated samples (1.25; not enough to arm), then swings of
+        // ±40 % held for several samples.
+        for _ in 0..2 {
+            let d = c.step(s(100.0, 80.0, 50.0));
+            assert_eq!((d.event, d.bpi_level), (Event::None, None));
+        }
+        for (k, (u, t)) in [(50.0, 100.0), (50.0, 100.0), (55.0, 50.0), (55.0, 50.0)]
+            .into_iter()
+            .cycle()
+            .take(9)
+            .enumerate()
+        {
+            let d = c.step(s(u, t, 50.0));
+            assert_eq!(
+                (d.event, d.bpi_level, d.target_busy_pct),
+                (Event::None, None, 63.0),
+                "{k}"
+            );
+        }
+        // Window clear again: a new level from the next three samples.
+        for _ in 0..3 {
+            assert_eq!(c.step(s(50.0, 50.0, 50.0)).bpi_level, None);
+        }
+        assert!(close(c.step(s(50.0, 50.0, 50.0)).bpi_level.unwrap(), 1.0));
+        // Arming and lowering in between: the lowering's own jump
+        // (saturated 1.25 → point 2 at 0.5) is not compared either.
+        for _ in 0..3 {
+            c.step(s(100.0, 80.0, 50.0));
+        }
+        let d = c.step(s(50.0, 100.0, 50.0));
+        assert!(matches!(d.event, Event::Lowered { .. }), "{d:?}");
+        let d = c.step(s(50.0, 100.0, 50.0));
+        assert_eq!((d.event, d.bpi_level), (Event::None, None));
+        assert_eq!(c.resets_bpi_change(), 0);
     }
 
     #[test]

@@ -85,6 +85,10 @@ struct Row {
     b_cap_iops: f64,
     util_pct: f64,
     busy_pct_per_iops: f64,
+    /// The reset rule's settled level and this sample's signed change
+    /// against it (both 0 when the sample was not compared).
+    bpi_level: f64,
+    bpi_deviation: f64,
     saturated: bool,
     saturated_samples_total: u64,
     target_busy_pct: f64,
@@ -149,6 +153,7 @@ fn run_config(config: &SimConfig) -> CliResult<EvalRun> {
             .position(|n| *n == k)
             .ok_or_else(|| format!("the busy-rate-qos policy has no counter {k:?}"))
     };
+    let (c_level, c_dev) = (col("bpi_level")?, col("bpi_deviation")?);
     let (c_samples, c_time, c_a, c_b, c_cap, c_util, c_bpi, c_sat, c_sat_total, c_x, c_event) = (
         col("samples")?,
         col("sample_time_s")?,
@@ -185,6 +190,8 @@ fn run_config(config: &SimConfig) -> CliResult<EvalRun> {
             b_cap_iops: v[c_cap],
             util_pct: v[c_util],
             busy_pct_per_iops: v[c_bpi],
+            bpi_level: v[c_level],
+            bpi_deviation: v[c_dev],
             saturated: v[c_sat] != 0.0,
             saturated_samples_total: v[c_sat_total] as u64,
             target_busy_pct: v[c_x],
@@ -248,15 +255,15 @@ fn analyse(run: &EvalRun) -> Value {
         };
         let x_updates_in_phase = updates(to_s);
         // What the busy_per_iops reset rule sees when the phase starts: the
-        // largest change between comparable samples among the pair across
-        // the phase boundary and the next two.
-        let bpi_step_at_start = rows
+        // largest shift held by two consecutive samples among the phase's
+        // first three.
+        let bpi_shift_at_start = rows
             .iter()
             .enumerate()
             .filter(|(k, r)| {
                 *k > 0 && r.time_s > from_s && r.time_s <= from_s + 3.0 * interval + 1e-9
             })
-            .filter_map(|(k, _)| bpi_step(&rows[k - 1], &rows[k]))
+            .filter_map(|(k, _)| bpi_shift(&rows[k - 1], &rows[k]))
             .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
         let x_updates_before = settled_at.map(|k| updates(inside[k + SETTLE_SAMPLES - 1].time_s));
         phases.push(json!({
@@ -269,7 +276,7 @@ fn analyse(run: &EvalRun) -> Value {
             "settling_time_s": settled_time.map(|t| t - from_s),
             "x_updates_in_phase": x_updates_in_phase,
             "x_updates_until_settled": x_updates_before,
-            "bpi_step_at_start": bpi_step_at_start,
+            "bpi_shift_at_start": bpi_shift_at_start,
             "a_mean_iops": mean(inside.iter().map(|r| r.a_iops)),
             "a_mae_after_settling_iops": mae,
             "a_relative_error_after_settling": mae.map(|m| if target > 0.0 { m / target } else { 0.0 }),
@@ -285,9 +292,15 @@ fn analyse(run: &EvalRun) -> Value {
             .skip(1)
             .any(|(from, _)| t > *from && t <= from + 3.0 * interval + 1e-9)
     };
-    let bpi_step_elsewhere = (1..rows.len())
-        .filter(|&k| !near_step(rows[k].time_s))
-        .filter_map(|k| bpi_step(&rows[k - 1], &rows[k]))
+    // The rule's noise: where X was lowered (a reset would undo it), the
+    // largest change of one sample and of two in a row in one direction.
+    let lowered_at = |k: usize| k > 0 && rows[k - 1].target_busy_pct < rows[0].target_busy_pct;
+    let elsewhere = || (1..rows.len()).filter(|&k| !near_step(rows[k].time_s) && lowered_at(k));
+    let bpi_deviation_elsewhere = elsewhere()
+        .map(|k| rows[k].bpi_deviation.abs())
+        .fold(0.0, f64::max);
+    let bpi_shift_elsewhere = elsewhere()
+        .filter_map(|k| bpi_shift(&rows[k - 1], &rows[k]))
         .fold(0.0, f64::max);
     let history: Vec<Value> = rows
         .iter()
@@ -305,7 +318,8 @@ fn analyse(run: &EvalRun) -> Value {
         "x_history": history,
         "final_target_busy_pct": last.map(|r| r.target_busy_pct),
         "saturated_samples": last.map(|r| r.saturated_samples_total),
-        "bpi_step_max_elsewhere": bpi_step_elsewhere,
+        "bpi_deviation_max_elsewhere": bpi_deviation_elsewhere,
+        "bpi_shift_max_elsewhere": bpi_shift_elsewhere,
         "all_phases_settled": all_settled,
         "a_mae_after_settling_iops": if err_n > 0 { Some(err_sum / err_n as f64) } else { None },
         "a_relative_error_after_settling": if target_sum > 0.0 { Some(err_sum / target_sum) } else { None },
@@ -313,18 +327,19 @@ fn analyse(run: &EvalRun) -> Value {
     })
 }
 
-/// The relative change of busy_pct_per_iops from `prev` to `next`
-/// (max(r, 1/r) − 1) when the controller's reset rule compares them: both
-/// unsaturated with busy_pct_per_iops defined, no X update in `prev`.
-fn bpi_step(prev: &Row, next: &Row) -> Option<f64> {
-    let comparable = !prev.saturated
-        && !next.saturated
-        && !matches!(prev.event, 3..=5)
-        && prev.busy_pct_per_iops > 0.0
-        && next.busy_pct_per_iops > 0.0;
-    comparable.then(|| {
-        let r = next.busy_pct_per_iops / prev.busy_pct_per_iops;
-        r.max(1.0 / r) - 1.0
+/// The shift of busy_pct_per_iops that two consecutive samples hold, as
+/// the reset rule sees it: both compared with the settled level and off it
+/// in the same direction → the smaller of their relative changes
+/// (max(r, 1/r) − 1, r = sample / level); else 0. None when either was not
+/// compared.
+fn bpi_shift(prev: &Row, next: &Row) -> Option<f64> {
+    let (a, b) = (prev.bpi_deviation, next.bpi_deviation);
+    (a != 0.0 && b != 0.0).then(|| {
+        if (a > 0.0) == (b > 0.0) {
+            a.abs().min(b.abs())
+        } else {
+            0.0
+        }
     })
 }
 
@@ -339,12 +354,12 @@ fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
 
 fn write_series(dir: &Path, rows: &[Row]) -> CliResult {
     let mut csv = String::from(
-        "time_s,a_iops,b_iops,a_target_iops,b_demand_iops,b_cap_iops,util_pct,busy_pct_per_iops,saturated,saturated_samples_total,target_busy_pct,event\n",
+        "time_s,a_iops,b_iops,a_target_iops,b_demand_iops,b_cap_iops,util_pct,busy_pct_per_iops,bpi_level,bpi_deviation,saturated,saturated_samples_total,target_busy_pct,event\n",
     );
     for r in rows {
         let _ = writeln!(
             csv,
-            "{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.time_s,
             r.a_iops,
             r.b_iops,
@@ -353,6 +368,8 @@ fn write_series(dir: &Path, rows: &[Row]) -> CliResult {
             r.b_cap_iops,
             r.util_pct,
             r.busy_pct_per_iops,
+            r.bpi_level,
+            r.bpi_deviation,
             r.saturated as u8,
             r.saturated_samples_total,
             r.target_busy_pct,
