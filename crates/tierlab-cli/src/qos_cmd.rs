@@ -75,8 +75,9 @@ pub struct QosRunArgs {
     /// %util below this resets X, percent.
     #[arg(long, default_value_t = 20.0)]
     pub reset_util_pct: f64,
-    /// Relative busy_pct_per_iops change that resets X (0 disables).
-    #[arg(long, default_value_t = 0.5)]
+    /// Relative busy_pct_per_iops change, held two samples against the
+    /// settled level, that resets X (0 disables; docs/qos.md).
+    #[arg(long, default_value_t = 0.1)]
     pub reset_bpi_change: f64,
     /// B's cap never goes below this, IOPS.
     #[arg(long, default_value_t = 1.0)]

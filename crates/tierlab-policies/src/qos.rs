@@ -43,7 +43,7 @@
 use std::collections::VecDeque;
 
 use serde::Deserialize;
-use tierlab_core::policy::{Action, HostIo, Outbox, Policy};
+use tierlab_core::policy::{Action, BufRef, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, NS_PER_S, TimeNs};
 
 /// Consecutive settled samples that must all differ from the
@@ -707,6 +707,18 @@ impl Policy for BusyRateQos {
                 size_bytes: io.size_bytes,
             },
         ));
+        // A pass-through: the host buffer is the device IO's buffer.
+        let buf = BufRef::Host {
+            host_id: io.id,
+            offset_bytes: 0,
+        };
+        out.data_for(0, slot as u64, buf);
+    }
+
+    /// Runs in the real executor (`tierlab run`): B's cap is tierlab's own
+    /// per-tenant token bucket, `%util` the policy's own busy time.
+    fn moves_data(&self) -> bool {
+        true
     }
 
     fn on_device_completion(&mut self, now_ns: TimeNs, _device: usize, tag: u64, out: &mut Outbox) {

@@ -242,6 +242,8 @@ struct Exec {
     names: Vec<String>,
     io: Io,
     start: Instant,
+    /// The latest time any policy call was given (`policy_time`).
+    policy_clock_ns: TimeNs,
     out: Outbox,
     host: HashMap<u64, Host>,
     next_host_id: u64,
@@ -267,6 +269,15 @@ struct Exec {
 impl Exec {
     fn now_ns(&self) -> TimeNs {
         self.start.elapsed().as_nanos() as TimeNs
+    }
+
+    /// The time a policy call is given: never before the previous call's.
+    /// (Wall-clock stamps come from different places — a completion's
+    /// reap time, an IO's entry, the loop's wake-up — and can be out of
+    /// order by microseconds; a policy must never see time go back.)
+    fn policy_time(&mut self, t: TimeNs) -> TimeNs {
+        self.policy_clock_ns = self.policy_clock_ns.max(t);
+        self.policy_clock_ns
     }
 
     fn fail(&self, msg: String) -> String {
@@ -484,7 +495,7 @@ impl Exec {
         scan: bool,
     ) -> Result<(), String> {
         // The IO enters the stack now, not when the loop woke up.
-        let now = self.now_ns().max(now);
+        let now = self.policy_time(self.now_ns().max(now));
         let id = self.next_host_id;
         self.next_host_id += 1;
         let size = a.size_bytes as usize;
@@ -587,7 +598,7 @@ impl Exec {
 
     fn device_done(&mut self, c: Completion) -> Result<(), String> {
         let now = (c.done.saturating_duration_since(self.start)).as_nanos() as TimeNs;
-        let now = now.max(self.recorder.now_ns());
+        let now = self.policy_time(now.max(self.recorder.now_ns()));
         let (d, dev) = self
             .devices
             .remove(&c.tag)
@@ -627,6 +638,7 @@ impl Exec {
     }
 
     fn fire_timers(&mut self, now: TimeNs) -> Result<Option<TimeNs>, String> {
+        let now = self.policy_time(now);
         while let Some(Reverse((t, _, id))) = self.timers.peek().copied() {
             if t > now {
                 return Ok(Some(t));
@@ -770,6 +782,7 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         names,
         io,
         start: Instant::now(),
+        policy_clock_ns: 0,
         out,
         host: HashMap::new(),
         next_host_id: 0,

@@ -342,20 +342,6 @@ fn bad_setups_are_refused_with_clear_errors() {
     );
     let e = run(dir.path(), &text, false).err().unwrap();
     assert!(e.contains("devices[0].model") && e.contains("path"), "{e}");
-    // A policy that does not describe its data yet.
-    let text = format!(
-        "{}[policy]\nkind = \"busy-rate-qos\"\nguaranteed_tenant = \"a\"\nthrottled_tenant = \"b\"\nguaranteed_iops = 10\n{}{}",
-        file_device("disk", "4MiB"),
-        uniform(10, "1MiB").replace("name = \"t\"", "name = \"a\""),
-        uniform(10, "1MiB")
-            .replace("name = \"t\"", "name = \"b\"")
-            .replace("[output]\ninterval_s = 1.0\n", "")
-    );
-    let e = run(dir.path(), &text, false).err().unwrap();
-    assert!(
-        e.contains("busy-rate-qos") && e.contains("cannot run on real devices"),
-        "{e}"
-    );
     // HSWD moves whole 4 KiB blocks: 512-byte IOs are refused.
     let text = format!(
         "{}{}[policy]\nkind = \"hswd\"\npcache_bytes = \"640KiB\"\nband_bytes = \"128KiB\"\n[[tenants]]\nname = \"t\"\nworkload = {{ generator = \"uniform\", params = {{ count = 10, region_size_bytes = \"1MiB\", size_bytes = \"512\", alignment_bytes = \"512\" }} }}\ndriver = {{ mode = \"afap\", iodepth = 1 }}\n",
