@@ -55,6 +55,23 @@ impl DeviceState {
     }
 }
 
+/// Background work a device does on its own (an SSD's garbage collection),
+/// as its host sees it: the status a drive reports through a host-control
+/// interface for background operations (ATA Advanced Background
+/// Operations, SCSI BACKGROUND CONTROL, eMMC/UFS BKOPS status, NVMe
+/// Predictable Latency Mode windows). Ordered by urgency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Background {
+    /// Nothing due, or not reported (the device offers no such interface).
+    Idle,
+    /// Work is due and waits for the host to allow it.
+    Deferred,
+    /// Work is allowed and running (or starting as its resources free).
+    Running,
+    /// Work that cannot wait any longer: it runs whether allowed or not.
+    Urgent,
+}
+
 pub trait DeviceModel {
     /// Queues an IO arriving at `now_ns`.
     fn submit(&mut self, now_ns: TimeNs, io: DeviceIo);
@@ -78,5 +95,18 @@ pub trait DeviceModel {
     /// the model's docs.
     fn counters(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
+    }
+    /// The device's background work, for a host that coordinates it (a
+    /// RAID controller staggering its mirrors' garbage collection).
+    /// Models without host-visible background work report `Idle`.
+    fn background(&self) -> Background {
+        Background::Idle
+    }
+    /// From `now_ns` on, the host allows (`true`, every model's initial
+    /// state) or defers (`false`) background work that can wait; urgent
+    /// work runs either way. Models without host-controlled background
+    /// work ignore it.
+    fn set_background_allowed(&mut self, now_ns: TimeNs, allowed: bool) {
+        let _ = (now_ns, allowed);
     }
 }

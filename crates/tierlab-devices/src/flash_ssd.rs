@@ -29,6 +29,12 @@
 //!   `gc_low_free_blocks` and stops once `gc_high_free_blocks` are free
 //!   again; each collection is page reads and unit programs interleaved,
 //!   then the erase; the victim is free when the erase ends.
+//! - **Host control of GC** (`host_gc_control`): the device reports its
+//!   GC status and lets its host defer GC that can wait (ATA Advanced
+//!   Background Operations, eMMC/UFS BKOPS, NVMe Predictable Latency
+//!   Mode). A deferred die still collects when its free superblocks fall
+//!   below the urgent level (half the low watermark, at least 2), and only
+//!   back up to it. A RAID controller uses this to stagger its mirrors' GC.
 //! - **Energy**: every page read, page program, block erase and channel
 //!   byte costs its preset energy; `idle_power_mw` is drawn all the time.
 //!
@@ -41,7 +47,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use serde::{Deserialize, Serialize};
-use tierlab_core::device::{DeviceModel, DeviceState};
+use tierlab_core::device::{Background, DeviceModel, DeviceState};
 use tierlab_core::{Completion, DeviceIo, Op, TimeNs};
 
 use crate::check::{device_params, range, range_f64, transfer_ns, unknown_preset};
@@ -112,6 +118,9 @@ device_params! {
         pub transfer_energy_pj_per_byte: f64,
         /// Power drawn at all times (controller + idle chips), mW.
         pub idle_power_mw: f64,
+        /// The device reports its GC status and lets its host defer GC
+        /// that can wait (docs/flash-ssd.md); alone it collects as usual.
+        pub host_gc_control: bool,
     }
 }
 
@@ -162,6 +171,7 @@ impl FlashSsdParams {
             erase_energy_nj: vit_nj(3.3, 25.0, 3_500_000),
             transfer_energy_pj_per_byte: 330.0,
             idle_power_mw: 50.0,
+            host_gc_control: false,
         }
     }
 
@@ -230,6 +240,7 @@ impl FlashSsdParams {
             erase_energy_nj: vit_nj(3.3, 25.0, 3_500_000),
             transfer_energy_pj_per_byte: 45.0,
             idle_power_mw: 1000.0,
+            host_gc_control: false,
         }
     }
 
@@ -549,6 +560,12 @@ pub struct FlashSsd {
     ops: OpCounts,
     /// Scratch for grouping a read's slots into page reads.
     parts: Vec<(u32, u32)>,
+    /// The host allows GC that can wait (`host_gc_control`; always true
+    /// without it).
+    background_allowed: bool,
+    /// Below this many free superblocks a die collects even when the host
+    /// defers GC.
+    urgent_free_blocks: u32,
 }
 
 impl FlashSsd {
@@ -612,6 +629,8 @@ impl FlashSsd {
             host_writes: 0,
             ops: OpCounts::default(),
             parts: Vec::new(),
+            background_allowed: true,
+            urgent_free_blocks: (params.gc_low_free_blocks / 2).max(2),
             ftl,
             p: params.clone(),
         })
@@ -854,6 +873,12 @@ impl FlashSsd {
         self.kick(die, t);
     }
 
+    /// GC may start (or go on) on `die`: the host allows it, or the die
+    /// is short of free superblocks.
+    fn gc_may_start(&self, die: u32) -> bool {
+        self.background_allowed || self.ftl.free_blocks(die) < self.urgent_free_blocks
+    }
+
     fn kick(&mut self, die: usize, t: TimeNs) {
         if self.dies[die].current.is_none() {
             self.dispatch(die, t);
@@ -881,7 +906,12 @@ impl FlashSsd {
             self.start(d, DieOp::HostRead { cmd }, end);
             return;
         }
-        if !self.dies[d].gc_active && self.ftl.gc_wanted(die_id) {
+        if self.dies[d].gc_active && self.dies[d].gc.is_none() && !self.gc_may_start(die_id) {
+            // The host deferred GC and it is not urgent (any more): stop
+            // between collections.
+            self.dies[d].gc_active = false;
+        }
+        if !self.dies[d].gc_active && self.ftl.gc_wanted(die_id) && self.gc_may_start(die_id) {
             self.dies[d].gc_active = true;
         }
         let programs_ready = !self.dies[d].programs.is_empty() && self.ftl.can_program(die_id);
@@ -944,7 +974,7 @@ impl FlashSsd {
             let start = t.max(unit.ready_ns);
             let end = self.channel(d, start, self.unit_bytes) + self.p.program_latency_ns;
             self.start(d, DieOp::HostProgram { unit: unit_id }, end);
-            if self.ftl.gc_wanted(die_id) {
+            if self.ftl.gc_wanted(die_id) && self.gc_may_start(die_id) {
                 self.dies[d].gc_active = true;
             }
         }
@@ -984,7 +1014,7 @@ impl FlashSsd {
             DieOp::Erase { victim } => {
                 self.dies_erasing -= 1;
                 self.ftl.gc_erased(victim);
-                if self.ftl.gc_satisfied(d as u32) {
+                if self.ftl.gc_satisfied(d as u32) || !self.gc_may_start(d as u32) {
                     self.dies[d].gc_active = false;
                 }
             }
@@ -1101,6 +1131,50 @@ impl DeviceModel for FlashSsd {
 
     fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    /// `Idle` unless `host_gc_control`. Otherwise the most urgent die's:
+    /// `Urgent` below the urgent level, `Running` while collecting (or due
+    /// and allowed, starting when the die frees), `Deferred` when due (below
+    /// the low watermark) and not allowed.
+    fn background(&self) -> Background {
+        if !self.p.host_gc_control {
+            return Background::Idle;
+        }
+        let mut status = Background::Idle;
+        for (d, die) in self.dies.iter().enumerate() {
+            let d = d as u32;
+            let wanted = self.ftl.gc_wanted(d);
+            let die_status = if self.ftl.free_blocks(d) < self.urgent_free_blocks {
+                Background::Urgent
+            } else if die.gc_active || die.gc.is_some() || (wanted && self.background_allowed) {
+                Background::Running
+            } else if wanted {
+                Background::Deferred
+            } else {
+                Background::Idle
+            };
+            status = status.max(die_status);
+        }
+        status
+    }
+
+    /// Ignored unless `host_gc_control`. Allowing starts GC at once on
+    /// idle dies that want it; deferring stops it after the collection in
+    /// progress (urgent GC goes on).
+    fn set_background_allowed(&mut self, now_ns: TimeNs, allowed: bool) {
+        if !self.p.host_gc_control || allowed == self.background_allowed {
+            return;
+        }
+        let now_ns = now_ns.max(self.now_ns);
+        self.settle(now_ns);
+        self.now_ns = now_ns;
+        self.background_allowed = allowed;
+        if allowed {
+            for d in 0..self.dies.len() {
+                self.kick(d, now_ns);
+            }
+        }
     }
 
     fn counters(&self) -> Vec<(&'static str, f64)> {

@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use tierlab_core::device::{DeviceModel, DeviceState};
+use tierlab_core::device::{Background, DeviceModel, DeviceState};
 use tierlab_core::{Completion, DeviceIo, Op, TimeNs};
 
 use crate::DeviceConfig;
@@ -60,10 +60,12 @@ impl RaidLevel {
 pub enum ReadPolicy {
     /// Copies take turns, skipping failed members.
     RoundRobin,
-    /// The copy with the fewest IOs in flight (shortest queue), preferring
-    /// one that is idle inside (no background program, GC or erase); ties
-    /// go to the next copy in round-robin order so that an idle array
-    /// still spreads reads instead of piling them on member 0.
+    /// The copy expected to finish the read first: the fewest IOs in
+    /// flight, a copy running background GC (as the member reports it,
+    /// docs/raid.md) counting as two more, and among equals one that is idle
+    /// inside (no program, GC or erase); ties go to the next copy in
+    /// round-robin order so that an idle array still spreads reads instead
+    /// of piling them on member 0.
     #[default]
     LeastOutstanding,
     /// Always the lowest-numbered surviving copy (a primary/backup pair).
@@ -371,6 +373,12 @@ impl DeviceModel for Member {
     fn counters(&self) -> Vec<(&'static str, f64)> {
         self.model.counters()
     }
+    fn background(&self) -> Background {
+        self.model.background()
+    }
+    fn set_background_allowed(&mut self, now_ns: TimeNs, allowed: bool) {
+        self.model.set_background_allowed(now_ns, allowed)
+    }
 }
 
 /// Member tags: the host slot in the high bits, and in the low bits what
@@ -562,6 +570,9 @@ pub struct Raid {
     step_events: Vec<(usize, Completion)>,
     plan: Vec<(usize, UnitRange)>,
     stats: RaidStats,
+    /// Per mirror group, the member allowed to run deferrable background
+    /// work (staggered GC, docs/raid.md).
+    background_holder: Vec<Option<usize>>,
 }
 
 impl fmt::Debug for Raid {
@@ -643,6 +654,14 @@ impl Raid {
         for &m in failed_members {
             members[m].failed = true;
         }
+        if group_size > 1 {
+            // Mirrors stagger background work: every member that lets its
+            // host defer it waits for its group's turn
+            // (`coordinate_background`).
+            for m in &mut members {
+                m.model.set_background_allowed(0, false);
+            }
+        }
         Ok(Raid {
             level,
             stripe_unit_bytes,
@@ -661,6 +680,7 @@ impl Raid {
             step_events: Vec::new(),
             plan: Vec::new(),
             stats: RaidStats::default(),
+            background_holder: vec![None; n / group_size],
         })
     }
 
@@ -815,6 +835,7 @@ impl Raid {
             for &(_, c) in &events {
                 self.on_member_completion(step_ns, c);
             }
+            self.coordinate_background(step_ns);
         }
         self.step_events = events;
         self.member_done = member_done;
@@ -844,6 +865,47 @@ impl Raid {
         }
     }
 
+    /// Staggered background work on mirrors: at most one member of each
+    /// group runs background work that can wait (GC between watermarks);
+    /// the others defer theirs, so reads find a copy free of it. The turn
+    /// goes to the member whose work is most urgent (ties: lowest index)
+    /// and is kept until its work is done. Members that report nothing
+    /// (models without host-controlled background work) are left alone.
+    /// Runs after every member event and host submission, so a member
+    /// never waits for a turn that is free.
+    fn coordinate_background(&mut self, now_ns: TimeNs) {
+        let gs = self.group_size;
+        if gs == 1 {
+            return;
+        }
+        for g in 0..self.background_holder.len() {
+            if let Some(h) = self.background_holder[g] {
+                let status = self.members[h].model.background();
+                if !self.members[h].failed
+                    && matches!(status, Background::Running | Background::Urgent)
+                {
+                    continue;
+                }
+                self.members[h].model.set_background_allowed(now_ns, false);
+                self.background_holder[g] = None;
+            }
+            let mut next: Option<(usize, Background)> = None;
+            for m in g * gs..(g + 1) * gs {
+                if self.members[m].failed {
+                    continue;
+                }
+                let status = self.members[m].model.background();
+                if status >= Background::Deferred && next.is_none_or(|(_, b)| status > b) {
+                    next = Some((m, status));
+                }
+            }
+            if let Some((m, _)) = next {
+                self.members[m].model.set_background_allowed(now_ns, true);
+                self.background_holder[g] = Some(m);
+            }
+        }
+    }
+
     // ---- RAID 0 / 1 / 10: striped mirror groups --------------------------
 
     /// Picks the member of mirror group `g` that serves a read.
@@ -865,12 +927,17 @@ impl Raid {
             }
             match self.read_policy {
                 ReadPolicy::LeastOutstanding => {
-                    // Fewest IOs in flight; among those, one not busy inside
-                    // (a buffered write's program, GC, an erase): a read
-                    // there does not wait behind background work.
+                    // Expected completion, in half IOs: the IOs in flight;
+                    // background GC the member reports, as two more IOs (a
+                    // read there waits for the collection step under way);
+                    // among equals one not busy inside (a buffered write's
+                    // program, GC, an erase): a read there does not wait
+                    // behind it.
                     let model = &self.members[m].model;
                     let busy = model.state() != DeviceState::Idle;
-                    let q = 2 * model.in_flight() + busy as usize;
+                    let background =
+                        matches!(model.background(), Background::Running | Background::Urgent);
+                    let q = 2 * model.in_flight() + 4 * background as usize + busy as usize;
                     if best.is_none_or(|(_, bq)| q < bq) {
                         best = Some((m, q));
                     }
@@ -1203,6 +1270,7 @@ impl DeviceModel for Raid {
             _ => self.submit_mirrored(now_ns, slot, io),
         };
         self.slots[slot].member_ios_left += issued;
+        self.coordinate_background(now_ns);
         if self.slots[slot].member_ios_left == 0 {
             // Nothing to do on any member (an empty IO, a partial-stripe
             // trim): done at once, reported by the next `advance`.

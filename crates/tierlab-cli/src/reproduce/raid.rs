@@ -14,13 +14,19 @@
 //! mirror helps exactly when splitting the reads shortens the time the
 //! host waits (docs/flash-ssd.md, "The SSD-RAID experiment").
 //!
+//! The SSDs let their host defer garbage collection (`host_gc_control`),
+//! and the RAID controller staggers its members' GC, so a read always finds
+//! a copy that is not collecting unless both must (`--background-gc
+//! independent` runs each SSD's GC on its own, as without host control;
+//! docs/flash-ssd.md).
+//!
 //! Outputs: `DIR/table.csv` (`workload,config,read_iops,mean_latency_us,energy_j`),
 //! `DIR/improvement.csv` (RAID 1 over single, per workload),
 //! `DIR/read_iops.svg`, `DIR/improvement.svg`, and each run's config in
 //! `DIR/configs/` (rerun any row with `tierlab sim`).
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
@@ -80,6 +86,18 @@ pub struct RaidArgs {
     /// State the SSDs start in: none, fill or steady.
     #[arg(long, default_value = "steady")]
     pub precondition: String,
+    /// Garbage collection of the mirror's SSDs: `staggered` (the SSDs let
+    /// their host defer GC and the RAID controller lets one collect at a
+    /// time) or `independent` (each SSD collects on its own).
+    #[arg(long, value_enum, default_value_t = BackgroundGc::Staggered)]
+    pub background_gc: BackgroundGc,
+}
+
+/// How the mirror's SSDs collect garbage (`--background-gc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackgroundGc {
+    Staggered,
+    Independent,
 }
 
 /// What one run measured.
@@ -132,15 +150,19 @@ struct Row {
     energy_j: f64,
 }
 
-fn device_toml(config: &str, precondition: &str) -> String {
+/// Both configurations use the same SSD, with host control of GC when
+/// staggered (a lone SSD collects as usual: nobody defers its GC).
+fn device_toml(config: &str, precondition: &str, gc: BackgroundGc) -> String {
+    let host_gc_control = gc == BackgroundGc::Staggered;
     match config {
         "single" => format!(
             "[[devices]]\nname = \"ssd\"\nmodel = \"flash-ssd\"\npreset = \"mlc-1chip\"\n\
-             precondition = {precondition:?}\n"
+             precondition = {precondition:?}\nhost_gc_control = {host_gc_control}\n"
         ),
         _ => {
             let ssd = format!(
-                "{{ model = \"flash-ssd\", preset = \"mlc-1chip\", precondition = {precondition:?} }}"
+                "{{ model = \"flash-ssd\", preset = \"mlc-1chip\", precondition = {precondition:?}, \
+                 host_gc_control = {host_gc_control} }}"
             );
             format!(
                 "[[devices]]\nname = \"mirror\"\nmodel = \"raid\"\nlevel = \"raid1\"\n\
@@ -151,14 +173,14 @@ fn device_toml(config: &str, precondition: &str) -> String {
 }
 
 fn run_one(
-    dir: &Path,
+    args: &RaidArgs,
     workload: &str,
     config: &'static str,
     workload_toml: &str,
-    seed: u64,
-    precondition: &str,
-    iodepth: u32,
 ) -> CliResult<Option<Row>> {
+    let dir = &args.out;
+    let seed = args.seed;
+    let iodepth = args.iodepth;
     let driver = if iodepth == 0 {
         "{ mode = \"open\" }".to_string()
     } else {
@@ -167,7 +189,7 @@ fn run_one(
     let text = format!(
         "# tierlab reproduce raid: {config} on {workload}\nseed = {seed}\n\n{}\n\
          [[tenants]]\nname = \"host\"\n{workload_toml}driver = {driver}\n",
-        device_toml(config, precondition)
+        device_toml(config, &args.precondition, args.background_gc)
     );
     let path = dir
         .join("configs")
@@ -273,26 +295,10 @@ pub fn run(args: RaidArgs) -> CliResult {
                 }
             })
             .collect();
-        let single = run_one(
-            dir,
-            &file_name,
-            "single",
-            toml,
-            args.seed,
-            &args.precondition,
-            args.iodepth,
-        )?;
+        let single = run_one(&args, &file_name, "single", toml)?;
 
         let Some(mut s) = single else { continue };
-        let raid = run_one(
-            dir,
-            &file_name,
-            "raid1",
-            toml,
-            args.seed,
-            &args.precondition,
-            args.iodepth,
-        )?;
+        let raid = run_one(&args, &file_name, "raid1", toml)?;
         if let Some(mut r) = raid {
             s.workload = name.clone();
             r.workload = name.clone();

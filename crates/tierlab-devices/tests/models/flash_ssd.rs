@@ -1,10 +1,11 @@
 //! The detailed flash SSD (`model = "flash-ssd"`): hand-computed latencies
 //! of single operations on an idle device, FTL sanity against the analytic
 //! greedy-GC write amplification, preconditioning work, energy, RAID 1 of
-//! two such SSDs, config errors, determinism.
+//! two such SSDs (and its staggered GC), host control of GC, config errors,
+//! determinism.
 
-use tierlab_core::Op;
-use tierlab_core::device::{DeviceModel, DeviceState};
+use tierlab_core::device::{Background, DeviceModel, DeviceState};
+use tierlab_core::{Completion, DeviceIo, Op, TimeNs};
 use tierlab_devices::flash_ftl::{Ftl, FtlConfig, Precondition, analytic_write_amplification};
 use tierlab_devices::raid::{Raid, RaidLevel, ReadPolicy};
 use tierlab_devices::{DeviceConfig, FlashSsd, FlashSsdParams};
@@ -310,6 +311,214 @@ fn raid1_of_two_ssds_reads_faster_than_one_when_the_die_queues() {
     let mirrored = run(&mut raid1([p.clone(), p.clone()]));
     println!("QD16 4 KiB random reads: single {single:.0} IOPS, RAID 1 {mirrored:.0} IOPS");
     assert!(mirrored > 1.5 * single, "{single} vs {mirrored}");
+}
+
+/// A small SSD (one die, 128 superblocks of 1 MiB, 28 % over-provisioning)
+/// at steady state, so that GC starts after 8 MiB of writes.
+fn small_gc_ssd(host_gc_control: bool) -> FlashSsdParams {
+    FlashSsdParams {
+        dies_per_chip: 1,
+        blocks_per_plane: 128,
+        pages_per_block: 64,
+        over_provisioning_percent: 28.0,
+        gc_low_free_blocks: 8,
+        gc_high_free_blocks: 16,
+        host_gc_control,
+        ..FlashSsdParams::mlc_1chip()
+    }
+}
+
+/// Poisson arrivals (`rate` IOs/s, 30 % reads) of random 4 KiB IOs over
+/// `cap` bytes for `seconds`, as (arrival, op, offset).
+fn mixed_arrivals(cap: u64, rate: f64, seconds: f64, seed: u64) -> Vec<(TimeNs, Op, u64)> {
+    let mut rng = TestRng::new(seed);
+    let mut t = 0;
+    let mut ios = Vec::new();
+    while (t as f64) < seconds * 1e9 {
+        t += rng.exp_ns(1e9 / rate);
+        let op = if rng.unit() < 0.3 {
+            Op::Read
+        } else {
+            Op::Write
+        };
+        ios.push((t, op, rng.below(cap / 4096) * 4096));
+    }
+    ios
+}
+
+/// Replays `ios` open loop, calling `check` after every step of the
+/// model; returns each IO's (op, arrival, completion) in arrival order.
+fn replay(
+    model: &mut dyn DeviceModel,
+    ios: &[(TimeNs, Op, u64)],
+    mut check: impl FnMut(&dyn DeviceModel),
+) -> Vec<(Op, TimeNs, TimeNs)> {
+    let mut out: Vec<(Op, TimeNs, TimeNs)> = ios.iter().map(|&(t, op, _)| (op, t, 0)).collect();
+    let mut done: Vec<Completion> = Vec::new();
+    let mut next = 0;
+    loop {
+        let arrival = ios.get(next).map(|io| io.0);
+        let event = model.next_event_ns();
+        let now = match (arrival, event) {
+            (None, None) => break,
+            (a, e) => a.unwrap_or(TimeNs::MAX).min(e.unwrap_or(TimeNs::MAX)),
+        };
+        done.clear();
+        model.advance(now, &mut done);
+        for c in &done {
+            out[c.tag as usize].2 = c.done_ns;
+        }
+        check(model);
+        while ios.get(next).is_some_and(|io| io.0 == now) {
+            let (_, op, offset_bytes) = ios[next];
+            model.submit(
+                now,
+                DeviceIo {
+                    tag: next as u64,
+                    op,
+                    offset_bytes,
+                    size_bytes: 4096,
+                },
+            );
+            next += 1;
+            check(model);
+        }
+    }
+    out
+}
+
+/// Reads / the union of their [arrival, completion) intervals (read IOPS of
+/// `tierlab reproduce raid`), and their mean latency in µs.
+fn read_iops_and_mean_us(ios: &[(Op, TimeNs, TimeNs)]) -> (f64, f64) {
+    let mut reads: Vec<(TimeNs, TimeNs)> = ios
+        .iter()
+        .filter(|io| io.0 == Op::Read)
+        .map(|io| (io.1, io.2))
+        .collect();
+    reads.sort_unstable();
+    let (mut busy, mut end) = (0, 0);
+    for &(a, d) in &reads {
+        busy += d.saturating_sub(a.max(end));
+        end = end.max(d);
+    }
+    let latency: u64 = reads.iter().map(|r| r.1 - r.0).sum();
+    let n = reads.len() as f64;
+    (n * 1e9 / busy as f64, latency as f64 / n / 1e3)
+}
+
+#[test]
+fn host_gc_control_changes_nothing_alone_and_a_deferring_host_leaves_only_urgent_gc() {
+    let cap = small_gc_ssd(false).capacity_bytes();
+    let ios = mixed_arrivals(cap, 800.0, 10.0, 7);
+    let plain = replay(
+        &mut FlashSsd::new(&small_gc_ssd(false), 1).unwrap(),
+        &ios,
+        |_| {},
+    );
+    // With host control and nobody deferring, the same device.
+    let mut ssd = FlashSsd::new(&small_gc_ssd(true), 1).unwrap();
+    let mut seen = Vec::new();
+    let controlled = replay(&mut ssd, &ios, |m| {
+        let b = m.background();
+        if seen.last() != Some(&b) {
+            seen.push(b);
+        }
+    });
+    assert_eq!(plain, controlled);
+    assert!(seen.contains(&Background::Running), "{seen:?}");
+    assert!(!seen.contains(&Background::Deferred), "{seen:?}");
+    // Without host control nothing is reported.
+    assert_eq!(
+        FlashSsd::new(&small_gc_ssd(false), 1).unwrap().background(),
+        Background::Idle
+    );
+
+    // A host that defers GC: the die collects only below the urgent level
+    // (half the low watermark: 4 free superblocks) and back up to it; every
+    // write still completes.
+    let mut ssd = FlashSsd::new(&small_gc_ssd(true), 1).unwrap();
+    ssd.set_background_allowed(0, false);
+    let mut statuses = Vec::new();
+    let deferred = replay(&mut ssd, &ios, |m| {
+        let b = m.background();
+        if statuses.last() != Some(&b) {
+            statuses.push(b);
+        }
+    });
+    assert!(deferred.iter().all(|io| io.2 >= io.1 && io.2 > 0));
+    assert!(statuses.contains(&Background::Deferred), "{statuses:?}");
+    assert!(statuses.contains(&Background::Urgent), "{statuses:?}");
+    assert!(!statuses.contains(&Background::Running), "{statuses:?}");
+    let free = ssd.ftl().free_blocks(0);
+    assert!(
+        (4..8).contains(&free),
+        "free superblocks at the end: {free}"
+    );
+    assert!(ssd.ftl_stats().gc_count > 0);
+    // Allowed again, it collects up to the high watermark at once.
+    let t = deferred.iter().map(|io| io.2).max().unwrap();
+    ssd.set_background_allowed(t, true);
+    // (Urgent for a moment: the collection took a free superblock to
+    // relocate into.)
+    assert!(matches!(
+        ssd.background(),
+        Background::Running | Background::Urgent
+    ));
+    let mut done = Vec::new();
+    while let Some(e) = ssd.next_event_ns() {
+        ssd.advance(e, &mut done);
+    }
+    assert!(done.is_empty());
+    assert_eq!(ssd.ftl().free_blocks(0), 16);
+    assert_eq!(ssd.background(), Background::Idle);
+}
+
+#[test]
+fn a_mirror_staggers_its_members_gc_and_reads_avoid_the_collecting_copy() {
+    let cap = small_gc_ssd(true).capacity_bytes();
+    let ios = mixed_arrivals(cap, 800.0, 20.0, 11);
+    let (single_iops, single_us) = read_iops_and_mean_us(&replay(
+        &mut FlashSsd::new(&small_gc_ssd(true), 1).unwrap(),
+        &ios,
+        |_| {},
+    ));
+    let (independent_iops, independent_us) = read_iops_and_mean_us(&replay(
+        &mut raid1([small_gc_ssd(false), small_gc_ssd(false)]),
+        &ios,
+        |_| {},
+    ));
+    // Staggered: at every step at most one member runs GC that could wait
+    // (a deferred member may still collect when it is urgent).
+    let mut both_running = 0;
+    let mut one_running = 0;
+    let mut array = raid1([small_gc_ssd(true), small_gc_ssd(true)]);
+    let staggered = replay(&mut array, &ios, |m| {
+        let s: Vec<Background> = m.members().iter().map(|x| x.background()).collect();
+        match s.iter().filter(|&&b| b == Background::Running).count() {
+            0 => {}
+            1 => one_running += 1,
+            _ => both_running += 1,
+        }
+    });
+    let (staggered_iops, staggered_us) = read_iops_and_mean_us(&staggered);
+    println!(
+        "read IOPS (mean µs): single {single_iops:.0} ({single_us:.0}), RAID 1 independent GC \
+         {independent_iops:.0} ({independent_us:.0}), staggered {staggered_iops:.0} ({staggered_us:.0}); \
+         steps with one member collecting {one_running}, both {both_running}"
+    );
+    assert!(one_running > 1000, "GC ran: {one_running}");
+    assert_eq!(both_running, 0);
+    // Reads go to the copy that is not collecting: faster than with the
+    // members collecting at once, and than one SSD.
+    assert!(
+        staggered_us < 0.8 * independent_us,
+        "{staggered_us} vs {independent_us}"
+    );
+    assert!(
+        staggered_iops > 1.2 * single_iops,
+        "{staggered_iops} vs {single_iops}"
+    );
+    assert!(staggered.iter().all(|io| io.2 >= io.1 && io.2 > 0));
 }
 
 #[test]
