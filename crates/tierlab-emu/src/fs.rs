@@ -420,8 +420,26 @@ fn umount(path: &Path, flags: libc::c_int) -> io::Result<()> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path has a NUL byte"))?;
     // SAFETY: a valid NUL-terminated path.
     if unsafe { libc::umount2(c.as_ptr(), flags) } == 0 {
-        Ok(())
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EPERM) {
+        return Err(e);
+    }
+    // Not root: a mount made through fusermount3 is undone by it too.
+    let lazy = flags & libc::MNT_DETACH != 0;
+    let out = std::process::Command::new("fusermount3")
+        .arg(if lazy { "-uz" } else { "-u" })
+        .arg(path)
+        .output()
+        .map_err(|f| io::Error::new(e.kind(), format!("{e}; fusermount3: {f}")))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    if why.contains("busy") {
+        Err(io::Error::from_raw_os_error(libc::EBUSY))
     } else {
-        Err(io::Error::last_os_error())
+        Err(io::Error::other(format!("fusermount3 -u: {why}")))
     }
 }

@@ -451,6 +451,8 @@ impl BusyRateController {
         }
 
         if util_pct < p.reset_util_pct {
+            // Not compared, so it also ends a run of samples off the level.
+            self.fold_off_run();
             // Far below any plausible target: the workload changed; start over.
             if self.reset_target() {
                 event = Event::ResetLowUtil;

@@ -122,13 +122,13 @@ fn main() {
         "{:<6} {:>7} {:>15} {:>15} {:>15} {:>9} {:>9} {:>9}",
         "op", "plain", "inline", "io_uring", "thread", "+inline", "+uring", "+thread"
     );
-    use tierlab_real::EngineKind::{Threads, Uring};
+    use tierlab_real::EngineKind::{Auto, Threads, Uring};
     for write in [false, true] {
         let mut p = f64::MAX;
         let mut best = [(f64::MAX, f64::MAX); 3];
         for _ in 0..3 {
             p = p.min(plain(&path, &offs, write));
-            for (k, (threads, engine)) in [(0, Uring), (1, Uring), (1, Threads)]
+            for (k, (threads, engine)) in [(0, Auto), (1, Uring), (1, Threads)]
                 .into_iter()
                 .enumerate()
             {

@@ -6,8 +6,10 @@
 //!   completion or deadline. No thread hand-off per IO. At most `depth` IOs
 //!   are in service; more wait in FIFO order. O_DIRECT IOs go through an
 //!   aligned bounce buffer per IO in service. Backends that are not one
-//!   file (a RAID of files) go through the thread pool; its completions
-//!   bump an eventfd that the ring reads, so the same wait covers both.
+//!   file (a RAID of files) go through a thread pool of `depth` threads
+//!   besides the ring (so a stack mixing both can have up to 2 × `depth`
+//!   IOs in service); its completions bump an eventfd that the ring reads,
+//!   so the same wait covers both.
 //!   Memory backends are a copy: done inline.
 //! - **threads**: the pool of pool.rs (`depth` threads doing blocking
 //!   pread/pwrite). Works on every kernel.
@@ -78,6 +80,17 @@ impl Io {
             description: String::new(),
         };
         if depth == 0 {
+            if kind != EngineKind::Auto {
+                return Err(format!(
+                    "--io-engine {} needs at least one IO in service; --io-threads 0 means \
+                     inline IO, which takes no engine (leave --io-engine at auto)",
+                    if kind == EngineKind::Uring {
+                        "uring"
+                    } else {
+                        "threads"
+                    }
+                ));
+            }
             io.description = "inline (each IO on the executor's thread, queue depth 1)".into();
             return Ok(io);
         }
@@ -160,9 +173,21 @@ impl Io {
             return Ok(Some(c));
         }
         if let Some(ring) = &mut self.ring {
-            ring.wait(timeout)?;
-            ring.reap(&mut self.ready, self.pool.as_ref().map(|p| &p.1))?;
-            return Ok(self.ready.pop_front());
+            // The ring also wakes without a completion to hand out: a short
+            // IO continued, a retry, a pool bump whose completion was
+            // already taken. Sleep again until the deadline.
+            let deadline = Instant::now() + timeout;
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                ring.wait(left)?;
+                ring.reap(&mut self.ready, self.pool.as_ref().map(|p| &p.1))?;
+                if let Some(c) = self.ready.pop_front() {
+                    return Ok(Some(c));
+                }
+                if left.is_zero() {
+                    return Ok(None);
+                }
+            }
         }
         match &self.pool {
             Some((_, rx)) => match rx.recv_timeout(timeout) {
@@ -357,6 +382,9 @@ impl Ring {
             if cqes.is_empty() {
                 break;
             }
+            // When the kernel's completions were seen: before any of them
+            // is processed (or continued), so latency is the device's.
+            let seen = Instant::now();
             for (ud, res) in cqes {
                 if ud == POOL_WAKE {
                     self.wake_armed = false;
@@ -366,7 +394,7 @@ impl Ring {
                     self.arm_wake()?;
                     continue;
                 }
-                self.finished(ud as usize, res, ready)?;
+                self.finished(ud as usize, res, seen, ready)?;
             }
         }
         // A pool completion can land between the eventfd read and here;
@@ -381,6 +409,7 @@ impl Ring {
         &mut self,
         i: usize,
         res: i32,
+        seen: Instant,
         ready: &mut VecDeque<Completion>,
     ) -> Result<(), String> {
         let s = self.slots[i]
@@ -424,7 +453,7 @@ impl Ring {
             offset_bytes: s.req.offset_bytes,
             result,
             data: s.req.data,
-            done: Instant::now(),
+            done: seen,
         });
         if let Some((r, t)) = self.backlog.pop_front() {
             self.start(r, t)?;
