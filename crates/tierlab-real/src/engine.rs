@@ -7,9 +7,9 @@
 //!   are in service; more wait in FIFO order. O_DIRECT IOs go through an
 //!   aligned bounce buffer per IO in service. Backends that are not one
 //!   file (a RAID of files) go through a thread pool of `depth` threads
-//!   besides the ring (so a stack mixing both can have up to 2 × `depth`
-//!   IOs in service); its completions bump an eventfd that the ring reads,
-//!   so the same wait covers both.
+//!   besides the ring — `depth` bounds the IOs on both together; the
+//!   pool's completions bump an eventfd that the ring reads, so the same
+//!   wait covers both.
 //!   Memory backends are a copy: done inline.
 //! - **threads**: the pool of pool.rs (`depth` threads doing blocking
 //!   pread/pwrite). Works on every kernel.
@@ -60,6 +60,10 @@ pub struct Io {
     /// The thread pool: the engine in `threads` mode; in io_uring mode,
     /// started on the first IO for a backend that is not one file.
     pool: Option<(Pool, Receiver<Completion>)>,
+    /// io_uring mode: IOs on the ring or in the pool, at most `depth`.
+    in_service: usize,
+    /// io_uring mode: IOs waiting for one of those places, in order.
+    waiting: VecDeque<Request>,
     /// What runs the IOs, for summary.json.
     pub description: String,
 }
@@ -77,6 +81,8 @@ impl Io {
             ready: VecDeque::new(),
             ring: None,
             pool: None,
+            in_service: 0,
+            waiting: VecDeque::new(),
             description: String::new(),
         };
         if depth == 0 {
@@ -133,17 +139,48 @@ impl Io {
             self.ready.push_back(pool::serve(&self.backends, r));
             return Ok(());
         }
-        if let Some(ring) = &mut self.ring {
-            if let Some(t) = b.uring_target(r.op, r.offset_bytes, r.data.len()) {
-                return ring.start(r, t);
+        if self.ring.is_some() {
+            // One bound for the ring and the pool together.
+            if self.in_service >= self.depth {
+                self.waiting.push_back(r);
+                return Ok(());
             }
-            if self.pool.is_none() {
-                let fd = ring.watch_pool()?;
-                self.start_pool(Some(fd));
-            }
+            return self.dispatch(r);
         }
         let (pool, _) = self.pool.as_ref().expect("a pool in threads mode");
         pool.submit(r);
+        Ok(())
+    }
+
+    /// io_uring mode: puts `r` on the ring, or in the pool when its
+    /// backend is not one file.
+    fn dispatch(&mut self, r: Request) -> Result<(), String> {
+        self.in_service += 1;
+        let ring = self.ring.as_mut().expect("io_uring mode");
+        if let Some(t) = self.backends[r.device].uring_target(r.op, r.offset_bytes, r.data.len()) {
+            return ring.start(r, t);
+        }
+        if self.pool.is_none() {
+            let fd = ring.watch_pool()?;
+            self.start_pool(Some(fd));
+        }
+        let (pool, _) = self.pool.as_ref().expect("just started");
+        pool.submit(r);
+        Ok(())
+    }
+
+    /// io_uring mode: takes what the ring and the pool finished, and
+    /// starts waiting IOs in the places they freed.
+    fn reap(&mut self) -> Result<(), String> {
+        let before = self.ready.len();
+        let ring = self.ring.as_mut().expect("io_uring mode");
+        ring.reap(&mut self.ready, self.pool.as_ref().map(|p| &p.1))?;
+        self.in_service -= self.ready.len() - before;
+        while self.in_service < self.depth
+            && let Some(r) = self.waiting.pop_front()
+        {
+            self.dispatch(r)?;
+        }
         Ok(())
     }
 
@@ -154,7 +191,7 @@ impl Io {
         }
         if let Some(ring) = &mut self.ring {
             ring.submit_queued()?;
-            ring.reap(&mut self.ready, self.pool.as_ref().map(|p| &p.1))?;
+            self.reap()?;
         } else if let Some((_, rx)) = &self.pool {
             match rx.try_recv() {
                 Ok(c) => return Ok(Some(c)),
@@ -172,15 +209,15 @@ impl Io {
         if let Some(c) = self.try_next()? {
             return Ok(Some(c));
         }
-        if let Some(ring) = &mut self.ring {
+        if self.ring.is_some() {
             // The ring also wakes without a completion to hand out: a short
             // IO continued, a retry, a pool bump whose completion was
             // already taken. Sleep again until the deadline.
             let deadline = Instant::now() + timeout;
             loop {
                 let left = deadline.saturating_duration_since(Instant::now());
-                ring.wait(left)?;
-                ring.reap(&mut self.ready, self.pool.as_ref().map(|p| &p.1))?;
+                self.ring.as_mut().expect("checked").wait(left)?;
+                self.reap()?;
                 if let Some(c) = self.ready.pop_front() {
                     return Ok(Some(c));
                 }
@@ -637,6 +674,32 @@ mod tests {
             let c = io.wait(Duration::from_secs(30)).unwrap().unwrap();
             assert_eq!(c.data, vec![c.tag as u8; 4096], "IO {}", c.tag);
         }
+    }
+
+    /// `depth` bounds the ring and the pool together: at depth 1 a mix
+    /// of file and pool IOs runs one at a time, so they complete in the
+    /// order they were submitted (with two places they would not: the
+    /// pool's IOs sleep 2 ms, the file's do not).
+    #[test]
+    fn the_depth_bounds_ring_and_pool_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = FileBackend::open(&dir.path().join("f"), Some(1 << 20), true, true).unwrap();
+        let backends: Vec<Box<dyn Backend>> =
+            vec![Box::new(f), Box::new(NotAFile(RamBackend::new(1 << 20)))];
+        let mut io = Io::new(Arc::new(backends), EngineKind::Uring, 1).unwrap();
+        for i in 0..20u64 {
+            let device = (i % 2) as usize;
+            io.submit(req(device, i, Op::Write, i * 4096, vec![i as u8; 4096]))
+                .unwrap();
+        }
+        let order: Vec<u64> = (0..20)
+            .map(|_| {
+                let c = io.wait(Duration::from_secs(30)).unwrap().unwrap();
+                c.result.unwrap();
+                c.tag
+            })
+            .collect();
+        assert_eq!(order, (0..20).collect::<Vec<_>>());
     }
 
     #[test]
