@@ -285,6 +285,29 @@ impl Backend for FileBackend {
     }
 }
 
+/// An IO of `len` bytes at `offset` must end within `capacity_bytes` of
+/// `what()` ("the memory device"); else an InvalidInput error saying so.
+pub(crate) fn check_range(
+    offset: u64,
+    len: usize,
+    capacity_bytes: u64,
+    what: impl FnOnce() -> String,
+) -> io::Result<()> {
+    if offset
+        .checked_add(len as u64)
+        .is_none_or(|e| e > capacity_bytes)
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "[{offset}, +{len}) is beyond the end of {} ({capacity_bytes} bytes)",
+                what()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 const RAM_CHUNK: u64 = 1 << 20;
 
 /// Memory, allocated per 1 MiB chunk on first write.
@@ -307,19 +330,9 @@ impl RamBackend {
     }
 
     fn check(&self, offset: u64, len: usize) -> io::Result<()> {
-        if offset
-            .checked_add(len as u64)
-            .is_none_or(|e| e > self.capacity_bytes)
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "[{offset}, +{len}) is beyond the end of the memory device ({} bytes)",
-                    self.capacity_bytes
-                ),
-            ));
-        }
-        Ok(())
+        check_range(offset, len, self.capacity_bytes, || {
+            "the memory device".into()
+        })
     }
 }
 

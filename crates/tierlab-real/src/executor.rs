@@ -22,6 +22,7 @@ use tierlab_core::metrics::{MetricsConfig, Recorder};
 use tierlab_core::policy::{Action, BufRef, HostIo, Outbox, Policy};
 use tierlab_core::{Completion as SimCompletion, DeviceIo, NS_PER_S, Op, TimeNs};
 use tierlab_sim::config::SimConfig;
+use tierlab_sim::run::counter_value;
 use tierlab_sim::{RunOutcome, Tenant};
 
 use crate::backend::{Backend, FileBackend, RamBackend};
@@ -368,9 +369,15 @@ impl Exec {
         for a in &out.actions {
             match a {
                 Action::CapTenant { tenant, iops } => {
-                    if let Some(t) = self.tenants.get_mut(*tenant as usize) {
-                        t.set_iops_cap(*iops);
-                    }
+                    // As in simulation: a cap for a tenant that does not
+                    // exist is the policy's bug, not something to ignore.
+                    let n = self.tenants.len();
+                    let Some(t) = self.tenants.get_mut(*tenant as usize) else {
+                        return Err(self.fail(format!(
+                            "cap for tenant {tenant}, but there are {n} tenants"
+                        )));
+                    };
+                    t.set_iops_cap(*iops);
                 }
             }
         }
@@ -836,7 +843,7 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         .policy
         .counters()
         .into_iter()
-        .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
+        .map(|(k, v)| (k.to_string(), counter_value(v)))
         .collect();
     let policy_logs = exec.policy.logs();
     // Backends' own counters (a RAID's), like a model's, before the scan.
@@ -849,7 +856,7 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
             (!c.is_empty()).then(|| {
                 let map: serde_json::Map<String, serde_json::Value> = c
                     .into_iter()
-                    .map(|(k, v)| (k.to_string(), serde_json::json!(v as u64)))
+                    .map(|(k, v)| (k.to_string(), counter_value(v)))
                     .collect();
                 (name.clone(), serde_json::Value::Object(map))
             })
@@ -883,14 +890,7 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         tenants: exec
             .tenants
             .iter()
-            .map(|t| tierlab_sim::run::TenantReport {
-                name: t.name.clone(),
-                issued_ios: t.issued_ios,
-                issued_bytes: t.issued_bytes,
-                completed_ios: t.completed_ios,
-                retimed: t.retimed,
-                folded: t.folded,
-            })
+            .map(tierlab_sim::run::TenantReport::from)
             .collect(),
         policy_counters,
         device_counters,

@@ -233,20 +233,9 @@ impl RaidBackend {
     }
 
     fn check_range(&self, offset: u64, len: usize) -> io::Result<()> {
-        if offset
-            .checked_add(len as u64)
-            .is_none_or(|e| e > self.capacity_bytes)
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "[{offset}, +{len}) is beyond the end of the {} array ({} bytes)",
-                    self.level.as_str(),
-                    self.capacity_bytes
-                ),
-            ));
-        }
-        Ok(())
+        crate::backend::check_range(offset, len, self.capacity_bytes, || {
+            format!("the {} array", self.level.as_str())
+        })
     }
 
     // ---- RAID 0 / 1 / 10 ---------------------------------------------------

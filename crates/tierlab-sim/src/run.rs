@@ -81,7 +81,7 @@ pub fn standard_device(table: &toml::Table, seed: u64) -> Result<Box<dyn DeviceM
 }
 
 /// A policy counter as JSON/CSV: counts as integers, ratios as decimals.
-fn counter_value(v: f64) -> serde_json::Value {
+pub fn counter_value(v: f64) -> serde_json::Value {
     if v.fract() == 0.0 && v.abs() < 9.0e15 {
         serde_json::Value::from(v as i64)
     } else {
@@ -100,6 +100,19 @@ pub struct TenantReport {
     pub retimed: u64,
     /// Records whose offset was folded (or clipped) into the tenant's region.
     pub folded: u64,
+}
+
+impl From<&crate::Tenant> for TenantReport {
+    fn from(t: &crate::Tenant) -> TenantReport {
+        TenantReport {
+            name: t.name.clone(),
+            issued_ios: t.issued_ios,
+            issued_bytes: t.issued_bytes,
+            completed_ios: t.completed_ios,
+            retimed: t.retimed,
+            folded: t.folded,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -300,18 +313,7 @@ pub fn run_with_progress(
             .map(|(k, v)| (k.to_string(), counter_value(v)))
             .collect(),
         device_counters: device_counters(&device_names(config), sim.devices()),
-        tenants: sim
-            .tenants()
-            .iter()
-            .map(|t| TenantReport {
-                name: t.name.clone(),
-                issued_ios: t.issued_ios,
-                issued_bytes: t.issued_bytes,
-                completed_ios: t.completed_ios,
-                retimed: t.retimed,
-                folded: t.folded,
-            })
-            .collect(),
+        tenants: sim.tenants().iter().map(TenantReport::from).collect(),
     };
     let counter_names = sim
         .policy()
