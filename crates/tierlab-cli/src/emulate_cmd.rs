@@ -183,7 +183,7 @@ fn device_table(args: &EmulateArgs) -> CliResult<toml::Table> {
         );
     }
     // The real executor's keys of a `tierlab run` config (its backing store).
-    for k in tierlab_sim::run::REAL_DEVICE_KEYS {
+    for k in tierlab_stack::REAL_DEVICE_KEYS {
         table.remove(k);
     }
     Ok(table)
@@ -193,7 +193,7 @@ pub fn run(args: EmulateArgs) -> CliResult {
     let table = device_table(&args)?;
     let seed = args.seed;
     // Validate here (the error names the key); the device thread builds its own.
-    let model_capacity = tierlab_sim::run::standard_device(&table, seed)
+    let model_capacity = tierlab_stack::standard_device(&table, seed)
         .map_err(|e| format!("device: {e}"))?
         .capacity_bytes();
     let capacity = match &args.capacity {
@@ -245,7 +245,7 @@ pub fn run(args: EmulateArgs) -> CliResult {
     }
     let factory_table = table.clone();
     let emu = Emulator::start(
-        Box::new(move || tierlab_sim::run::standard_device(&factory_table, seed)),
+        Box::new(move || tierlab_stack::standard_device(&factory_table, seed)),
         backend,
         capacity,
         &args.mount,
@@ -421,13 +421,13 @@ mod tests {
             "capacity_bytes=1GiB",
         ]))
         .unwrap();
-        let dev = tierlab_sim::run::standard_device(&t, 1).unwrap();
+        let dev = tierlab_stack::standard_device(&t, 1).unwrap();
         assert_eq!(dev.capacity_bytes(), 1 << 30);
         // The RAID 5 of configs/qos-eval1.toml, by name.
         let cfg = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/qos-eval1.toml");
         let t = device_table(&args(&["--config", cfg, "--device", "raid5"])).unwrap();
         assert_eq!(t["model"].as_str(), Some("raid"));
-        assert!(tierlab_sim::run::standard_device(&t, 1).is_ok());
+        assert!(tierlab_stack::standard_device(&t, 1).is_ok());
         let e = device_table(&args(&["--config", cfg, "--device", "nope"])).unwrap_err();
         assert!(e.to_string().contains("has: raid5"), "{e}");
         let e = device_table(&args(&[])).unwrap_err();

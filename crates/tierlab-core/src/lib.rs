@@ -5,6 +5,7 @@
 //! `submit`/`on_*` feed events in, `next_event_ns` says when to call back,
 //! `advance` moves time forward.
 
+pub mod apply;
 pub mod device;
 pub mod metrics;
 pub mod policy;

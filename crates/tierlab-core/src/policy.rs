@@ -126,6 +126,45 @@ pub trait Policy {
     fn required_alignment_bytes(&self) -> u64 {
         1
     }
+    /// Clean stop: write every byte of host data that lives only on a
+    /// fast tier (dirty cache blocks, memory-resident sub-LUNs) to the
+    /// backing device, through device IOs in `out` and later calls. No host
+    /// IO arrives after this; timers and completions still do. Called once;
+    /// `is_drained` says when it is done.
+    fn drain(&mut self, now_ns: TimeNs, out: &mut Outbox) {
+        let _ = (now_ns, out);
+    }
+    /// True when no device IO of the policy is in flight and the backing
+    /// device holds the latest acknowledged data of every block (after
+    /// `drain`, the executor waits for this before it stops).
+    fn is_drained(&self) -> bool {
+        true
+    }
+    /// Where the host bytes [offset_bytes, offset_bytes + len_bytes) live
+    /// now: appends extents that cover the range in order, each in one
+    /// tier (an index into `tier_names`) at one place on one device. Ranges
+    /// moving between tiers report the tier a read would be served from.
+    /// Host ranges past the policy's address space are left out.
+    fn locate(&self, offset_bytes: u64, len_bytes: u64, out: &mut Vec<Extent>) {
+        out.push(Extent {
+            len_bytes,
+            tier: 0,
+            device: 0,
+            device_offset_bytes: offset_bytes,
+        });
+    }
+}
+
+/// A run of host bytes that live in one tier, at one place of one device
+/// (`Policy::locate`): what `tierlab serve` reports as `tierlab:tier`, and
+/// where it asks the backing store whether the bytes were ever written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    pub len_bytes: u64,
+    /// An index into `Policy::tier_names`.
+    pub tier: u16,
+    pub device: usize,
+    pub device_offset_bytes: u64,
 }
 
 /// The simplest stack: every host IO goes to device 0 unchanged and

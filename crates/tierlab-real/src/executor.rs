@@ -1,34 +1,30 @@
-//! The real executor's loop: the same policy, tenants and metrics as the
-//! simulator, driven by the wall clock over real backing stores.
+//! The real executor's run loop (`tierlab run`): the same policy, tenants
+//! and metrics as the simulator, driven by the wall clock over real
+//! backing stores.
 //!
-//! One thread owns the policy. It issues host IOs when their tenant allows
-//! (open loop at trace time / speed, closed loop at an iodepth), fires the
-//! policy's timers when they are due, and hands device IOs to the IO
-//! engine (engine.rs: io_uring, threads or inline); it sleeps in the
-//! engine until the next completion or deadline. Data moves as the policy
-//! describes it (`Outbox::data_for`): a device write copies its bytes out
-//! of a host or staging buffer when submitted, a device read copies them
-//! in when it completes.
+//! One thread owns the stack (`Core`, core.rs: the data path shared with
+//! `tierlab serve`). It issues host IOs when their tenant allows (open loop
+//! at trace time / speed, closed loop at an iodepth), fires the policy's
+//! timers when they are due, and sleeps in the IO engine (engine.rs:
+//! io_uring, threads or inline) until the next completion or deadline.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::path::{Path, PathBuf};
+use std::collections::VecDeque;
+use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
-use tierlab_core::device::{DeviceModel, DeviceState};
 use tierlab_core::metrics::{MetricsConfig, Recorder};
-use tierlab_core::policy::{Action, BufRef, HostIo, Outbox, Policy};
-use tierlab_core::{Completion as SimCompletion, DeviceIo, NS_PER_S, Op, TimeNs};
+use tierlab_core::{NS_PER_S, Op, TimeNs};
 use tierlab_sim::config::SimConfig;
 use tierlab_sim::run::counter_value;
 use tierlab_sim::{RunOutcome, Tenant};
 
-use crate::backend::{Backend, FileBackend, RamBackend};
+use crate::datapath::{Core, Finished, HostRequest};
 use crate::engine::{EngineKind, Io};
-use crate::pool::{Completion, Request};
 use crate::verify::{self, SECTOR, Verifier};
+
+pub use crate::open::{build_real_policy, build_stack, open_backends, open_device};
 
 /// Options of a real run (command-line flags; the config is `tierlab sim`'s).
 #[derive(Clone, Debug)]
@@ -83,415 +79,76 @@ pub struct RealInfo {
     pub timers_pending_at_end: u64,
 }
 
-/// A device as the policy builder sees it: only its capacity matters.
-struct Shell {
-    capacity_bytes: u64,
-}
-
-impl DeviceModel for Shell {
-    fn submit(&mut self, _now_ns: TimeNs, _io: DeviceIo) {
-        unreachable!("the real executor never submits to a model")
-    }
-    fn next_event_ns(&self) -> Option<TimeNs> {
-        None
-    }
-    fn advance(&mut self, _now_ns: TimeNs, _done: &mut Vec<SimCompletion>) {}
-    fn capacity_bytes(&self) -> u64 {
-        self.capacity_bytes
-    }
-    fn state(&self) -> DeviceState {
-        DeviceState::Idle
-    }
-    fn in_flight(&self) -> usize {
-        0
-    }
-}
-
-/// `at.key` as a byte count (an integer or "64MiB"); `at` names the table
-/// in errors (`devices[0]`, `devices[0].members[2]`).
-pub(crate) fn toml_u64(t: &toml::Table, key: &str, at: &str) -> Result<Option<u64>, String> {
-    match t.get(key) {
-        None => Ok(None),
-        Some(toml::Value::Integer(n)) if *n > 0 => Ok(Some(*n as u64)),
-        Some(toml::Value::String(s)) => tierlab_trace::units::parse_size_bytes(s)
-            .map(Some)
-            .map_err(|e| format!("key `{at}.{key}`: {e}")),
-        Some(v) => Err(format!(
-            "key `{at}.{key}`: {v} is not a positive byte count"
-        )),
-    }
-}
-
-fn toml_bool(t: &toml::Table, key: &str, at: &str, default: bool) -> Result<bool, String> {
-    match t.get(key) {
-        None => Ok(default),
-        Some(toml::Value::Boolean(b)) => Ok(*b),
-        Some(v) => Err(format!("key `{at}.{key}`: {v} is not true or false")),
-    }
-}
-
-/// Opens the backing store of each `[[devices]]` table: `path = "FILE or
-/// /dev/X"` (with optional `capacity_bytes`, `create`, `direct`) or
-/// `path = "ram"` with `capacity_bytes`; or `model = "raid"` over member
-/// backing stores (raid.rs).
-pub fn open_backends(config: &SimConfig, base_dir: &Path) -> Result<Vec<Box<dyn Backend>>, String> {
-    let mut out: Vec<Box<dyn Backend>> = Vec::new();
-    for (i, d) in config.devices.iter().enumerate() {
-        out.push(open_device(d, &format!("devices[{i}]"), base_dir)?);
-    }
-    if out.is_empty() {
-        return Err("key `devices`: no device".into());
-    }
-    Ok(out)
-}
-
-/// Opens one device table (`at` names it in errors); a RAID opens its
-/// members through this too.
-pub fn open_device(d: &toml::Table, at: &str, base_dir: &Path) -> Result<Box<dyn Backend>, String> {
-    if d.get("model").and_then(|m| m.as_str()) == Some("raid") {
-        return Ok(Box::new(crate::raid::open(d, at, base_dir)?));
-    }
-    for k in d.keys() {
-        let own = k == "name" || k == "capacity_bytes";
-        if !own && !tierlab_sim::run::REAL_DEVICE_KEYS.contains(&k.as_str()) {
-            return Err(format!(
-                "key `{at}.{k}`: not a real-device key; a real device takes \
-                 name, path, capacity_bytes, create, direct, or is model = \"raid\" \
-                 over such members (other models and presets are for `tierlab sim`)"
-            ));
-        }
-    }
-    let path = match d.get("path") {
-        Some(toml::Value::String(p)) => p.clone(),
-        _ => {
-            return Err(format!(
-                "key `{at}.path`: missing; give a file, a block device, or \"ram\""
-            ));
-        }
-    };
-    let capacity = toml_u64(d, "capacity_bytes", at)?;
-    if path == "ram" {
-        let c = capacity
-            .ok_or_else(|| format!("key `{at}.capacity_bytes`: a ram device needs its size"))?;
-        return Ok(Box::new(RamBackend::new(c)));
-    }
-    let p = PathBuf::from(&path);
-    let p = if p.is_absolute() { p } else { base_dir.join(p) };
-    let create = toml_bool(d, "create", at, false)?;
-    let direct = toml_bool(d, "direct", at, true)?;
-    Ok(Box::new(
-        FileBackend::open(&p, capacity, create, direct).map_err(|e| format!("key `{at}`: {e}"))?,
-    ))
-}
-
-/// Builds the policy and tenants from a config whose devices are real.
-pub fn build_stack(
-    config: &SimConfig,
-    base_dir: &Path,
-    backends: &[Box<dyn Backend>],
-) -> Result<(Box<dyn Policy>, Vec<Tenant>), String> {
-    let index = std::cell::Cell::new(0usize);
-    let shells = |_: &toml::Table, _seed: u64| -> Result<Box<dyn DeviceModel>, String> {
-        let i = index.get();
-        index.set(i + 1);
-        Ok(Box::new(Shell {
-            capacity_bytes: backends[i].capacity_bytes(),
-        }))
-    };
-    let sim = tierlab_sim::build::build(config, base_dir, &shells).map_err(|e| e.to_string())?;
-    let (policy, _, tenants) = sim.into_parts();
-    if !policy.moves_data() {
-        return Err(format!(
-            "policy `{}` does not describe its data movement yet, so it cannot run on real \
-             devices; policies that can: passthrough, linear, cache, flashcache, atsmf, hswd (docs/real.md)",
-            policy.name()
-        ));
-    }
-    Ok((policy, tenants))
-}
-
-struct Host {
-    arrival_ns: TimeNs,
-    op: Op,
-    offset_bytes: u64,
-    size_bytes: u32,
-    tenant: u32,
-    buf: Vec<u8>,
-    version: u64,
-    /// Final-scan reads are not recorded in the metrics.
-    scan: bool,
-}
-
-struct DeviceInFlight {
-    policy_tag: u64,
-    submit_ns: TimeNs,
-    op: Op,
-    size_bytes: u32,
-    target: Option<BufRef>,
-}
-
 /// A real run's result: what the simulator's run gives, plus `RealInfo`.
 pub struct RealResult {
     pub run: tierlab_sim::run::RunResult,
     pub real: RealInfo,
 }
 
+/// The run driver: tenants and verification over the shared data path.
 struct Exec {
-    policy: Box<dyn Policy>,
+    core: Core,
     tenants: Vec<Tenant>,
-    backends: Arc<Vec<Box<dyn Backend>>>,
-    names: Vec<String>,
-    io: Io,
-    start: Instant,
-    /// The latest time any policy call was given (`policy_time`).
-    policy_clock_ns: TimeNs,
-    out: Outbox,
-    host: HashMap<u64, Host>,
-    next_host_id: u64,
-    staging: HashMap<u64, Vec<u8>>,
-    devices: HashMap<u64, (usize, DeviceInFlight)>,
-    next_device_tag: u64,
-    in_flight: Vec<u32>,
-    timers: BinaryHeap<Reverse<(TimeNs, u64, u64)>>,
-    timer_seq: u64,
-    recorder: Recorder,
     verifier: Option<Verifier>,
     /// Verify mode: host IOs waiting because they overlap a write in flight.
     held: VecDeque<(u32, tierlab_sim::Arrival)>,
     info: RealInfo,
     host_ios: u64,
-    events: u64,
-    counter_interval_ns: TimeNs,
-    next_sample_ns: TimeNs,
-    counter_samples: Vec<(TimeNs, Vec<f64>)>,
-    recording: bool,
 }
+
+/// `Finished::user` of a final-scan read (a write's is its stamp version).
+const SCAN: u64 = 1;
 
 impl Exec {
     fn now_ns(&self) -> TimeNs {
-        self.start.elapsed().as_nanos() as TimeNs
-    }
-
-    /// The time a policy call is given: never before the previous call's.
-    /// (Wall-clock stamps come from different places — a completion's
-    /// reap time, an IO's entry, the loop's wake-up — and can be out of
-    /// order by microseconds; a policy must never see time go back.)
-    fn policy_time(&mut self, t: TimeNs) -> TimeNs {
-        self.policy_clock_ns = self.policy_clock_ns.max(t);
-        self.policy_clock_ns
+        self.core.now_ns()
     }
 
     fn fail(&self, msg: String) -> String {
-        format!("{} (policy {})", msg, self.policy.name())
+        format!("{} (policy {})", msg, self.core.policy.name())
     }
 
-    fn apply(&mut self, now: TimeNs) -> Result<(), String> {
-        let mut out = std::mem::take(&mut self.out);
-        for &(d, io) in &out.device_ios {
-            let Some(backend) = self.backends.get(d) else {
+    /// Carries out what the stack finished: caps, verification, tenants.
+    fn settle(&mut self) -> Result<(), String> {
+        for (tenant, iops) in std::mem::take(&mut self.core.caps) {
+            // As in simulation: a cap for a tenant that does not exist is
+            // the policy's bug, not something to ignore.
+            let n = self.tenants.len();
+            let Some(t) = self.tenants.get_mut(tenant as usize) else {
                 return Err(self.fail(format!(
-                    "an IO for device {d}; the stack has {}",
-                    self.backends.len()
+                    "cap for tenant {tenant}, but there are {n} tenants"
                 )));
             };
-            if io.end_bytes() > backend.capacity_bytes() {
-                return Err(self.fail(format!(
-                    "IO [{}, {}) is beyond the end of device {} ({}, {} bytes)",
-                    io.offset_bytes,
-                    io.end_bytes(),
-                    self.names[d],
-                    backend.describe(),
-                    backend.capacity_bytes()
-                )));
-            }
-            let target = out
-                .data
-                .iter()
-                .find(|(dd, t, _)| *dd == d && *t == io.tag)
-                .map(|x| x.2);
-            let len = io.size_bytes as usize;
-            let data = match io.op {
-                Op::Write => {
-                    let src = target.ok_or_else(|| {
-                        self.fail(format!(
-                            "a write of {len} bytes to device {} without saying where its data comes from",
-                            self.names[d]
-                        ))
-                    })?;
-                    self.copy_out(src, len)?
-                }
-                Op::Read => vec![0u8; len],
-                Op::Trim | Op::Flush => Vec::new(),
-            };
-            let tag = self.next_device_tag;
-            self.next_device_tag += 1;
-            self.devices.insert(
-                tag,
-                (
-                    d,
-                    DeviceInFlight {
-                        policy_tag: io.tag,
-                        submit_ns: now,
-                        op: io.op,
-                        size_bytes: io.size_bytes,
-                        target,
-                    },
-                ),
-            );
-            self.in_flight[d] += 1;
-            if self.recording {
-                self.recorder.device_submit(d, now);
-            }
-            if self.in_flight[d] == 1 && self.recording {
-                let state = if io.op == Op::Read {
-                    DeviceState::Read
-                } else {
-                    DeviceState::Write
-                };
-                self.recorder.device_state(d, now, state);
-            }
-            let r = Request {
-                device: d,
-                tag,
-                op: io.op,
-                offset_bytes: io.offset_bytes,
-                data,
-            };
-            self.io.submit(r)?;
+            t.set_iops_cap(iops);
         }
-        for &(id, tier) in &out.complete {
-            self.host_done(now, id, tier)?;
-        }
-        for &(t, id) in &out.timers {
-            self.timer_seq += 1;
-            self.timers.push(Reverse((t.max(now), self.timer_seq, id)));
-        }
-        for a in &out.actions {
-            match a {
-                Action::CapTenant { tenant, iops } => {
-                    // As in simulation: a cap for a tenant that does not
-                    // exist is the policy's bug, not something to ignore.
-                    let n = self.tenants.len();
-                    let Some(t) = self.tenants.get_mut(*tenant as usize) else {
-                        return Err(self.fail(format!(
-                            "cap for tenant {tenant}, but there are {n} tenants"
-                        )));
-                    };
-                    t.set_iops_cap(*iops);
-                }
-            }
-        }
-        for id in &out.release {
-            self.staging.remove(id);
-        }
-        out.clear();
-        self.out = out;
-        Ok(())
-    }
-
-    /// The bytes a device write takes from `src`.
-    fn copy_out(&self, src: BufRef, len: usize) -> Result<Vec<u8>, String> {
-        let (buf, off, what) = match src {
-            BufRef::Host {
-                host_id,
-                offset_bytes,
-            } => (
-                self.host.get(&host_id).map(|h| &h.buf),
-                offset_bytes,
-                format!("host IO {host_id}"),
-            ),
-            BufRef::Staging { id, offset_bytes } => (
-                self.staging.get(&id),
-                offset_bytes,
-                format!("staging buffer {id}"),
-            ),
-            BufRef::Zeros => return Ok(vec![0u8; len]),
-        };
-        let buf =
-            buf.ok_or_else(|| self.fail(format!("a write from {what}, which does not exist")))?;
-        let off = off as usize;
-        buf.get(off..off + len).map(|s| s.to_vec()).ok_or_else(|| {
-            self.fail(format!(
-                "a write of {len} bytes from {what} at offset {off}, which holds {} bytes",
-                buf.len()
-            ))
-        })
-    }
-
-    fn copy_in(&mut self, dst: BufRef, data: &[u8]) -> Result<(), String> {
-        match dst {
-            BufRef::Host {
-                host_id,
-                offset_bytes,
-            } => {
-                let off = offset_bytes as usize;
-                let name = self.policy.name().to_string();
-                let h = self.host.get_mut(&host_id).ok_or_else(|| {
-                    format!("a device read for host IO {host_id} landed after that IO completed (policy {name})")
-                })?;
-                let len = h.buf.len();
-                h.buf
-                    .get_mut(off..off + data.len())
-                    .ok_or_else(|| {
-                        format!(
-                            "a device read of {} bytes into host IO {host_id} at offset {off}, which holds {len} (policy {name})",
-                            data.len()
-                        )
-                    })?
-                    .copy_from_slice(data);
-            }
-            BufRef::Staging { id, offset_bytes } => {
-                let off = offset_bytes as usize;
-                let b = self.staging.entry(id).or_default();
-                if b.len() < off + data.len() {
-                    b.resize(off + data.len(), 0);
-                }
-                b[off..off + data.len()].copy_from_slice(data);
-            }
-            BufRef::Zeros => {}
+        while let Some(f) = self.core.finished.pop_front() {
+            self.host_done(f)?;
         }
         Ok(())
     }
 
-    fn host_done(&mut self, now: TimeNs, id: u64, tier: u16) -> Result<(), String> {
-        let h = self
-            .host
-            .remove(&id)
-            .ok_or_else(|| self.fail(format!("host IO {id} completed twice or never issued")))?;
+    fn host_done(&mut self, h: Finished) -> Result<(), String> {
         let first = h.offset_bytes / SECTOR;
         let n = (h.size_bytes as u64).div_ceil(SECTOR);
+        let version = h.user;
         if let Some(v) = &mut self.verifier {
             match h.op {
-                Op::Write => v.written(first, n, h.version),
+                Op::Write => v.written(first, n, version),
                 Op::Trim => v.trimmed(first, n),
                 Op::Read => {
                     v.check(&h.buf, first)
-                        .map_err(|m| format!("{m} (policy {})", self.policy.name()))?;
-                    if h.scan {
+                        .map_err(|m| format!("{m} (policy {})", self.core.policy.name()))?;
+                    if !h.record && h.user == SCAN {
                         self.info.final_scan_sectors += n;
                     }
                 }
                 Op::Flush => {}
             }
         }
-        if !h.scan {
-            if self.recording {
-                self.recorder
-                    .host_io(h.arrival_ns, now, h.op, h.size_bytes, tier, h.tenant);
-            }
+        if h.record {
             self.tenants[h.tenant as usize].complete();
         }
         Ok(())
-    }
-
-    fn overlaps_write_in_flight(&self, a: &tierlab_sim::Arrival) -> bool {
-        let (s, e) = (a.offset_bytes, a.offset_bytes + a.size_bytes as u64);
-        self.host.values().any(|h| {
-            let (hs, he) = (h.offset_bytes, h.offset_bytes + h.size_bytes as u64);
-            s < he
-                && hs < e
-                && (h.op == Op::Write || a.op == Op::Write || h.op == Op::Trim || a.op == Op::Trim)
-        })
     }
 
     fn issue(
@@ -501,10 +158,6 @@ impl Exec {
         a: tierlab_sim::Arrival,
         scan: bool,
     ) -> Result<(), String> {
-        // The IO enters the stack now, not when the loop woke up.
-        let now = self.policy_time(self.now_ns().max(now));
-        let id = self.next_host_id;
-        self.next_host_id += 1;
         let size = a.size_bytes as usize;
         let mut version = 0;
         let buf = match a.op {
@@ -519,38 +172,32 @@ impl Exec {
             Op::Read => vec![0u8; size],
             _ => Vec::new(),
         };
-        self.host.insert(
-            id,
-            Host {
-                arrival_ns: now,
+        if !scan {
+            self.host_ios += 1;
+        }
+        self.core.issue(
+            now,
+            HostRequest {
                 op: a.op,
                 offset_bytes: a.offset_bytes,
                 size_bytes: a.size_bytes,
                 tenant,
                 buf,
-                version,
-                scan,
+                user: if scan { SCAN } else { version },
+                record: !scan,
             },
-        );
-        if !scan {
-            self.host_ios += 1;
-        }
-        let io = HostIo {
-            id,
-            op: a.op,
-            offset_bytes: a.offset_bytes,
-            size_bytes: a.size_bytes,
-            tenant,
-        };
-        self.policy.on_host_io(now, io, &mut self.out);
-        self.apply(now)
+        )?;
+        self.settle()
     }
 
     /// Issues what is due; returns the next issue time, if any.
     fn issue_due(&mut self, now: TimeNs) -> Result<Option<TimeNs>, String> {
         // Held IOs first, in order, while they no longer conflict.
         while let Some((t, a)) = self.held.front() {
-            if self.overlaps_write_in_flight(a) {
+            if self
+                .core
+                .conflicts(a.op, a.offset_bytes, a.size_bytes as u64)
+            {
                 break;
             }
             let (t, a) = (*t, *a);
@@ -573,13 +220,13 @@ impl Exec {
                 let Some(a) = self.tenants[i].issue(now) else {
                     break;
                 };
-                let align = self.policy.required_alignment_bytes().max(1);
+                let align = self.core.policy.required_alignment_bytes().max(1);
                 if a.offset_bytes % align != 0 || a.size_bytes as u64 % align != 0 {
                     return Err(format!(
                         "policy {} moves real data in units of {align} bytes; tenant {i} issued {} \
                          bytes at offset {}, which is not aligned (partial units are not \
                          read-modify-written yet)",
-                        self.policy.name(),
+                        self.core.policy.name(),
                         a.size_bytes,
                         a.offset_bytes
                     ));
@@ -591,7 +238,11 @@ impl Exec {
                             a.size_bytes, a.offset_bytes
                         ));
                     }
-                    if !self.held.is_empty() || self.overlaps_write_in_flight(&a) {
+                    if !self.held.is_empty()
+                        || self
+                            .core
+                            .conflicts(a.op, a.offset_bytes, a.size_bytes as u64)
+                    {
                         self.info.ios_held_for_ordering += 1;
                         self.held.push_back((i as u32, a));
                         continue;
@@ -603,102 +254,39 @@ impl Exec {
         Ok(next)
     }
 
-    fn device_done(&mut self, c: Completion) -> Result<(), String> {
-        let now = (c.done.saturating_duration_since(self.start)).as_nanos() as TimeNs;
-        let now = self.policy_time(now.max(self.recorder.now_ns()));
-        let (d, dev) = self
-            .devices
-            .remove(&c.tag)
-            .expect("a completion for an IO the executor submitted");
-        if let Err(e) = c.result {
-            return Err(format!(
-                "device {} ({}): {} of {} bytes at offset {} failed: {e}",
-                self.names[d],
-                self.backends[d].describe(),
-                match c.op {
-                    Op::Read => "read",
-                    Op::Write => "write",
-                    Op::Trim => "trim",
-                    Op::Flush => "flush",
-                },
-                dev.size_bytes,
-                c.offset_bytes
-            ));
-        }
-        if c.op == Op::Read
-            && let Some(t) = dev.target
-        {
-            self.copy_in(t, &c.data)?;
-        }
-        self.in_flight[d] -= 1;
-        if self.recording {
-            self.recorder
-                .device_complete(d, dev.submit_ns, now, dev.op, dev.size_bytes);
-        }
-        if self.in_flight[d] == 0 && self.recording {
-            self.recorder.device_state(d, now, DeviceState::Idle);
-        }
-        self.events += 1;
-        self.policy
-            .on_device_completion(now, d, dev.policy_tag, &mut self.out);
-        self.apply(now)
-    }
-
-    fn fire_timers(&mut self, now: TimeNs) -> Result<Option<TimeNs>, String> {
-        let now = self.policy_time(now);
-        while let Some(Reverse((t, _, id))) = self.timers.peek().copied() {
-            if t > now {
-                return Ok(Some(t));
-            }
-            self.timers.pop();
-            self.events += 1;
-            self.policy.on_timer(now, id, &mut self.out);
-            self.apply(now)?;
-        }
-        Ok(None)
-    }
-
-    fn sample(&mut self, now: TimeNs) {
-        while self.counter_interval_ns > 0 && now >= self.next_sample_ns {
-            let values = self.policy.counters().into_iter().map(|(_, v)| v).collect();
-            self.counter_samples.push((self.next_sample_ns, values));
-            self.next_sample_ns += self.counter_interval_ns;
-        }
-    }
-
     /// Runs until the workload is done and the stack is quiet (or the
     /// drain deadline passes with only timers left).
     fn run_loop(&mut self, drain_ns: TimeNs, workload: bool) -> Result<TimeNs, String> {
         let mut drain_until: Option<TimeNs> = None;
         loop {
-            let now = self.now_ns().max(self.recorder.now_ns());
-            self.sample(now);
+            let now = self.now_ns().max(self.core.recorder.now_ns());
+            self.core.sample(now);
             let next_issue = if workload { self.issue_due(now)? } else { None };
-            let next_timer = self.fire_timers(now)?;
+            let next_timer = self.core.fire_timers(now)?;
+            self.settle()?;
             // Completions that are already there; each may free a tenant
             // slot or trigger policy work, so go round again right away.
-            let mut progressed = false;
-            while let Some(c) = self.io.try_next()? {
-                self.device_done(c)?;
-                progressed = true;
-            }
-            if progressed {
+            if self.core.poll_completions()? {
+                self.settle()?;
                 continue;
             }
             let tenants_done =
                 !workload || self.tenants.iter().all(|t| t.finished()) && self.held.is_empty();
-            let busy = !self.devices.is_empty() || !self.host.is_empty();
+            let busy = self.core.busy();
             if tenants_done && !busy {
-                if self.timers.is_empty() {
+                if self.core.timers_pending() == 0 {
                     return Ok(now);
                 }
                 let until = *drain_until.get_or_insert(now + drain_ns);
                 if next_timer.is_some_and(|t| t > until) {
-                    self.info.timers_pending_at_end = self.timers.len() as u64;
+                    self.info.timers_pending_at_end = self.core.timers_pending() as u64;
                     return Ok(now);
                 }
             }
-            let deadline = [next_issue, next_timer].into_iter().flatten().min();
+            let deadline = [next_issue, next_timer, self.core.next_model_event_ns()]
+                .into_iter()
+                .flatten()
+                .min();
             let wait = match deadline {
                 Some(t) if t <= now => Duration::ZERO,
                 Some(t) => Duration::from_nanos(t - now),
@@ -711,8 +299,8 @@ impl Exec {
             if wait.is_zero() {
                 continue;
             }
-            if let Some(c) = self.io.wait(wait)? {
-                self.device_done(c)?;
+            if self.core.wait(wait)? {
+                self.settle()?;
             }
         }
     }
@@ -726,9 +314,9 @@ impl Exec {
             .unwrap_or_default();
         const DEPTH: usize = 16;
         let mut next = 0;
-        while next < runs.len() || !self.host.is_empty() {
-            let now = self.now_ns().max(self.recorder.now_ns());
-            while next < runs.len() && self.host.len() < DEPTH {
+        while next < runs.len() || self.core.host_in_flight() > 0 {
+            let now = self.now_ns().max(self.core.recorder.now_ns());
+            while next < runs.len() && self.core.host_in_flight() < DEPTH {
                 let (a, e) = runs[next];
                 next += 1;
                 let arrival = tierlab_sim::Arrival {
@@ -739,11 +327,26 @@ impl Exec {
                 };
                 self.issue(now, 0, arrival, true)?;
             }
-            self.fire_timers(now)?;
-            match self.io.wait(Duration::from_secs(60))? {
-                Some(c) => self.device_done(c)?,
-                None => return Err("the final verification scan stalled for 60 s".into()),
+            self.core.fire_timers(now)?;
+            self.settle()?;
+            if self.core.poll_completions()? {
+                self.settle()?;
+                continue;
             }
+            if self.core.host_in_flight() == 0 && next >= runs.len() {
+                break;
+            }
+            let deadline = Duration::from_secs(60);
+            let started = std::time::Instant::now();
+            let mut progressed = false;
+            while !progressed && started.elapsed() < deadline {
+                progressed =
+                    self.core.wait(Duration::from_millis(100))? || self.core.poll_completions()?;
+            }
+            if !progressed {
+                return Err("the final verification scan stalled for 60 s".into());
+            }
+            self.settle()?;
         }
         self.run_loop(drain_ns, false)?;
         Ok(())
@@ -752,9 +355,9 @@ impl Exec {
 
 /// Runs `config` for real. Relative paths resolve against `base_dir`.
 pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<RealResult, String> {
-    let backends = open_backends(config, base_dir)?;
+    let backends = open_backends(&config.devices, base_dir)?;
     let (policy, tenants) = build_stack(config, base_dir, &backends)?;
-    let names = tierlab_sim::build::device_names(config);
+    let names = tierlab_stack::device_names(&config.devices);
     let interval_ns = (config.output.interval_s * NS_PER_S as f64).round() as u64;
     let recorder = Recorder::new(MetricsConfig {
         interval_ns,
@@ -777,80 +380,42 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         io_engine: io.description.clone(),
         ..info
     };
-    let n = backends.len();
-    let out = Outbox {
-        wants_data: true,
-        ..Default::default()
-    };
+    let core = Core::new(policy, backends, names, io, recorder, interval_ns);
     let mut exec = Exec {
-        policy,
+        core,
         tenants,
-        backends,
-        names,
-        io,
-        start: Instant::now(),
-        policy_clock_ns: 0,
-        out,
-        host: HashMap::new(),
-        next_host_id: 0,
-        staging: HashMap::new(),
-        devices: HashMap::new(),
-        next_device_tag: 0,
-        in_flight: vec![0; n],
-        timers: BinaryHeap::new(),
-        timer_seq: 0,
-        recorder,
         verifier: opts.verify.then(Verifier::new),
         held: VecDeque::new(),
         info,
         host_ios: 0,
-        events: 0,
-        counter_interval_ns: if interval_ns > 0 { interval_ns } else { 0 },
-        next_sample_ns: 0,
-        counter_samples: Vec::new(),
-        recording: true,
     };
-    if exec.policy.counters().is_empty() {
-        exec.counter_interval_ns = 0;
-    }
     let drain_ns = (opts.drain_s.max(0.0) * NS_PER_S as f64) as TimeNs;
-    let result = exec.run_loop(drain_ns, true);
-    let end_ns = match result {
+    let end_ns = match exec.run_loop(drain_ns, true) {
         Ok(t) => t,
         Err(e) => {
-            // Let IOs in flight finish (bounded) so nothing is left half
-            // done behind the error, then report it.
-            let give_up = Instant::now() + Duration::from_secs(10);
-            while !exec.devices.is_empty() && Instant::now() < give_up {
-                match exec.io.wait(Duration::from_millis(100)) {
-                    Ok(Some(c)) => {
-                        exec.devices.remove(&c.tag);
-                    }
-                    Ok(None) => {}
-                    Err(_) => break,
-                }
-            }
+            exec.core.abandon();
             return Err(e);
         }
     };
-    exec.sample(end_ns);
-    let counter_names = exec.policy.counters().into_iter().map(|(k, _)| k).collect();
-    if exec.counter_interval_ns > 0 {
-        let values = exec.policy.counters().into_iter().map(|(_, v)| v).collect();
-        exec.counter_samples.push((end_ns, values));
+    let core = &mut exec.core;
+    core.sample(end_ns);
+    let counter_names = core.policy.counters().into_iter().map(|(k, _)| k).collect();
+    if !core.counter_samples.is_empty() {
+        let values = core.policy.counters().into_iter().map(|(_, v)| v).collect();
+        core.counter_samples.push((end_ns, values));
     }
-    let policy_counters = exec
+    let policy_counters = core
         .policy
         .counters()
         .into_iter()
         .map(|(k, v)| (k.to_string(), counter_value(v)))
         .collect();
-    let policy_logs = exec.policy.logs();
+    let policy_logs = core.policy.logs();
     // Backends' own counters (a RAID's), like a model's, before the scan.
-    let device_counters = exec
+    let device_counters = core
         .names
         .iter()
-        .zip(exec.backends.iter())
+        .zip(core.backends.iter())
         .filter_map(|(name, b)| {
             let c = b.counters();
             (!c.is_empty()).then(|| {
@@ -863,10 +428,10 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         })
         .collect();
     // The final scan runs after the metrics stop recording.
-    exec.recording = false;
+    core.recording = false;
     if opts.verify {
         exec.final_scan(drain_ns)?;
-        for b in exec.backends.iter() {
+        for b in exec.core.backends.iter() {
             b.flush()
                 .map_err(|e| format!("{}: flush: {e}", b.describe()))?;
         }
@@ -875,17 +440,22 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         exec.info.sectors_verified = v.sectors_checked;
         exec.info.sectors_unverified = v.sectors_unverified;
     }
-    exec.info.unaligned_ios = exec.backends.iter().map(|b| b.unaligned_ios()).collect();
+    exec.info.unaligned_ios = exec
+        .core
+        .backends
+        .iter()
+        .map(|b| b.unaligned_ios())
+        .collect();
     let recorder = std::mem::replace(
-        &mut exec.recorder,
+        &mut exec.core.recorder,
         Recorder::new(MetricsConfig::default()).map_err(|e| e.to_string())?,
     );
     let metrics = recorder.finish(end_ns);
     let info = tierlab_sim::run::RunInfo {
         seed: config.seed,
-        policy: exec.policy.name().to_string(),
+        policy: exec.core.policy.name().to_string(),
         simulated_s: end_ns as f64 / NS_PER_S as f64,
-        events: exec.events,
+        events: exec.core.events,
         host_ios_unfinished: 0,
         tenants: exec
             .tenants
@@ -902,11 +472,11 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
             outcome: RunOutcome {
                 end_ns,
                 host_ios: exec.host_ios,
-                events: exec.events,
+                events: exec.core.events,
                 host_ios_unfinished: 0,
             },
             counter_names,
-            counter_samples: std::mem::take(&mut exec.counter_samples),
+            counter_samples: std::mem::take(&mut exec.core.counter_samples),
             policy_logs,
         },
         real: exec.info.clone(),

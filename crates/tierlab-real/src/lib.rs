@@ -3,8 +3,10 @@
 //! and RAM, moving real bytes (docs/real.md).
 
 pub mod backend;
+pub mod datapath;
 pub mod engine;
 pub mod executor;
+pub mod open;
 pub mod pool;
 pub mod raid;
 pub mod verify;

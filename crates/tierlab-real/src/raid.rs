@@ -616,7 +616,7 @@ pub fn open(table: &toml::Table, at: &str, base_dir: &Path) -> Result<RaidBacken
                 Some(p) => p.to_string(),
                 None => "no path".to_string(),
             };
-            let capacity_bytes = crate::executor::toml_u64(m, "capacity_bytes", &mat)?;
+            let capacity_bytes = crate::open::toml_u64(m, "capacity_bytes", &mat)?;
             members.push(RaidMember::Failed {
                 what,
                 capacity_bytes,
@@ -673,7 +673,7 @@ pub fn real_device_table(t: &toml::Table, at: &str) -> Result<toml::Table, Strin
         .filter(|(k, _)| {
             *k == "name"
                 || *k == "capacity_bytes"
-                || tierlab_sim::run::REAL_DEVICE_KEYS.contains(&k.as_str())
+                || tierlab_stack::REAL_DEVICE_KEYS.contains(&k.as_str())
         })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect())

@@ -214,7 +214,7 @@ fn raid5_degraded_reads_back_healthy_data_and_verifies_a_degraded_run() {
         &[],
     )
     .unwrap();
-    let backends = tierlab_real::executor::open_backends(&cfg, dir.path()).unwrap();
+    let backends = tierlab_real::executor::open_backends(&cfg.devices, dir.path()).unwrap();
     assert!(
         backends[0].describe().contains("[2] failed, not opened: "),
         "{}",

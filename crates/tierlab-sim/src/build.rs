@@ -1,23 +1,18 @@
-//! From a config to a ready `Simulation`: workloads, tenants, devices, policy.
+//! From a config to a ready `Simulation`: workloads and tenants here; the
+//! devices' models and the policy from tierlab-stack, the one builder every
+//! executor shares.
 
 use std::path::Path;
 
 use tierlab_core::NS_PER_S;
-use tierlab_core::device::DeviceModel;
-use tierlab_core::policy::{Passthrough, Policy};
-use tierlab_policies::Linear;
+use tierlab_stack::{DeviceSpec, StackContext, TenantSpec};
 use tierlab_trace::generate::KvParams;
 use tierlab_trace::slice::{Slice, SliceSpec};
 use tierlab_trace::{Format, ReadOptions, RecordStream, TraceReader};
 
-use crate::config::{
-    ConfigError, DriverConfig, PolicyConfig, SimConfig, TenantConfig, WorkloadConfig,
-};
+use crate::config::{ConfigError, DriverConfig, SimConfig, TenantConfig, WorkloadConfig};
 use crate::driver::{DriverMode, Region, StopAfter, Tenant};
 use crate::engine::Simulation;
-
-/// Builds one device from its config table (`[[devices]]` entry) and a seed.
-pub type DeviceBuilder<'a> = &'a dyn Fn(&toml::Table, u64) -> Result<Box<dyn DeviceModel>, String>;
 
 fn toml_scalar(v: &toml::Value) -> Option<String> {
     match v {
@@ -149,214 +144,56 @@ fn iops_schedule_ns(t: &TenantConfig) -> Vec<(u64, f64)> {
         .collect()
 }
 
-/// The busy-rate QoS policy: tenants by name, A's guarantee from the
-/// policy or else from A's own limit (the paper caps A at its target).
-fn busy_rate_qos(
-    config: &SimConfig,
-    params: &tierlab_policies::qos::QosParams,
-) -> Result<Box<dyn Policy>, ConfigError> {
-    let names: Vec<&str> = config.tenants.iter().map(|t| t.name.as_str()).collect();
-    let find = |key: &str, name: &str| {
-        names.iter().position(|n| *n == name).ok_or_else(|| {
-            ConfigError(format!(
-                "key `policy.{key}`: no tenant is named {name:?}; tenants: {names:?}"
-            ))
-        })
-    };
-    let a = find("guaranteed_tenant", &params.guaranteed_tenant)?;
-    let b = find("throttled_tenant", &params.throttled_tenant)?;
-    let guarantee = match params.guaranteed_iops {
-        Some(v) if !(v.is_finite() && v >= 0.0) => {
-            return Err(ConfigError(format!(
-                "key `policy.guaranteed_iops`: {v} is not an IOPS value ≥ 0"
-            )));
-        }
-        Some(v) => vec![(0, v)],
-        None => {
-            let ta = &config.tenants[a];
-            let steps = iops_schedule_ns(ta);
-            // The own limit: iops_cap until the schedule's first step.
-            let mut s: Vec<(u64, f64)> = match (ta.iops_cap, steps.first()) {
-                (Some(c), Some((t, _))) if *t > 0 => vec![(0, c)],
-                (Some(c), None) => vec![(0, c)],
-                _ => Vec::new(),
-            };
-            s.extend(steps);
-            if s.is_empty() {
-                return Err(ConfigError(format!(
-                    "key `policy.guaranteed_iops`: not set, and tenant {:?} has neither `iops_cap` nor `iops_schedule` to take it from",
-                    ta.name
-                )));
-            }
-            s
-        }
-    };
-    tierlab_policies::qos::BusyRateQos::new(
-        params.controller.clone(),
-        a as u32,
-        b as u32,
-        guarantee,
-    )
-    .map(|p| Box::new(p) as Box<dyn Policy>)
-    .map_err(|e| ConfigError(format!("key `policy`: {e}")))
-}
-
 /// Device names for outputs: `name` from the config, else `model` + index.
 pub fn device_names(config: &SimConfig) -> Vec<String> {
+    tierlab_stack::device_names(&config.devices)
+}
+
+impl SimConfig {
+    /// What the policy is built over: the devices (with these capacities,
+    /// of models or of backing stores) and the tenants.
+    pub fn stack_context(&self, capacities_bytes: &[u64]) -> StackContext {
+        let names = device_names(self);
+        StackContext {
+            devices: self
+                .devices
+                .iter()
+                .zip(names)
+                .zip(capacities_bytes)
+                .map(|((table, name), &capacity_bytes)| DeviceSpec {
+                    name,
+                    capacity_bytes,
+                    table: table.clone(),
+                })
+                .collect(),
+            tenants: self
+                .tenants
+                .iter()
+                .map(|t| TenantSpec {
+                    name: t.name.clone(),
+                    iops_cap: t.iops_cap,
+                    iops_schedule_ns: iops_schedule_ns(t),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Builds the simulation: device models, the policy over them, tenants.
+pub fn build(config: &SimConfig, base_dir: &Path) -> Result<Simulation, ConfigError> {
+    let models = tierlab_stack::devices::build_models(&config.devices, config.seed)?;
+    let capacities: Vec<u64> = models.iter().map(|m| m.capacity_bytes()).collect();
+    let policy = tierlab_stack::build_policy(&config.policy, &config.stack_context(&capacities))?;
+    let tenants = build_tenants(config, base_dir)?;
+    Ok(Simulation::new(policy, models, tenants))
+}
+
+/// The tenants of a config, each with its workload and driver.
+pub fn build_tenants(config: &SimConfig, base_dir: &Path) -> Result<Vec<Tenant>, ConfigError> {
     config
-        .devices
-        .iter()
-        .enumerate()
-        .map(|(i, d)| match d.get("name").and_then(|v| v.as_str()) {
-            Some(n) => n.to_string(),
-            None => format!(
-                "{}{i}",
-                d.get("model").and_then(|v| v.as_str()).unwrap_or("device")
-            ),
-        })
-        .collect()
-}
-
-/// HSWD: the PCache (metadata + data + RCache) must fit on device 0, and an
-/// SMR native region must have the policy's band size.
-fn hswd_policy(
-    config: &SimConfig,
-    built: &[Box<dyn DeviceModel>],
-    params: &tierlab_policies::hswd::HswdParams,
-) -> Result<Box<dyn Policy>, ConfigError> {
-    let layout = tierlab_policies::hswd::Layout::new(params)
-        .map_err(|e| ConfigError(format!("key `policy`: {e}")))?;
-    if built.len() != 2 {
-        return Err(ConfigError(format!(
-            "key `devices`: HSWD needs exactly two devices (0 = SSD PCache, 1 = SMR native region), found {}",
-            built.len()
-        )));
-    }
-    if layout.device_bytes > built[0].capacity_bytes() {
-        return Err(ConfigError(format!(
-            "key `policy.pcache_bytes`: the PCache needs {} bytes of devices[0] (metadata {} + data + RCache), which holds {}",
-            layout.device_bytes,
-            layout.metadata_bytes,
-            built[0].capacity_bytes()
-        )));
-    }
-    let mut nregion = config.devices[1].clone();
-    nregion.remove("name");
-    if let Ok(tierlab_devices::DeviceConfig::Smr(smr)) =
-        toml::Value::Table(nregion).try_into::<tierlab_devices::DeviceConfig>()
-        && smr.band_bytes != layout.band_bytes
-    {
-        return Err(ConfigError(format!(
-            "key `policy.band_bytes`: {} bytes, but the SMR native region (devices[1]) has bands of {} bytes; make them equal",
-            layout.band_bytes, smr.band_bytes
-        )));
-    }
-    Ok(Box::new(
-        tierlab_policies::hswd::Hswd::new(params, built[1].capacity_bytes())
-            .map_err(|e| ConfigError(format!("key `policy`: {e}")))?,
-    ))
-}
-
-/// A cache needs a cache device (0) large enough and a backing device (1).
-fn check_cache_devices(
-    built: &[Box<dyn DeviceModel>],
-    capacity_bytes: u64,
-) -> Result<(), ConfigError> {
-    if built.len() != 2 {
-        return Err(ConfigError(format!(
-            "key `devices`: a cache needs exactly two devices (0 = cache, 1 = backing), found {}",
-            built.len()
-        )));
-    }
-    if capacity_bytes > built[0].capacity_bytes() {
-        return Err(ConfigError(format!(
-            "key `policy.capacity_bytes`: {capacity_bytes} bytes is more than the cache device holds ({} bytes)",
-            built[0].capacity_bytes()
-        )));
-    }
-    Ok(())
-}
-
-pub fn build(
-    config: &SimConfig,
-    base_dir: &Path,
-    devices: DeviceBuilder<'_>,
-) -> Result<Simulation, ConfigError> {
-    let mut built = Vec::new();
-    for (i, d) in config.devices.iter().enumerate() {
-        let mut table = d.clone();
-        table.remove("name");
-        let device_seed = config
-            .seed
-            .wrapping_add(0x5851_F42D_4C95_7F2D_u64.wrapping_mul(i as u64 + 1));
-        built.push(
-            devices(&table, device_seed)
-                .map_err(|e| ConfigError(format!("key `devices[{i}]`: {e}")))?,
-        );
-    }
-    let policy: Box<dyn Policy> = match &config.policy {
-        PolicyConfig::Passthrough => Box::new(Passthrough),
-        PolicyConfig::Linear { sizes_bytes } => {
-            let names = device_names(config);
-            if !sizes_bytes.is_empty() && sizes_bytes.len() != built.len() {
-                return Err(ConfigError(format!(
-                    "key `policy.sizes_bytes`: {} sizes for {} devices; give one per device or none",
-                    sizes_bytes.len(),
-                    built.len()
-                )));
-            }
-            let mut segments = Vec::new();
-            for (i, d) in built.iter().enumerate() {
-                let size = sizes_bytes.get(i).map_or(d.capacity_bytes(), |b| b.0);
-                if size > d.capacity_bytes() {
-                    return Err(ConfigError(format!(
-                        "key `policy.sizes_bytes[{i}]`: {size} bytes is more than device {:?} holds ({} bytes)",
-                        names[i],
-                        d.capacity_bytes()
-                    )));
-                }
-                segments.push((names[i].clone(), size));
-            }
-            Box::new(Linear::new(&segments).map_err(|e| ConfigError(format!("key `policy`: {e}")))?)
-        }
-        PolicyConfig::Cache(params) => {
-            check_cache_devices(&built, params.capacity_bytes.0)?;
-            Box::new(
-                tierlab_policies::cache::Cache::new(params)
-                    .map_err(|e| ConfigError(format!("key `policy`: {e}")))?,
-            )
-        }
-        PolicyConfig::Flashcache(params) => {
-            check_cache_devices(&built, params.capacity_bytes.0)?;
-            Box::new(
-                tierlab_policies::flashcache::new(params)
-                    .map_err(|e| ConfigError(format!("key `policy`: {e}")))?,
-            )
-        }
-        PolicyConfig::Atsmf(params) => {
-            if built.len() != 2 {
-                return Err(ConfigError(format!(
-                    "key `devices`: ATSMF needs exactly two devices (0 = memory, 1 = flash LUN), found {}",
-                    built.len()
-                )));
-            }
-            Box::new(
-                tierlab_policies::atsmf::Atsmf::new(
-                    params.clone(),
-                    built[1].capacity_bytes(),
-                    built[0].capacity_bytes(),
-                )
-                .map_err(|e| ConfigError(format!("key `policy`: {e}")))?,
-            )
-        }
-        PolicyConfig::BusyRateQos(params) => busy_rate_qos(config, params)?,
-        PolicyConfig::Hswd(params) => hswd_policy(config, &built, params)?,
-    };
-    let tenants = config
         .tenants
         .iter()
         .enumerate()
         .map(|(i, t)| tenant(t, i, base_dir, config.seed))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Simulation::new(policy, built, tenants))
+        .collect()
 }

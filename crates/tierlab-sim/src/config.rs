@@ -6,30 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer};
 
-/// A byte count written as an integer or with a binary unit ("64MiB").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Bytes(pub u64);
-
-impl<'de> Deserialize<'de> for Bytes {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Text(String),
-        }
-        match Raw::deserialize(d).map_err(|_| {
-            de::Error::custom("expected a byte count: an integer or a string like \"64MiB\"")
-        })? {
-            Raw::Int(n) => Ok(Bytes(n)),
-            Raw::Text(s) => tierlab_trace::units::parse_size_bytes(&s)
-                .map(Bytes)
-                .map_err(de::Error::custom),
-        }
-    }
-}
+pub use tierlab_stack::config::{Bytes, ConfigError, apply_overrides};
+pub use tierlab_stack::policies::PolicySpec as PolicyConfig;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -53,35 +32,6 @@ pub struct SimConfig {
 pub struct RunConfig {
     /// Stop the whole run at this virtual time (seconds).
     pub duration_s: Option<f64>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, tag = "kind", rename_all = "kebab-case")]
-pub enum PolicyConfig {
-    /// Every IO goes to device 0.
-    #[default]
-    Passthrough,
-    /// The devices laid end to end (device-mapper `linear`): a static
-    /// placement. `sizes_bytes[i]` is device i's share of the volume
-    /// (default: its whole capacity).
-    Linear {
-        #[serde(default)]
-        sizes_bytes: Vec<Bytes>,
-    },
-    /// A page cache: device 0 caches device 1 (docs/cache-layer.md).
-    Cache(tierlab_policies::cache::CacheParams),
-    /// Facebook flashcache's set-associative write-back cache: device 0
-    /// caches device 1 (docs/cache-layer.md).
-    Flashcache(tierlab_policies::flashcache::FlashcacheParams),
-    /// ATSMF sub-LUN tiering: device 0 is memory, device 1 the flash LUN
-    /// (docs/atsmf.md).
-    Atsmf(tierlab_policies::atsmf::AtsmfParams),
-    /// HSWD: an SSD persistent cache (device 0) over an SMR native region
-    /// (device 1), cleaned by band read-modify-write (docs/hswd.md).
-    Hswd(tierlab_policies::hswd::HswdParams),
-    /// Busy-rate IOPS guarantee: device 0 shared by tenants, one tenant's
-    /// IOPS guaranteed by capping another (docs/qos.md).
-    BusyRateQos(tierlab_policies::qos::QosParams),
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -197,84 +147,6 @@ impl Default for OutputConfig {
     }
 }
 
-/// A config error, with the file and key path when known.
-#[derive(Debug)]
-pub struct ConfigError(pub String);
-
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-/// Applies `key.path=value` overrides to a parsed TOML document. Array
-/// elements are addressed by index (`tenants.0.iops_cap=50`). The value is
-/// read as TOML (`8`, `1.5`, `true`, `"text"`), else taken as a string.
-pub fn apply_overrides(doc: &mut toml::Table, overrides: &[String]) -> Result<(), ConfigError> {
-    for item in overrides {
-        let (path, raw) = item.split_once('=').ok_or_else(|| {
-            ConfigError(format!(
-                "--set {item:?}: expected KEY=VALUE, e.g. tenants.0.driver.iodepth=8"
-            ))
-        })?;
-        let value: toml::Value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
-            .ok()
-            .and_then(|mut t| t.remove("v"))
-            .unwrap_or_else(|| toml::Value::String(raw.to_string()));
-        let keys: Vec<&str> = path.split('.').collect();
-        if keys.iter().any(|k| k.is_empty()) {
-            return Err(ConfigError(format!(
-                "--set {item:?}: empty key in {path:?}"
-            )));
-        }
-        let mut node = &mut *doc;
-        for (i, key) in keys.iter().enumerate() {
-            let last = i + 1 == keys.len();
-            // An array element: `name.N`.
-            if let Some(next) = keys.get(i + 1).and_then(|k| k.parse::<usize>().ok()) {
-                let arr = node
-                    .get_mut(*key)
-                    .and_then(|v| v.as_array_mut())
-                    .ok_or_else(|| {
-                        ConfigError(format!(
-                            "--set {item:?}: `{key}` is not a list in the config"
-                        ))
-                    })?;
-                let len = arr.len();
-                let elem = arr.get_mut(next).ok_or_else(|| {
-                    ConfigError(format!(
-                        "--set {item:?}: `{key}` has {len} entries, index {next} is out of range"
-                    ))
-                })?;
-                if i + 2 == keys.len() {
-                    *elem = value.clone();
-                    break;
-                }
-                node = elem.as_table_mut().ok_or_else(|| {
-                    ConfigError(format!("--set {item:?}: `{key}.{next}` is not a table"))
-                })?;
-                continue;
-            }
-            if key.parse::<usize>().is_ok() {
-                continue; // consumed as an index above
-            }
-            if last {
-                node.insert(key.to_string(), value.clone());
-            } else {
-                let entry = node
-                    .entry(key.to_string())
-                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-                node = entry.as_table_mut().ok_or_else(|| {
-                    ConfigError(format!("--set {item:?}: `{key}` is not a table"))
-                })?;
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Reads, overrides and checks a config file.
 pub fn load(path: &Path, overrides: &[String]) -> Result<SimConfig, ConfigError> {
     let text = std::fs::read_to_string(path)
@@ -306,6 +178,9 @@ impl SimConfig {
         if self.tenants.is_empty() {
             return err("tenants", "at least one tenant is needed".into());
         }
+        self.policy
+            .check()
+            .map_err(|e| ConfigError(format!("{origin}: {e}")))?;
         if let Some(d) = self.run.duration_s {
             if !(d.is_finite() && d > 0.0) {
                 return err(

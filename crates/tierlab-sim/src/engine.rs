@@ -6,8 +6,9 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use tierlab_core::apply::{OutboxSink, PolicyError};
 use tierlab_core::device::{DeviceModel, DeviceState};
-use tierlab_core::policy::{Action, HostIo, Outbox, Policy};
+use tierlab_core::policy::{BufRef, HostIo, Outbox, Policy};
 use tierlab_core::{Completion, DeviceIo, Op, TimeNs};
 
 use crate::driver::Tenant;
@@ -465,65 +466,89 @@ impl Simulation {
         self.member_base = (total > 0).then_some(base);
     }
 
-    /// Carries out what the policy asked for.
+    /// Carries out what the policy asked for (`Outbox::apply`, the one
+    /// implementation every executor shares).
     fn apply(&mut self, obs: &mut dyn Observer) -> Result<(), SimError> {
         let now = self.now_ns;
         let mut out = std::mem::take(&mut self.outbox);
-        for &(d, io) in &out.device_ios {
-            let n_devices = self.devices.len();
-            let device = self.devices.get_mut(d).ok_or_else(|| {
-                SimError::Policy(format!(
-                    "{} sent an IO to device {d}; the stack has {n_devices}",
-                    self.policy.name()
-                ))
-            })?;
-            if io.end_bytes() > device.capacity_bytes() {
-                return Err(SimError::Policy(format!(
-                    "IO [{}, {}) is beyond the end of device {d} ({} bytes); is the workload larger than the device? (set a tenant region or a bigger device)",
-                    io.offset_bytes,
-                    io.end_bytes(),
-                    device.capacity_bytes()
-                )));
-            }
-            let tag = self.device_io.insert(DeviceInFlight {
-                policy_tag: io.tag,
-                submit_ns: now,
-                op: io.op,
-                size_bytes: io.size_bytes,
-            });
-            obs.device_submit(d, now);
-            device.submit(now, DeviceIo { tag, ..io });
-            self.note_state(d, obs);
-        }
-        for &(id, tier) in &out.complete {
-            let h = self.host.remove(id).ok_or_else(|| {
-                SimError::Policy(format!(
-                    "{} completed host IO {id} twice or never received it",
-                    self.policy.name()
-                ))
-            })?;
-            obs.host_io(h.arrival_ns, now, h.op, h.size_bytes, tier, h.tenant);
-            self.tenants[h.tenant as usize].complete();
-        }
-        for &(t, id) in &out.timers {
-            self.timer_seq += 1;
-            self.timers.push(Reverse((t.max(now), self.timer_seq, id)));
-        }
-        for a in &out.actions {
-            match a {
-                Action::CapTenant { tenant, iops } => {
-                    let n_tenants = self.tenants.len();
-                    let t = self.tenants.get_mut(*tenant as usize).ok_or_else(|| {
-                        SimError::Policy(format!(
-                            "cap for tenant {tenant}, but there are {n_tenants} tenants"
-                        ))
-                    })?;
-                    t.set_iops_cap(*iops);
-                }
-            }
-        }
-        out.clear();
+        let name = self.policy.name().to_string();
+        let result = out.apply(&name, now, &mut SimSink { sim: self, obs });
         self.outbox = out;
+        result
+    }
+}
+
+/// The simulator's side of `Outbox::apply`: device IOs go to the models,
+/// completions to the observer and the tenants.
+struct SimSink<'a> {
+    sim: &'a mut Simulation,
+    obs: &'a mut dyn Observer,
+}
+
+impl From<PolicyError> for SimError {
+    fn from(e: PolicyError) -> SimError {
+        SimError::Policy(e.to_string())
+    }
+}
+
+impl OutboxSink for SimSink<'_> {
+    type Error = SimError;
+
+    fn device_count(&self) -> usize {
+        self.sim.devices.len()
+    }
+
+    fn device_capacity_bytes(&self, device: usize) -> u64 {
+        self.sim.devices[device].capacity_bytes()
+    }
+
+    fn submit(
+        &mut self,
+        now_ns: TimeNs,
+        device: usize,
+        io: DeviceIo,
+        _data: Option<BufRef>,
+    ) -> Result<(), SimError> {
+        let tag = self.sim.device_io.insert(DeviceInFlight {
+            policy_tag: io.tag,
+            submit_ns: now_ns,
+            op: io.op,
+            size_bytes: io.size_bytes,
+        });
+        self.obs.device_submit(device, now_ns);
+        self.sim.devices[device].submit(now_ns, DeviceIo { tag, ..io });
+        self.sim.note_state(device, self.obs);
+        Ok(())
+    }
+
+    fn complete(&mut self, now_ns: TimeNs, host_id: u64, tier: u16) -> Result<(), SimError> {
+        let h = self.sim.host.remove(host_id).ok_or_else(|| {
+            SimError::Policy(format!(
+                "{} completed host IO {host_id} twice or never received it",
+                self.sim.policy.name()
+            ))
+        })?;
+        self.obs
+            .host_io(h.arrival_ns, now_ns, h.op, h.size_bytes, tier, h.tenant);
+        self.sim.tenants[h.tenant as usize].complete();
+        Ok(())
+    }
+
+    fn timer(&mut self, _now_ns: TimeNs, at_ns: TimeNs, timer_id: u64) {
+        self.sim.timer_seq += 1;
+        self.sim
+            .timers
+            .push(Reverse((at_ns, self.sim.timer_seq, timer_id)));
+    }
+
+    fn cap_tenant(&mut self, tenant: u32, iops: Option<f64>) -> Result<(), SimError> {
+        let n_tenants = self.sim.tenants.len();
+        let t = self.sim.tenants.get_mut(tenant as usize).ok_or_else(|| {
+            SimError::Policy(format!(
+                "cap for tenant {tenant}, but there are {n_tenants} tenants"
+            ))
+        })?;
+        t.set_iops_cap(iops);
         Ok(())
     }
 }

@@ -42,44 +42,6 @@ impl Observer for Recorder {
     }
 }
 
-/// `[[devices]]` keys that only the real executor reads (its backing
-/// store); the simulator ignores them, so one config can describe a stack
-/// for both executors (`tierlab compare`).
-pub const REAL_DEVICE_KEYS: [&str; 3] = ["path", "create", "direct"];
-
-/// Removes the real executor's keys from a device table and, for a RAID,
-/// from its members (each may name its own backing store), recursively.
-pub fn strip_real_device_keys(table: &mut toml::Table) {
-    for k in REAL_DEVICE_KEYS {
-        table.remove(k);
-    }
-    if let Some(toml::Value::Array(members)) = table.get_mut("members") {
-        for m in members {
-            if let toml::Value::Table(t) = m {
-                strip_real_device_keys(t);
-            }
-        }
-    }
-}
-
-/// Builds a device from a `[[devices]]` table with tierlab-devices'
-/// models; the real executor's keys (`REAL_DEVICE_KEYS`, in RAID members
-/// too) are ignored.
-pub fn standard_device(table: &toml::Table, seed: u64) -> Result<Box<dyn DeviceModel>, String> {
-    let mut table = table.clone();
-    strip_real_device_keys(&mut table);
-    let config: tierlab_devices::DeviceConfig =
-        serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
-            let path = e.path().to_string();
-            if path == "." {
-                e.inner().to_string()
-            } else {
-                format!("{path}: {}", e.inner())
-            }
-        })?;
-    tierlab_devices::build(&config, seed)
-}
-
 /// A policy counter as JSON/CSV: counts as integers, ratios as decimals.
 pub fn counter_value(v: f64) -> serde_json::Value {
     if v.fract() == 0.0 && v.abs() < 9.0e15 {
@@ -274,7 +236,7 @@ pub fn run_with_progress(
     base_dir: &Path,
     progress: Option<&mut dyn FnMut(&Progress) -> bool>,
 ) -> Result<RunResult, Box<dyn std::error::Error>> {
-    let mut sim = build::build(config, base_dir, &standard_device)?;
+    let mut sim = build::build(config, base_dir)?;
     let interval_ns = (config.output.interval_s * NS_PER_S as f64).round() as u64;
     // RAID members get their own waveforms (`NAME.mI`) next to the devices.
     let timeline_signals = if config.output.timeline {

@@ -60,9 +60,7 @@ impl Result {
 
 fn run(text: &str) -> Result {
     let config = tierlab_sim::config::parse(text, "test.toml", &[]).unwrap();
-    let mut sim =
-        tierlab_sim::build::build(&config, Path::new("."), &tierlab_sim::run::standard_device)
-            .unwrap();
+    let mut sim = tierlab_sim::build::build(&config, Path::new(".")).unwrap();
     let mut obs = Obs::default();
     let outcome = sim.run(&mut obs, None).unwrap();
     assert_eq!(outcome.host_ios_unfinished, 0);

@@ -6,8 +6,9 @@ use std::path::Path;
 use tierlab_core::policy::{Action, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, NS_PER_S, TimeNs};
 use tierlab_sim::config::parse;
-use tierlab_sim::run::{run, standard_device};
+use tierlab_sim::run::run;
 use tierlab_sim::{DriverMode, Observer, Simulation, StopAfter, Tenant};
+use tierlab_stack::standard_device;
 
 /// A fast device (DRAM) and one closed-loop tenant: its IOs per second are
 /// exactly what its cap allows.
@@ -50,7 +51,7 @@ fn per_second(log: &Arrivals, tenant: u32, seconds: usize) -> Vec<u32> {
 #[test]
 fn a_tenant_follows_its_iops_schedule() {
     let config = parse(ONE_TENANT, "t.toml", &[]).unwrap();
-    let mut sim = tierlab_sim::build::build(&config, Path::new("."), &standard_device).unwrap();
+    let mut sim = tierlab_sim::build::build(&config, Path::new(".")).unwrap();
     let mut log = Arrivals::default();
     sim.run(&mut log, None).unwrap();
     // 7 (iops_cap) before the first step; the step at 2.5 s lifts the rest
@@ -87,7 +88,7 @@ iops_cap = 10
 iops_window_offset_s = 0.5
 "#;
     let config = parse(text, "t.toml", &[]).unwrap();
-    let mut sim = tierlab_sim::build::build(&config, Path::new("."), &standard_device).unwrap();
+    let mut sim = tierlab_sim::build::build(&config, Path::new(".")).unwrap();
     let mut log = Arrivals::default();
     sim.run(&mut log, None).unwrap();
     assert_eq!(per_half_second(&log, 0, 6), vec![10, 10, 0, 10, 0, 10]);
@@ -103,7 +104,7 @@ iops_window_offset_s = 0.5
         "iops_cap = 10\niops_schedule = [{ from_s = 1.0, iops = 15 }]",
     );
     let config = parse(&stepped, "t.toml", &[]).unwrap();
-    let mut sim = tierlab_sim::build::build(&config, Path::new("."), &standard_device).unwrap();
+    let mut sim = tierlab_sim::build::build(&config, Path::new(".")).unwrap();
     let mut log = Arrivals::default();
     sim.run(&mut log, None).unwrap();
     assert_eq!(per_half_second(&log, 0, 6), vec![10, 10, 5, 15, 0, 15]);
@@ -212,7 +213,7 @@ fn bad_schedules_and_qos_configs_are_clear_errors() {
             ONE_TENANT
         );
         let config = parse(&text, "t.toml", &[]).map_err(|e| e.0)?;
-        tierlab_sim::build::build(&config, Path::new("."), &standard_device)
+        tierlab_sim::build::build(&config, Path::new("."))
             .map(|_| ())
             .map_err(|e| e.0)
     };

@@ -156,7 +156,7 @@ fn run_one(spec: Spec, dir: &Path) -> CliResult<Row> {
     std::fs::write(&path, &spec.config)?;
     let config = tierlab_sim::config::parse(&spec.config, &path.display().to_string(), &[])?;
     let started = Instant::now();
-    let mut sim = tierlab_sim::build::build(&config, dir, &tierlab_sim::run::standard_device)?;
+    let mut sim = tierlab_sim::build::build(&config, dir)?;
     let mut obs = Observed::default();
     let outcome = sim.run(&mut obs, None)?;
     if outcome.host_ios_unfinished > 0 {

@@ -128,10 +128,10 @@ fn at(schedule: &[(f64, f64)], t_s: f64) -> f64 {
 }
 
 fn controller_params(config: &SimConfig) -> Result<tierlab_policies::qos::QosParams, String> {
-    match &config.policy {
-        tierlab_sim::config::PolicyConfig::BusyRateQos(p) => Ok(p.clone()),
-        _ => Err("the QoS evaluation configs must use policy kind \"busy-rate-qos\"".into()),
+    if config.policy.kind != "busy-rate-qos" {
+        return Err("the QoS evaluation configs must use policy kind \"busy-rate-qos\"".into());
     }
+    config.policy.typed().map_err(|e| e.to_string())
 }
 
 struct EvalRun {

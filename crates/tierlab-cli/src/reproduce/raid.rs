@@ -196,7 +196,7 @@ fn run_one(
         .join(format!("{workload}-{config}.toml"));
     std::fs::write(&path, &text)?;
     let cfg = tierlab_sim::config::parse(&text, &path.display().to_string(), &[])?;
-    let mut sim = tierlab_sim::build::build(&cfg, dir, &tierlab_sim::run::standard_device)?;
+    let mut sim = tierlab_sim::build::build(&cfg, dir)?;
     let mut obs = Observed::default();
     match sim.run(&mut obs, None) {
         Ok(outcome) if outcome.host_ios_unfinished > 0 => {

@@ -1,0 +1,701 @@
+//! The data path every real executor shares (`tierlab run`, `tierlab
+//! serve`): a policy over real backing stores, wall-clock time, real bytes.
+//!
+//! `Core` owns the policy, the IO engine and every buffer. A driver hands
+//! it host IOs (`issue`), device completions (`poll_completions`, `wait`)
+//! and the time (`fire_timers`, `advance_models`); the host IOs the policy
+//! completes come out of `finished`, with their buffers (a read's data).
+//! Data moves as the policy describes it (`Outbox::data_for`): a device
+//! write copies its bytes out of a host or staging buffer when submitted,
+//! a device read copies them in when it completes.
+//!
+//! Besides the policy's IOs, `flush_backends` makes every backing store
+//! durable (fdatasync) as one barrier — what NBD FLUSH and FUA need.
+//!
+//! Model timing (`with_models`): every device IO also goes to a device
+//! model, and its completion reaches the policy only when both the backing
+//! store and the model are done, so a real workload sees the model's
+//! timing under a real policy (as `tierlab emulate` does for one device).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tierlab_core::apply::OutboxSink;
+use tierlab_core::device::{DeviceModel, DeviceState};
+use tierlab_core::metrics::Recorder;
+use tierlab_core::policy::{BufRef, HostIo, Outbox, Policy};
+use tierlab_core::{Completion as ModelCompletion, DeviceIo, Op, TimeNs};
+
+use crate::backend::Backend;
+use crate::engine::Io;
+use crate::pool::{Completion, Request};
+
+/// A host IO as a driver hands it to the stack.
+pub struct HostRequest {
+    pub op: Op,
+    pub offset_bytes: u64,
+    pub size_bytes: u32,
+    pub tenant: u32,
+    /// A write's data; a read's result lands here (len = size_bytes).
+    pub buf: Vec<u8>,
+    /// The driver's own value, returned in `Finished`.
+    pub user: u64,
+    /// Counted in the metrics (false for a verification scan).
+    pub record: bool,
+}
+
+/// A host IO the policy completed.
+pub struct Finished {
+    pub id: u64,
+    pub tier: u16,
+    pub arrival_ns: TimeNs,
+    pub done_ns: TimeNs,
+    pub op: Op,
+    pub offset_bytes: u64,
+    pub size_bytes: u32,
+    pub tenant: u32,
+    pub buf: Vec<u8>,
+    pub user: u64,
+    pub record: bool,
+}
+
+struct Host {
+    arrival_ns: TimeNs,
+    req: HostRequest,
+}
+
+/// Whose a device IO is: the policy's (its tag), or the executor's own
+/// flush of a backing store (a barrier id).
+#[derive(Clone, Copy)]
+enum Owner {
+    Policy(u64),
+    Barrier(u64),
+}
+
+struct DeviceInFlight {
+    owner: Owner,
+    submit_ns: TimeNs,
+    op: Op,
+    size_bytes: u32,
+    target: Option<BufRef>,
+}
+
+struct ModelTiming {
+    models: Vec<Box<dyn DeviceModel>>,
+    /// Backing-store completions waiting for their model.
+    parked: HashMap<u64, Completion>,
+    /// Tags the model finished before the backing store did.
+    model_done: HashSet<u64>,
+    /// When each model completed a tag (the completion's time).
+    done_at: HashMap<u64, TimeNs>,
+    scratch: Vec<ModelCompletion>,
+}
+
+pub struct Core {
+    pub policy: Box<dyn Policy>,
+    pub backends: Arc<Vec<Box<dyn Backend>>>,
+    /// Device names, for errors and outputs.
+    pub names: Vec<String>,
+    pub io: Io,
+    start: Instant,
+    /// The latest time any policy call was given (`policy_time`).
+    policy_clock_ns: TimeNs,
+    out: Outbox,
+    host: HashMap<u64, Host>,
+    next_host_id: u64,
+    staging: HashMap<u64, Vec<u8>>,
+    devices: HashMap<u64, (usize, DeviceInFlight)>,
+    next_device_tag: u64,
+    in_flight: Vec<u32>,
+    timers: BinaryHeap<Reverse<(TimeNs, u64, u64)>>,
+    timer_seq: u64,
+    /// Barrier id → backing-store flushes still in flight.
+    barriers: HashMap<u64, usize>,
+    next_barrier: u64,
+    models: Option<ModelTiming>,
+    pub recorder: Recorder,
+    /// Device IOs and host IOs go into the metrics while true.
+    pub recording: bool,
+    /// Policy calls (completions and timers), for summary.json.
+    pub events: u64,
+    /// Host IOs the policy completed, oldest first: the driver takes them.
+    pub finished: VecDeque<Finished>,
+    /// Barriers (`flush_backends`) whose flushes all completed.
+    pub flushed: VecDeque<u64>,
+    /// Tenant caps the policy asked for (`Action::CapTenant`), in order:
+    /// the driver owns the tenants and carries them out.
+    pub caps: Vec<(u32, Option<f64>)>,
+    counter_interval_ns: TimeNs,
+    next_sample_ns: TimeNs,
+    pub counter_samples: Vec<(TimeNs, Vec<f64>)>,
+}
+
+impl Core {
+    pub fn new(
+        policy: Box<dyn Policy>,
+        backends: Arc<Vec<Box<dyn Backend>>>,
+        names: Vec<String>,
+        io: Io,
+        recorder: Recorder,
+        counter_interval_ns: TimeNs,
+    ) -> Core {
+        let n = backends.len();
+        assert_eq!(names.len(), n, "one name per backing store");
+        let counter_interval_ns = if policy.counters().is_empty() {
+            0
+        } else {
+            counter_interval_ns
+        };
+        Core {
+            policy,
+            backends,
+            names,
+            io,
+            start: Instant::now(),
+            policy_clock_ns: 0,
+            out: Outbox {
+                wants_data: true,
+                ..Default::default()
+            },
+            host: HashMap::new(),
+            next_host_id: 0,
+            staging: HashMap::new(),
+            devices: HashMap::new(),
+            next_device_tag: 0,
+            in_flight: vec![0; n],
+            timers: BinaryHeap::new(),
+            timer_seq: 0,
+            barriers: HashMap::new(),
+            next_barrier: 0,
+            models: None,
+            recorder,
+            recording: true,
+            events: 0,
+            finished: VecDeque::new(),
+            flushed: VecDeque::new(),
+            caps: Vec::new(),
+            counter_interval_ns,
+            next_sample_ns: 0,
+            counter_samples: Vec::new(),
+        }
+    }
+
+    /// Model timing: device IOs complete only when the backing store and
+    /// `models[device]` are both done. One model per backing store, each
+    /// at least as large.
+    pub fn with_models(mut self, models: Vec<Box<dyn DeviceModel>>) -> Result<Core, String> {
+        if models.len() != self.backends.len() {
+            return Err(format!(
+                "model timing needs one model per device: {} models for {} devices",
+                models.len(),
+                self.backends.len()
+            ));
+        }
+        for (i, (m, b)) in models.iter().zip(self.backends.iter()).enumerate() {
+            if m.capacity_bytes() < b.capacity_bytes() {
+                return Err(format!(
+                    "key `devices[{i}]`: the model holds {} bytes, less than its backing store \
+                     ({}, {} bytes); give the model a capacity_bytes at least as large",
+                    m.capacity_bytes(),
+                    b.describe(),
+                    b.capacity_bytes()
+                ));
+            }
+        }
+        self.models = Some(ModelTiming {
+            models,
+            parked: HashMap::new(),
+            model_done: HashSet::new(),
+            done_at: HashMap::new(),
+            scratch: Vec::new(),
+        });
+        Ok(self)
+    }
+
+    /// Nanoseconds since the core started.
+    pub fn now_ns(&self) -> TimeNs {
+        self.start.elapsed().as_nanos() as TimeNs
+    }
+
+    /// Nanoseconds since the core started at `t`.
+    pub fn at_ns(&self, t: Instant) -> TimeNs {
+        t.saturating_duration_since(self.start).as_nanos() as TimeNs
+    }
+
+    /// The time a policy call is given: never before the previous call's.
+    /// (Wall-clock stamps come from different places — a completion's
+    /// reap time, an IO's entry, the loop's wake-up — and can be out of
+    /// order by microseconds; a policy must never see time go back.)
+    fn policy_time(&mut self, t: TimeNs) -> TimeNs {
+        self.policy_clock_ns = self.policy_clock_ns.max(t).max(self.recorder.now_ns());
+        self.policy_clock_ns
+    }
+
+    fn fail(&self, msg: String) -> String {
+        format!("{} (policy {})", msg, self.policy.name())
+    }
+
+    /// Host IOs issued and not finished.
+    pub fn host_in_flight(&self) -> usize {
+        self.host.len()
+    }
+
+    /// Whether a host IO over [offset, offset + size) of `op` would overlap
+    /// one in flight where either writes (or trims): such IOs must wait to
+    /// keep their order.
+    pub fn conflicts(&self, op: Op, offset_bytes: u64, size_bytes: u64) -> bool {
+        let (s, e) = (offset_bytes, offset_bytes + size_bytes);
+        let changes = |o: Op| matches!(o, Op::Write | Op::Trim);
+        self.host.values().any(|h| {
+            let hs = h.req.offset_bytes;
+            let he = hs + h.req.size_bytes as u64;
+            s < he && hs < e && (changes(h.req.op) || changes(op))
+        })
+    }
+
+    /// Device IOs in flight (the policy's and the executor's own).
+    pub fn device_ios_in_flight(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// True while any host or device IO is in flight.
+    pub fn busy(&self) -> bool {
+        !self.devices.is_empty() || !self.host.is_empty()
+    }
+
+    pub fn timers_pending(&self) -> usize {
+        self.timers.len()
+    }
+
+    /// Hands a host IO to the policy; returns its id.
+    pub fn issue(&mut self, now: TimeNs, req: HostRequest) -> Result<u64, String> {
+        let now = self.policy_time(self.now_ns().max(now));
+        let id = self.next_host_id;
+        self.next_host_id += 1;
+        let io = HostIo {
+            id,
+            op: req.op,
+            offset_bytes: req.offset_bytes,
+            size_bytes: req.size_bytes,
+            tenant: req.tenant,
+        };
+        debug_assert!(
+            req.op != Op::Write || req.buf.len() == req.size_bytes as usize,
+            "a write carries its data"
+        );
+        self.host.insert(
+            id,
+            Host {
+                arrival_ns: now,
+                req,
+            },
+        );
+        self.policy.on_host_io(now, io, &mut self.out);
+        self.apply(now)?;
+        Ok(id)
+    }
+
+    /// Flushes every backing store (fdatasync) as one barrier: its id comes
+    /// out of `flushed` when every store has finished. Writes completed
+    /// before the call are durable then.
+    pub fn flush_backends(&mut self, now: TimeNs) -> Result<u64, String> {
+        let now = self.policy_time(self.now_ns().max(now));
+        let barrier = self.next_barrier;
+        self.next_barrier += 1;
+        let n = self.backends.len();
+        self.barriers.insert(barrier, n);
+        for d in 0..n {
+            let io = DeviceIo {
+                tag: 0,
+                op: Op::Flush,
+                offset_bytes: 0,
+                size_bytes: 0,
+            };
+            self.start_device_io(now, d, io, None, Owner::Barrier(barrier))?;
+        }
+        Ok(barrier)
+    }
+
+    /// Carries out the policy's outbox (`Outbox::apply`, shared by every
+    /// executor; this executor's side is `impl OutboxSink for Core`).
+    fn apply(&mut self, now: TimeNs) -> Result<(), String> {
+        let mut out = std::mem::take(&mut self.out);
+        let name = self.policy.name().to_string();
+        let result = out.apply(&name, now, self);
+        self.out = out;
+        result
+    }
+
+    fn start_device_io(
+        &mut self,
+        now: TimeNs,
+        d: usize,
+        io: DeviceIo,
+        target: Option<BufRef>,
+        owner: Owner,
+    ) -> Result<(), String> {
+        let len = io.size_bytes as usize;
+        let data = match (io.op, target) {
+            (Op::Write, Some(src)) => self.copy_out(src, len)?,
+            (Op::Read, _) => vec![0u8; len],
+            _ => Vec::new(),
+        };
+        let tag = self.next_device_tag;
+        self.next_device_tag += 1;
+        self.devices.insert(
+            tag,
+            (
+                d,
+                DeviceInFlight {
+                    owner,
+                    submit_ns: now,
+                    op: io.op,
+                    size_bytes: io.size_bytes,
+                    target,
+                },
+            ),
+        );
+        self.in_flight[d] += 1;
+        if self.recording {
+            self.recorder.device_submit(d, now);
+            if self.in_flight[d] == 1 {
+                let state = if io.op == Op::Read {
+                    DeviceState::Read
+                } else {
+                    DeviceState::Write
+                };
+                self.recorder.device_state(d, now, state);
+            }
+        }
+        if let Some(m) = &mut self.models {
+            m.models[d].submit(now, DeviceIo { tag, ..io });
+        }
+        self.io.submit(Request {
+            device: d,
+            tag,
+            op: io.op,
+            offset_bytes: io.offset_bytes,
+            data,
+        })
+    }
+
+    /// The bytes a device write takes from `src`.
+    fn copy_out(&self, src: BufRef, len: usize) -> Result<Vec<u8>, String> {
+        let (buf, off, what, id) = match src {
+            BufRef::Host {
+                host_id,
+                offset_bytes,
+            } => (
+                self.host.get(&host_id).map(|h| &h.req.buf),
+                offset_bytes,
+                "host IO",
+                host_id,
+            ),
+            BufRef::Staging { id, offset_bytes } => {
+                (self.staging.get(&id), offset_bytes, "staging buffer", id)
+            }
+            BufRef::Zeros => return Ok(vec![0u8; len]),
+        };
+        let buf = buf
+            .ok_or_else(|| self.fail(format!("a write from {what} {id}, which does not exist")))?;
+        let off = off as usize;
+        buf.get(off..off + len).map(|s| s.to_vec()).ok_or_else(|| {
+            self.fail(format!(
+                "a write of {len} bytes from {what} {id} at offset {off}, which holds {} bytes",
+                buf.len()
+            ))
+        })
+    }
+
+    fn copy_in(&mut self, dst: BufRef, data: &[u8]) -> Result<(), String> {
+        match dst {
+            BufRef::Host {
+                host_id,
+                offset_bytes,
+            } => {
+                let off = offset_bytes as usize;
+                let name = self.policy.name().to_string();
+                let h = self.host.get_mut(&host_id).ok_or_else(|| {
+                    format!("a device read for host IO {host_id} landed after that IO completed (policy {name})")
+                })?;
+                let len = h.req.buf.len();
+                h.req
+                    .buf
+                    .get_mut(off..off + data.len())
+                    .ok_or_else(|| {
+                        format!(
+                            "a device read of {} bytes into host IO {host_id} at offset {off}, which holds {len} (policy {name})",
+                            data.len()
+                        )
+                    })?
+                    .copy_from_slice(data);
+            }
+            BufRef::Staging { id, offset_bytes } => {
+                let off = offset_bytes as usize;
+                let b = self.staging.entry(id).or_default();
+                if b.len() < off + data.len() {
+                    b.resize(off + data.len(), 0);
+                }
+                b[off..off + data.len()].copy_from_slice(data);
+            }
+            BufRef::Zeros => {}
+        }
+        Ok(())
+    }
+
+    /// Takes every completion that is already there (and those model
+    /// timing releases by now); true if any reached the stack.
+    pub fn poll_completions(&mut self) -> Result<bool, String> {
+        let mut progressed = false;
+        while let Some(c) = self.io.try_next()? {
+            progressed |= self.device_done(c)?;
+        }
+        if self.models.is_some() {
+            let now = self.now_ns();
+            progressed |= self.advance_models(now)?;
+        }
+        Ok(progressed)
+    }
+
+    /// Sleeps in the IO engine until a completion or `timeout`, and hands
+    /// what came to the stack; true if any did.
+    pub fn wait(&mut self, timeout: Duration) -> Result<bool, String> {
+        match self.io.wait(timeout)? {
+            Some(c) => self.device_done(c),
+            None => Ok(false),
+        }
+    }
+
+    /// A backing store finished an IO. With model timing it may wait for
+    /// its model; returns true when it reached the stack.
+    pub fn device_done(&mut self, c: Completion) -> Result<bool, String> {
+        if let Some(m) = &mut self.models {
+            if !m.model_done.remove(&c.tag) {
+                m.parked.insert(c.tag, c);
+                return Ok(false);
+            }
+        }
+        let at = self.at_ns(c.done);
+        let at = match &mut self.models {
+            // Model timing: the later of the two.
+            Some(m) => m.done_at.remove(&c.tag).map_or(at, |t| t.max(at)),
+            None => at,
+        };
+        self.deliver(c, at)?;
+        Ok(true)
+    }
+
+    /// Advances the device models to `now`; completions whose backing IO
+    /// is also done reach the stack. True if any did.
+    pub fn advance_models(&mut self, now: TimeNs) -> Result<bool, String> {
+        let Some(m) = &mut self.models else {
+            return Ok(false);
+        };
+        let mut ready = Vec::new();
+        for model in &mut m.models {
+            if model.next_event_ns().is_some_and(|t| t <= now) {
+                m.scratch.clear();
+                model.advance(now, &mut m.scratch);
+                for mc in &m.scratch {
+                    match m.parked.remove(&mc.tag) {
+                        Some(c) => ready.push((c, mc.done_ns)),
+                        None => {
+                            m.model_done.insert(mc.tag);
+                            m.done_at.insert(mc.tag, mc.done_ns);
+                        }
+                    }
+                }
+            }
+        }
+        let progressed = !ready.is_empty();
+        for (c, done_ns) in ready {
+            let at = self.at_ns(c.done).max(done_ns);
+            self.deliver(c, at)?;
+        }
+        Ok(progressed)
+    }
+
+    /// When the next model event is due (model timing).
+    pub fn next_model_event_ns(&self) -> Option<TimeNs> {
+        self.models
+            .as_ref()?
+            .models
+            .iter()
+            .filter_map(|m| m.next_event_ns())
+            .min()
+    }
+
+    fn deliver(&mut self, c: Completion, at: TimeNs) -> Result<(), String> {
+        let now = self.policy_time(at);
+        let (d, dev) = self
+            .devices
+            .remove(&c.tag)
+            .expect("a completion for an IO the executor submitted");
+        if let Err(e) = c.result {
+            return Err(format!(
+                "device {} ({}): {} of {} bytes at offset {} failed: {e}",
+                self.names[d],
+                self.backends[d].describe(),
+                c.op.as_str(),
+                dev.size_bytes,
+                c.offset_bytes
+            ));
+        }
+        if c.op == Op::Read
+            && let Some(t) = dev.target
+        {
+            self.copy_in(t, &c.data)?;
+        }
+        self.in_flight[d] -= 1;
+        if self.recording {
+            self.recorder
+                .device_complete(d, dev.submit_ns, now, dev.op, dev.size_bytes);
+            if self.in_flight[d] == 0 {
+                self.recorder.device_state(d, now, DeviceState::Idle);
+            }
+        }
+        match dev.owner {
+            Owner::Policy(tag) => {
+                self.events += 1;
+                self.policy.on_device_completion(now, d, tag, &mut self.out);
+                self.apply(now)
+            }
+            Owner::Barrier(b) => {
+                let left = self.barriers.get_mut(&b).expect("a barrier in flight");
+                *left -= 1;
+                if *left == 0 {
+                    self.barriers.remove(&b);
+                    self.flushed.push_back(b);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Fires the timers that are due; returns when the next one is.
+    pub fn fire_timers(&mut self, now: TimeNs) -> Result<Option<TimeNs>, String> {
+        let now = self.policy_time(now);
+        while let Some(Reverse((t, _, id))) = self.timers.peek().copied() {
+            if t > now {
+                return Ok(Some(t));
+            }
+            self.timers.pop();
+            self.events += 1;
+            self.policy.on_timer(now, id, &mut self.out);
+            self.apply(now)?;
+        }
+        Ok(None)
+    }
+
+    /// Asks the policy to write every byte only a fast tier holds to its
+    /// backing device (`Policy::drain`); `drained` says when it is done.
+    pub fn drain(&mut self, now: TimeNs) -> Result<(), String> {
+        let now = self.policy_time(now);
+        self.policy.drain(now, &mut self.out);
+        self.apply(now)
+    }
+
+    /// True when the policy holds no data its backing device lacks and
+    /// nothing is in flight.
+    pub fn drained(&self) -> bool {
+        self.policy.is_drained() && !self.busy()
+    }
+
+    /// Samples the policy's counters at every interval boundary up to `now`.
+    pub fn sample(&mut self, now: TimeNs) {
+        while self.counter_interval_ns > 0 && now >= self.next_sample_ns {
+            let values = self.policy.counters().into_iter().map(|(_, v)| v).collect();
+            self.counter_samples.push((self.next_sample_ns, values));
+            self.next_sample_ns += self.counter_interval_ns;
+        }
+    }
+
+    /// After an error: lets device IOs in flight finish (bounded) so that
+    /// nothing is left half done behind it.
+    pub fn abandon(&mut self) {
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while !self.devices.is_empty() && Instant::now() < give_up {
+            match self.io.wait(Duration::from_millis(100)) {
+                Ok(Some(c)) => {
+                    self.devices.remove(&c.tag);
+                }
+                Ok(None) => {}
+                Err(_) => break,
+            }
+        }
+    }
+
+    fn host_done(&mut self, now: TimeNs, id: u64, tier: u16) -> Result<(), String> {
+        let h = self
+            .host
+            .remove(&id)
+            .ok_or_else(|| self.fail(format!("host IO {id} completed twice or never issued")))?;
+        if h.req.record && self.recording {
+            self.recorder.host_io(
+                h.arrival_ns,
+                now,
+                h.req.op,
+                h.req.size_bytes,
+                tier,
+                h.req.tenant,
+            );
+        }
+        self.finished.push_back(Finished {
+            id,
+            tier,
+            arrival_ns: h.arrival_ns,
+            done_ns: now,
+            op: h.req.op,
+            offset_bytes: h.req.offset_bytes,
+            size_bytes: h.req.size_bytes,
+            tenant: h.req.tenant,
+            buf: h.req.buf,
+            user: h.req.user,
+            record: h.req.record,
+        });
+        Ok(())
+    }
+}
+
+impl OutboxSink for Core {
+    type Error = String;
+
+    fn device_count(&self) -> usize {
+        self.backends.len()
+    }
+
+    fn device_capacity_bytes(&self, device: usize) -> u64 {
+        self.backends[device].capacity_bytes()
+    }
+
+    fn submit(
+        &mut self,
+        now: TimeNs,
+        d: usize,
+        io: DeviceIo,
+        target: Option<BufRef>,
+    ) -> Result<(), String> {
+        self.start_device_io(now, d, io, target, Owner::Policy(io.tag))
+    }
+
+    fn complete(&mut self, now: TimeNs, host_id: u64, tier: u16) -> Result<(), String> {
+        self.host_done(now, host_id, tier)
+    }
+
+    fn timer(&mut self, _now: TimeNs, at_ns: TimeNs, timer_id: u64) {
+        self.timer_seq += 1;
+        self.timers.push(Reverse((at_ns, self.timer_seq, timer_id)));
+    }
+
+    fn cap_tenant(&mut self, tenant: u32, iops: Option<f64>) -> Result<(), String> {
+        // The driver owns the tenants: it takes `caps` after each call.
+        self.caps.push((tenant, iops));
+        Ok(())
+    }
+
+    fn release(&mut self, staging_id: u64) {
+        self.staging.remove(&staging_id);
+    }
+}

@@ -1,0 +1,122 @@
+//! Opening a real stack: each `[[devices]]` table's backing store (a file,
+//! a block device, RAM, a RAID of those), and the policy over their sizes
+//! (built by tierlab-stack, the builder every executor shares).
+
+use std::path::{Path, PathBuf};
+
+use tierlab_core::policy::Policy;
+use tierlab_sim::Tenant;
+use tierlab_sim::config::SimConfig;
+
+use crate::backend::{Backend, FileBackend, RamBackend};
+
+/// `at.key` as a byte count (an integer or "64MiB"); `at` names the table
+/// in errors (`devices[0]`, `devices[0].members[2]`).
+pub(crate) fn toml_u64(t: &toml::Table, key: &str, at: &str) -> Result<Option<u64>, String> {
+    match t.get(key) {
+        None => Ok(None),
+        Some(toml::Value::Integer(n)) if *n > 0 => Ok(Some(*n as u64)),
+        Some(toml::Value::String(s)) => tierlab_trace::units::parse_size_bytes(s)
+            .map(Some)
+            .map_err(|e| format!("key `{at}.{key}`: {e}")),
+        Some(v) => Err(format!(
+            "key `{at}.{key}`: {v} is not a positive byte count"
+        )),
+    }
+}
+
+fn toml_bool(t: &toml::Table, key: &str, at: &str, default: bool) -> Result<bool, String> {
+    match t.get(key) {
+        None => Ok(default),
+        Some(toml::Value::Boolean(b)) => Ok(*b),
+        Some(v) => Err(format!("key `{at}.{key}`: {v} is not true or false")),
+    }
+}
+
+/// Opens the backing store of each `[[devices]]` table: `path = "FILE or
+/// /dev/X"` (with optional `capacity_bytes`, `create`, `direct`) or
+/// `path = "ram"` with `capacity_bytes`; or `model = "raid"` over member
+/// backing stores (raid.rs).
+pub fn open_backends(
+    devices: &[toml::Table],
+    base_dir: &Path,
+) -> Result<Vec<Box<dyn Backend>>, String> {
+    let mut out: Vec<Box<dyn Backend>> = Vec::new();
+    for (i, d) in devices.iter().enumerate() {
+        out.push(open_device(d, &format!("devices[{i}]"), base_dir)?);
+    }
+    if out.is_empty() {
+        return Err("key `devices`: no device".into());
+    }
+    Ok(out)
+}
+
+/// Opens one device table (`at` names it in errors); a RAID opens its
+/// members through this too.
+pub fn open_device(d: &toml::Table, at: &str, base_dir: &Path) -> Result<Box<dyn Backend>, String> {
+    if d.get("model").and_then(|m| m.as_str()) == Some("raid") {
+        return Ok(Box::new(crate::raid::open(d, at, base_dir)?));
+    }
+    for k in d.keys() {
+        let own = k == "name" || k == "capacity_bytes";
+        if !own && !tierlab_stack::REAL_DEVICE_KEYS.contains(&k.as_str()) {
+            return Err(format!(
+                "key `{at}.{k}`: not a real-device key; a real device takes \
+                 name, path, capacity_bytes, create, direct, or is model = \"raid\" \
+                 over such members (other models and presets are for `tierlab sim`)"
+            ));
+        }
+    }
+    let path = match d.get("path") {
+        Some(toml::Value::String(p)) => p.clone(),
+        _ => {
+            return Err(format!(
+                "key `{at}.path`: missing; give a file, a block device, or \"ram\""
+            ));
+        }
+    };
+    let capacity = toml_u64(d, "capacity_bytes", at)?;
+    if path == "ram" {
+        let c = capacity
+            .ok_or_else(|| format!("key `{at}.capacity_bytes`: a ram device needs its size"))?;
+        return Ok(Box::new(RamBackend::new(c)));
+    }
+    let p = PathBuf::from(&path);
+    let p = if p.is_absolute() { p } else { base_dir.join(p) };
+    let create = toml_bool(d, "create", at, false)?;
+    let direct = toml_bool(d, "direct", at, true)?;
+    Ok(Box::new(
+        FileBackend::open(&p, capacity, create, direct).map_err(|e| format!("key `{at}`: {e}"))?,
+    ))
+}
+
+/// Builds the policy (over the backing stores' sizes) and the tenants of
+/// a config whose devices are real.
+pub fn build_stack(
+    config: &SimConfig,
+    base_dir: &Path,
+    backends: &[Box<dyn Backend>],
+) -> Result<(Box<dyn Policy>, Vec<Tenant>), String> {
+    let capacities: Vec<u64> = backends.iter().map(|b| b.capacity_bytes()).collect();
+    let policy = build_real_policy(&config.policy, &config.stack_context(&capacities))?;
+    let tenants = tierlab_sim::build::build_tenants(config, base_dir).map_err(|e| e.to_string())?;
+    Ok((policy, tenants))
+}
+
+/// Builds a policy for a real executor: one that describes its data
+/// movement (`Policy::moves_data`), else an error naming those that do.
+pub fn build_real_policy(
+    spec: &tierlab_stack::PolicySpec,
+    ctx: &tierlab_stack::StackContext,
+) -> Result<Box<dyn Policy>, String> {
+    let policy = tierlab_stack::build_policy(spec, ctx).map_err(|e| e.to_string())?;
+    if !policy.moves_data() {
+        return Err(format!(
+            "policy `{}` does not describe its data movement yet, so it cannot run on real \
+             devices; policies that can: {} (docs/real.md)",
+            policy.name(),
+            tierlab_stack::policies_that_move_data().join(", ")
+        ));
+    }
+    Ok(policy)
+}

@@ -1,0 +1,509 @@
+//! The policy registry: every policy a config can name, in one list. An
+//! entry says how to check the `[policy]` table's keys (at config time, so
+//! a mistyped key fails before anything runs) and how the policy builds
+//! itself from those keys and the stack's devices and tenants. Adding a
+//! policy is its file in tierlab-policies plus one entry here.
+
+use serde::Deserialize;
+use serde::de::{DeserializeOwned, Deserializer};
+use tierlab_core::TimeNs;
+use tierlab_core::policy::{Passthrough, Policy};
+use tierlab_policies::{atsmf, cache, flashcache, hswd, qos};
+
+use crate::config::{Bytes, ConfigError};
+
+/// The `[policy]` table: `kind` and that policy's own keys, kept as TOML
+/// until the stack is built (`check` parses them at config time).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicySpec {
+    pub kind: String,
+    pub params: toml::Table,
+}
+
+impl Default for PolicySpec {
+    /// No `[policy]` table: every IO goes to device 0.
+    fn default() -> Self {
+        PolicySpec {
+            kind: "passthrough".into(),
+            params: toml::Table::new(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for PolicySpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<PolicySpec, D::Error> {
+        let mut params = toml::Table::deserialize(d)?;
+        let kind = match params.remove("kind") {
+            Some(toml::Value::String(k)) => k,
+            Some(v) => {
+                return Err(serde::de::Error::custom(format!(
+                    "`kind` must be a policy name (a string), not {v}; allowed: {}",
+                    kinds()
+                )));
+            }
+            None => {
+                return Err(serde::de::Error::custom(format!(
+                    "missing `kind`; allowed: {}",
+                    kinds()
+                )));
+            }
+        };
+        Ok(PolicySpec { kind, params })
+    }
+}
+
+impl PolicySpec {
+    /// The registry entry of `kind`, or an error that lists the kinds.
+    pub fn registration(&self) -> Result<&'static Registration, ConfigError> {
+        POLICIES
+            .iter()
+            .find(|r| r.kind == self.kind)
+            .ok_or_else(|| {
+                let hint = closest(&self.kind)
+                    .map(|k| format!("did you mean `{k}`? "))
+                    .unwrap_or_default();
+                ConfigError(format!(
+                    "key `policy.kind`: unknown policy `{}`; {hint}allowed: {}",
+                    self.kind,
+                    kinds()
+                ))
+            })
+    }
+
+    /// Parses the policy's keys alone (no devices needed): unknown keys
+    /// and bad values fail here, naming `policy.KEY`.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        (self.registration()?.check)(&self.params)
+    }
+
+    /// The policy's keys as its params type (errors name `policy.KEY`).
+    pub fn typed<P: DeserializeOwned>(&self) -> Result<P, ConfigError> {
+        typed(&self.params)
+    }
+}
+
+/// A device as a policy sees it when it is built.
+#[derive(Clone, Debug)]
+pub struct DeviceSpec {
+    /// The device's name in outputs.
+    pub name: String,
+    pub capacity_bytes: u64,
+    /// The `[[devices]]` table (a policy may check the model's geometry,
+    /// e.g. HSWD's band size against an SMR model's).
+    pub table: toml::Table,
+}
+
+/// A tenant as a policy sees it (the busy-rate QoS policy finds its
+/// tenants by name and takes A's guarantee from A's own limit).
+#[derive(Clone, Debug, Default)]
+pub struct TenantSpec {
+    pub name: String,
+    pub iops_cap: Option<f64>,
+    /// (from time, IOPS) steps of the tenant's cap.
+    pub iops_schedule_ns: Vec<(TimeNs, f64)>,
+}
+
+/// What a policy is built over.
+#[derive(Clone, Debug, Default)]
+pub struct StackContext {
+    pub devices: Vec<DeviceSpec>,
+    pub tenants: Vec<TenantSpec>,
+}
+
+/// Builds a policy from its `[policy]` keys over a stack.
+pub type BuildFn = fn(&toml::Table, &StackContext) -> Result<Box<dyn Policy>, ConfigError>;
+
+/// One policy a config can name.
+pub struct Registration {
+    /// `[policy] kind = "..."`.
+    pub kind: &'static str,
+    /// One line for listings.
+    pub summary: &'static str,
+    /// Parses the policy's keys without building it.
+    pub check: fn(&toml::Table) -> Result<(), ConfigError>,
+    /// Builds the policy over the stack's devices (and tenants).
+    pub build: BuildFn,
+    /// Keys for a small example of the policy (`policies_that_move_data`
+    /// builds each policy from them over two 64 MiB devices).
+    pub example: &'static str,
+}
+
+/// Every policy, in the order listings show them.
+pub static POLICIES: &[Registration] = &[
+    Registration {
+        kind: "passthrough",
+        summary: "every IO goes to device 0",
+        check: check_typed::<NoParams>,
+        build: |_, ctx| {
+            need_devices(ctx, 1, "passthrough needs a device")?;
+            Ok(Box::new(Passthrough))
+        },
+        example: "",
+    },
+    Registration {
+        kind: "linear",
+        summary: "the devices laid end to end (device-mapper linear)",
+        check: check_typed::<LinearParams>,
+        build: build_linear,
+        example: "",
+    },
+    Registration {
+        kind: "cache",
+        summary: "a page cache: device 0 caches device 1 (docs/cache-layer.md)",
+        check: check_typed::<cache::CacheParams>,
+        build: |t, ctx| {
+            let p: cache::CacheParams = typed(t)?;
+            check_cache_devices(ctx, p.capacity_bytes.0)?;
+            Ok(Box::new(cache::Cache::new(&p).map_err(policy_err)?))
+        },
+        example: "capacity_bytes = \"1MiB\"",
+    },
+    Registration {
+        kind: "flashcache",
+        summary: "flashcache's set-associative write-back cache: device 0 caches device 1",
+        check: check_typed::<flashcache::FlashcacheParams>,
+        build: |t, ctx| {
+            let p: flashcache::FlashcacheParams = typed(t)?;
+            check_cache_devices(ctx, p.capacity_bytes.0)?;
+            Ok(Box::new(flashcache::new(&p).map_err(policy_err)?))
+        },
+        example: "capacity_bytes = \"4MiB\"",
+    },
+    Registration {
+        kind: "atsmf",
+        summary: "ATSMF sub-LUN tiering: device 0 memory, device 1 the flash LUN (docs/atsmf.md)",
+        check: check_typed::<atsmf::AtsmfParams>,
+        build: |t, ctx| {
+            let p: atsmf::AtsmfParams = typed(t)?;
+            need_devices(
+                ctx,
+                2,
+                "ATSMF needs exactly two devices (0 = memory, 1 = flash LUN)",
+            )?;
+            let (memory, flash) = (&ctx.devices[0], &ctx.devices[1]);
+            Ok(Box::new(
+                atsmf::Atsmf::new(p, flash.capacity_bytes, memory.capacity_bytes)
+                    .map_err(policy_err)?,
+            ))
+        },
+        example: "sub_lun_size_bytes = \"1MiB\"\nmove_chunk_bytes = \"256KiB\"\nbuffer_bytes = \"1MiB\"\nmemory_cap_bytes = \"8MiB\"",
+    },
+    Registration {
+        kind: "hswd",
+        summary: "HSWD: an SSD persistent cache (device 0) over an SMR native region (device 1) (docs/hswd.md)",
+        check: check_typed::<hswd::HswdParams>,
+        build: build_hswd,
+        example: "pcache_bytes = \"8MiB\"\nband_bytes = \"1MiB\"",
+    },
+    Registration {
+        kind: "busy-rate-qos",
+        summary: "busy-rate IOPS guarantee: one tenant's IOPS kept by capping another (docs/qos.md)",
+        check: check_typed::<qos::QosParams>,
+        build: build_qos,
+        example: "guaranteed_tenant = \"A\"\nthrottled_tenant = \"B\"\nguaranteed_iops = 100",
+    },
+];
+
+/// Builds the policy `spec` names over the stack `ctx` describes.
+pub fn build_policy(spec: &PolicySpec, ctx: &StackContext) -> Result<Box<dyn Policy>, ConfigError> {
+    let r = spec.registration()?;
+    (r.build)(&spec.params, ctx)
+}
+
+/// The kinds whose policy describes its data movement
+/// (`Policy::moves_data`), so it can run over real devices: asked of each
+/// policy built from its example over two 64 MiB devices.
+pub fn policies_that_move_data() -> Vec<&'static str> {
+    let device = |name: &str| DeviceSpec {
+        name: name.into(),
+        capacity_bytes: 64 << 20,
+        table: toml::Table::new(),
+    };
+    let ctx = StackContext {
+        devices: vec![device("fast"), device("slow")],
+        tenants: ["A", "B"]
+            .map(|n| TenantSpec {
+                name: n.into(),
+                ..Default::default()
+            })
+            .into(),
+    };
+    POLICIES
+        .iter()
+        .filter(|r| {
+            let params: toml::Table = toml::from_str(r.example).expect("a registry example parses");
+            let policy = (r.build)(&params, &ctx)
+                .unwrap_or_else(|e| panic!("the registry example of {} builds: {e}", r.kind));
+            policy.moves_data()
+        })
+        .map(|r| r.kind)
+        .collect()
+}
+
+fn kinds() -> String {
+    POLICIES
+        .iter()
+        .map(|r| r.kind)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The registered kind nearest to a mistyped one (edit distance ≤ 2).
+fn closest(kind: &str) -> Option<&'static str> {
+    fn distance(a: &str, b: &str) -> usize {
+        let b: Vec<char> = b.chars().collect();
+        let mut row: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.chars().enumerate() {
+            let mut prev = row[0];
+            row[0] = i + 1;
+            for (j, &cb) in b.iter().enumerate() {
+                let cur = row[j + 1];
+                row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+                prev = cur;
+            }
+        }
+        row[b.len()]
+    }
+    POLICIES
+        .iter()
+        .map(|r| (distance(kind, r.kind), r.kind))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, k)| k)
+}
+
+fn typed<P: DeserializeOwned>(params: &toml::Table) -> Result<P, ConfigError> {
+    serde_path_to_error::deserialize(toml::Value::Table(params.clone())).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            ConfigError(format!("key `policy`: {}", e.inner()))
+        } else {
+            ConfigError(format!("key `policy.{path}`: {}", e.inner()))
+        }
+    })
+}
+
+fn check_typed<P: DeserializeOwned>(params: &toml::Table) -> Result<(), ConfigError> {
+    typed::<P>(params).map(|_| ())
+}
+
+fn policy_err(e: String) -> ConfigError {
+    ConfigError(format!("key `policy`: {e}"))
+}
+
+fn need_devices(ctx: &StackContext, n: usize, what: &str) -> Result<(), ConfigError> {
+    let found = ctx.devices.len();
+    let ok = if n == 1 { found >= 1 } else { found == n };
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError(format!("key `devices`: {what}, found {found}")))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoParams {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinearParams {
+    /// Device i's share of the volume (default: its whole capacity).
+    #[serde(default)]
+    sizes_bytes: Vec<Bytes>,
+}
+
+fn build_linear(t: &toml::Table, ctx: &StackContext) -> Result<Box<dyn Policy>, ConfigError> {
+    let p: LinearParams = typed(t)?;
+    need_devices(ctx, 1, "linear needs at least one device")?;
+    if !p.sizes_bytes.is_empty() && p.sizes_bytes.len() != ctx.devices.len() {
+        return Err(ConfigError(format!(
+            "key `policy.sizes_bytes`: {} sizes for {} devices; give one per device or none",
+            p.sizes_bytes.len(),
+            ctx.devices.len()
+        )));
+    }
+    let mut segments = Vec::new();
+    for (i, d) in ctx.devices.iter().enumerate() {
+        let size = p.sizes_bytes.get(i).map_or(d.capacity_bytes, |b| b.0);
+        if size > d.capacity_bytes {
+            return Err(ConfigError(format!(
+                "key `policy.sizes_bytes[{i}]`: {size} bytes is more than device {:?} holds ({} bytes)",
+                d.name, d.capacity_bytes
+            )));
+        }
+        segments.push((d.name.clone(), size));
+    }
+    Ok(Box::new(
+        tierlab_policies::Linear::new(&segments).map_err(policy_err)?,
+    ))
+}
+
+/// A cache needs a cache device (0) large enough and a backing device (1).
+fn check_cache_devices(ctx: &StackContext, capacity_bytes: u64) -> Result<(), ConfigError> {
+    need_devices(
+        ctx,
+        2,
+        "a cache needs exactly two devices (0 = cache, 1 = backing)",
+    )?;
+    if capacity_bytes > ctx.devices[0].capacity_bytes {
+        return Err(ConfigError(format!(
+            "key `policy.capacity_bytes`: {capacity_bytes} bytes is more than the cache device holds ({} bytes)",
+            ctx.devices[0].capacity_bytes
+        )));
+    }
+    Ok(())
+}
+
+/// HSWD: the PCache (metadata + data + RCache) must fit on device 0, and an
+/// SMR native region must have the policy's band size.
+fn build_hswd(t: &toml::Table, ctx: &StackContext) -> Result<Box<dyn Policy>, ConfigError> {
+    let p: hswd::HswdParams = typed(t)?;
+    let layout = hswd::Layout::new(&p).map_err(policy_err)?;
+    need_devices(
+        ctx,
+        2,
+        "HSWD needs exactly two devices (0 = SSD PCache, 1 = SMR native region)",
+    )?;
+    if layout.device_bytes > ctx.devices[0].capacity_bytes {
+        return Err(ConfigError(format!(
+            "key `policy.pcache_bytes`: the PCache needs {} bytes of devices[0] (metadata {} + data + RCache), which holds {}",
+            layout.device_bytes, layout.metadata_bytes, ctx.devices[0].capacity_bytes
+        )));
+    }
+    let mut nregion = ctx.devices[1].table.clone();
+    nregion.remove("name");
+    crate::devices::strip_real_device_keys(&mut nregion);
+    if let Ok(tierlab_devices::DeviceConfig::Smr(smr)) =
+        toml::Value::Table(nregion).try_into::<tierlab_devices::DeviceConfig>()
+        && smr.band_bytes != layout.band_bytes
+    {
+        return Err(ConfigError(format!(
+            "key `policy.band_bytes`: {} bytes, but the SMR native region (devices[1]) has bands of {} bytes; make them equal",
+            layout.band_bytes, smr.band_bytes
+        )));
+    }
+    Ok(Box::new(
+        hswd::Hswd::new(&p, ctx.devices[1].capacity_bytes).map_err(policy_err)?,
+    ))
+}
+
+/// The busy-rate QoS policy: tenants by name, A's guarantee from the
+/// policy or else from A's own limit (the paper caps A at its target).
+fn build_qos(t: &toml::Table, ctx: &StackContext) -> Result<Box<dyn Policy>, ConfigError> {
+    let params: qos::QosParams = typed(t)?;
+    need_devices(ctx, 1, "busy-rate-qos needs a device")?;
+    let names: Vec<&str> = ctx.tenants.iter().map(|t| t.name.as_str()).collect();
+    let find = |key: &str, name: &str| {
+        names.iter().position(|n| *n == name).ok_or_else(|| {
+            ConfigError(format!(
+                "key `policy.{key}`: no tenant is named {name:?}; tenants: {names:?}"
+            ))
+        })
+    };
+    let a = find("guaranteed_tenant", &params.guaranteed_tenant)?;
+    let b = find("throttled_tenant", &params.throttled_tenant)?;
+    let guarantee = match params.guaranteed_iops {
+        Some(v) if !(v.is_finite() && v >= 0.0) => {
+            return Err(ConfigError(format!(
+                "key `policy.guaranteed_iops`: {v} is not an IOPS value ≥ 0"
+            )));
+        }
+        Some(v) => vec![(0, v)],
+        None => {
+            let ta = &ctx.tenants[a];
+            let steps = &ta.iops_schedule_ns;
+            // The own limit: iops_cap until the schedule's first step.
+            let mut s: Vec<(u64, f64)> = match (ta.iops_cap, steps.first()) {
+                (Some(c), Some((t, _))) if *t > 0 => vec![(0, c)],
+                (Some(c), None) => vec![(0, c)],
+                _ => Vec::new(),
+            };
+            s.extend(steps.iter().copied());
+            if s.is_empty() {
+                return Err(ConfigError(format!(
+                    "key `policy.guaranteed_iops`: not set, and tenant {:?} has neither `iops_cap` nor `iops_schedule` to take it from",
+                    ta.name
+                )));
+            }
+            s
+        }
+    };
+    qos::BusyRateQos::new(params.controller.clone(), a as u32, b as u32, guarantee)
+        .map(|p| Box::new(p) as Box<dyn Policy>)
+        .map_err(policy_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(text: &str) -> PolicySpec {
+        let t: toml::Table = toml::from_str(text).unwrap();
+        toml::Value::Table(t).try_into().unwrap()
+    }
+
+    #[test]
+    fn every_registered_example_builds_and_data_movers_are_derived() {
+        let movers = policies_that_move_data();
+        // Each of these describes its data (a real executor runs them);
+        // the list is asked of the policies, not written down.
+        for k in [
+            "passthrough",
+            "linear",
+            "cache",
+            "flashcache",
+            "atsmf",
+            "hswd",
+        ] {
+            assert!(movers.contains(&k), "{k} missing from {movers:?}");
+        }
+        assert!(
+            POLICIES
+                .iter()
+                .all(|r| r.kind.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+        );
+    }
+
+    #[test]
+    fn errors_name_the_key_and_the_choices() {
+        let e = spec("kind = \"lur\"").check().unwrap_err().0;
+        assert!(
+            e.contains("unknown policy `lur`") && e.contains("passthrough"),
+            "{e}"
+        );
+        let e = spec("kind = \"hwsd\"").check().unwrap_err().0;
+        assert!(e.contains("did you mean `hswd`"), "{e}");
+        let e = spec("kind = \"cache\"\ncapacity_bytes = \"1MiB\"\nwrte_mode = \"write-back\"")
+            .check()
+            .unwrap_err()
+            .0;
+        assert!(e.contains("wrte_mode"), "{e}");
+        let e = spec("kind = \"cache\"").check().unwrap_err().0;
+        assert!(e.contains("key `policy`"), "{e}");
+        let t: toml::Table = toml::from_str("capacity_bytes = 1").unwrap();
+        let e = toml::Value::Table(t).try_into::<PolicySpec>().unwrap_err();
+        assert!(e.to_string().contains("missing `kind`"), "{e}");
+    }
+
+    #[test]
+    fn build_checks_devices() {
+        let ctx = StackContext {
+            devices: vec![DeviceSpec {
+                name: "d".into(),
+                capacity_bytes: 1 << 20,
+                table: toml::Table::new(),
+            }],
+            tenants: vec![],
+        };
+        let e = build_policy(&spec("kind = \"cache\"\ncapacity_bytes = \"1MiB\""), &ctx)
+            .err()
+            .unwrap()
+            .0;
+        assert!(e.contains("exactly two devices"), "{e}");
+        assert_eq!(
+            build_policy(&PolicySpec::default(), &ctx).unwrap().name(),
+            "passthrough"
+        );
+    }
+}
