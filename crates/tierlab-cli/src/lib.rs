@@ -14,6 +14,7 @@ mod progress;
 mod qos_cmd;
 mod reproduce;
 mod run_cmd;
+mod serve_cmd;
 mod sim_cmd;
 mod trace_cmd;
 
@@ -61,6 +62,8 @@ enum Command {
     Qos(qos_cmd::QosCommand),
     /// Serve a file (FUSE) whose IOs take the time a device model says: real workloads on a modeled device (docs/emulate.md).
     Emulate(emulate_cmd::EmulateArgs),
+    /// Serve a stack (ATSMF, HSWD, a cache, RAID of files, ...) as a block device over NBD (docs/serve.md).
+    Serve(serve_cmd::ServeArgs),
 }
 
 /// Runs the CLI with explicit arguments (the first is the program name).
@@ -93,6 +96,7 @@ where
         Command::Reproduce(cmd) => reproduce::run(cmd),
         Command::Qos(cmd) => qos_cmd::run(cmd),
         Command::Emulate(args) => emulate_cmd::run(args),
+        Command::Serve(args) => serve_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

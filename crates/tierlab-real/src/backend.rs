@@ -43,6 +43,19 @@ pub trait Backend: Send + Sync {
     fn is_memory(&self) -> bool {
         false
     }
+    /// Discards [offset, offset + len): the range reads back as zeros or
+    /// as its old bytes (a hint, as NBD TRIM is). Default: keeps them.
+    fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
+    /// Whether the bytes of [offset, offset + len) were ever written:
+    /// appends (length, written) runs covering the range in order. A hole
+    /// reads as zeros. Default: all written (a store that cannot tell).
+    fn allocation(&self, offset: u64, len: u64, out: &mut Vec<(u64, bool)>) {
+        let _ = offset;
+        out.push((len, true));
+    }
     /// Its own end-of-run counters (a RAID's member IOs, RMW stripes, ...),
     /// reported in summary.json under `run.device_counters` like a model's.
     fn counters(&self) -> Vec<(&'static str, f64)> {
@@ -70,6 +83,8 @@ pub struct FileBackend {
     /// Why O_DIRECT is off, when it is.
     direct_off_reason: Option<String>,
     unaligned: AtomicU64,
+    /// A regular file (holes can be punched and found), not a device.
+    is_regular: bool,
 }
 
 /// A heap buffer aligned for O_DIRECT.
@@ -198,6 +213,7 @@ impl FileBackend {
             direct,
             buffered,
             capacity_bytes: capacity,
+            is_regular: meta.file_type().is_file(),
             direct_off_reason,
             unaligned: AtomicU64::new(0),
         })
@@ -263,6 +279,82 @@ impl Backend for FileBackend {
 
     fn unaligned_ios(&self) -> u64 {
         self.unaligned.load(Ordering::Relaxed)
+    }
+
+    /// Regular files: punches a hole (the range then reads as zeros).
+    /// Block devices: the range is kept (no BLKDISCARD: some devices
+    /// return old data after it, which NBD allows, but it is slow on many).
+    fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        if !self.is_regular || len == 0 {
+            return Ok(());
+        }
+        check_range(offset, len as usize, self.capacity_bytes, || {
+            self.path.display().to_string()
+        })?;
+        // SAFETY: fallocate on a descriptor we own; no memory is passed.
+        let rc = unsafe {
+            libc::fallocate(
+                self.buffered.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                offset as libc::off_t,
+                len as libc::off_t,
+            )
+        };
+        if rc != 0 {
+            let e = io::Error::last_os_error();
+            // A filesystem without hole punching keeps the bytes: allowed.
+            if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+                return Ok(());
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Holes of a sparse regular file (SEEK_DATA / SEEK_HOLE); a block
+    /// device, or a filesystem that cannot tell, is all written.
+    fn allocation(&self, offset: u64, len: u64, out: &mut Vec<(u64, bool)>) {
+        use std::os::fd::AsRawFd;
+        let end = offset.saturating_add(len).min(self.capacity_bytes);
+        if !self.is_regular || offset >= end {
+            out.push((len, true));
+            return;
+        }
+        let fd = self.buffered.as_raw_fd();
+        let mut at = offset;
+        while at < end {
+            // SAFETY: lseek on a descriptor we own. Reads and writes use
+            // pread/pwrite, so moving the file offset disturbs nothing.
+            let data = unsafe { libc::lseek(fd, at as libc::off_t, libc::SEEK_DATA) };
+            if data < 0 {
+                let e = io::Error::last_os_error().raw_os_error();
+                if e == Some(libc::ENXIO) {
+                    out.push((end - at, false)); // no data after `at`
+                } else {
+                    out.push((end - at, true)); // cannot tell
+                }
+                break;
+            }
+            let data = (data as u64).min(end);
+            if data > at {
+                out.push((data - at, false));
+                at = data;
+                continue;
+            }
+            // SAFETY: as above.
+            let hole = unsafe { libc::lseek(fd, at as libc::off_t, libc::SEEK_HOLE) };
+            let hole = if hole < 0 {
+                end
+            } else {
+                (hole as u64).min(end)
+            };
+            out.push((hole.max(at + 1) - at, true));
+            at = hole.max(at + 1);
+        }
+        if end < offset + len {
+            out.push((offset + len - end, true));
+        }
     }
 
     fn uring_target(&self, op: Op, offset: u64, len: usize) -> Option<UringTarget> {
@@ -385,6 +477,42 @@ impl Backend for RamBackend {
 
     fn is_memory(&self) -> bool {
         true
+    }
+
+    /// Zeros the range; whole chunks are freed.
+    fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.check(offset, len as usize)?;
+        let mut chunks = self.chunks.lock().expect("not poisoned");
+        let mut at = offset;
+        let end = offset + len;
+        while at < end {
+            let (c, within) = (at / RAM_CHUNK, at % RAM_CHUNK);
+            let n = (RAM_CHUNK - within).min(end - at);
+            if n == RAM_CHUNK {
+                chunks.remove(&c);
+            } else if let Some(chunk) = chunks.get_mut(&c) {
+                chunk[within as usize..(within + n) as usize].fill(0);
+            }
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Chunks never written are holes.
+    fn allocation(&self, offset: u64, len: u64, out: &mut Vec<(u64, bool)>) {
+        let chunks = self.chunks.lock().expect("not poisoned");
+        let end = offset.saturating_add(len);
+        let mut at = offset;
+        while at < end {
+            let c = at / RAM_CHUNK;
+            let n = ((c + 1) * RAM_CHUNK).min(end) - at;
+            let written = chunks.contains_key(&c);
+            match out.last_mut() {
+                Some((l, w)) if *w == written && at > offset => *l += n,
+                _ => out.push((n, written)),
+            }
+            at += n;
+        }
     }
 }
 

@@ -269,6 +269,11 @@ impl Core {
         self.timers.len()
     }
 
+    /// When the next policy timer is due.
+    pub fn next_timer_ns(&self) -> Option<TimeNs> {
+        self.timers.peek().map(|Reverse((t, _, _))| *t)
+    }
+
     /// Hands a host IO to the policy; returns its id.
     pub fn issue(&mut self, now: TimeNs, req: HostRequest) -> Result<u64, String> {
         let now = self.policy_time(self.now_ns().max(now));
@@ -378,6 +383,11 @@ impl Core {
             op: io.op,
             offset_bytes: io.offset_bytes,
             data,
+            trim_bytes: if io.op == Op::Trim {
+                io.size_bytes as u64
+            } else {
+                0
+            },
         })
     }
 
@@ -609,6 +619,64 @@ impl Core {
             let values = self.policy.counters().into_iter().map(|(_, v)| v).collect();
             self.counter_samples.push((self.next_sample_ns, values));
             self.next_sample_ns += self.counter_interval_ns;
+        }
+    }
+
+    /// The run's results so far, as `tierlab sim` reports them (the metrics
+    /// from a copy of the recorder, so serving can report periodically).
+    pub fn result(
+        &self,
+        end_ns: TimeNs,
+        seed: u64,
+        host_ios: u64,
+        tenants: Vec<tierlab_sim::run::TenantReport>,
+    ) -> tierlab_sim::run::RunResult {
+        use tierlab_sim::run::counter_value;
+        let counters = self.policy.counters();
+        let mut counter_samples = self.counter_samples.clone();
+        if self.counter_interval_ns > 0 && counter_samples.last().is_none_or(|(t, _)| *t < end_ns) {
+            counter_samples.push((end_ns, counters.iter().map(|(_, v)| *v).collect()));
+        }
+        // Backing stores' own counters (a RAID's), like a model's.
+        let device_counters = self
+            .names
+            .iter()
+            .zip(self.backends.iter())
+            .filter_map(|(name, b)| {
+                let c = b.counters();
+                (!c.is_empty()).then(|| {
+                    let map: serde_json::Map<String, serde_json::Value> = c
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), counter_value(v)))
+                        .collect();
+                    (name.clone(), serde_json::Value::Object(map))
+                })
+            })
+            .collect();
+        tierlab_sim::run::RunResult {
+            metrics: self.recorder.clone().finish(end_ns),
+            info: tierlab_sim::run::RunInfo {
+                seed,
+                policy: self.policy.name().to_string(),
+                simulated_s: end_ns as f64 / tierlab_core::NS_PER_S as f64,
+                events: self.events,
+                host_ios_unfinished: self.host.len() as u64,
+                tenants,
+                policy_counters: counters
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), counter_value(*v)))
+                    .collect(),
+                device_counters,
+            },
+            outcome: tierlab_sim::RunOutcome {
+                end_ns,
+                host_ios,
+                events: self.events,
+                host_ios_unfinished: self.host.len() as u64,
+            },
+            counter_names: counters.iter().map(|(k, _)| *k).collect(),
+            counter_samples,
+            policy_logs: self.policy.logs(),
         }
     }
 

@@ -64,6 +64,8 @@ pub struct Io {
     in_service: usize,
     /// io_uring mode: IOs waiting for one of those places, in order.
     waiting: VecDeque<Request>,
+    /// Threads mode: the eventfd the pool bumps (`wake_fd`).
+    pool_wake: Option<Arc<OwnedFd>>,
     /// What runs the IOs, for summary.json.
     pub description: String,
 }
@@ -83,6 +85,7 @@ impl Io {
             pool: None,
             in_service: 0,
             waiting: VecDeque::new(),
+            pool_wake: None,
             description: String::new(),
         };
         if depth == 0 {
@@ -115,7 +118,11 @@ impl Io {
                 ));
             }
             (Err(why), _) => {
-                io.start_pool(None);
+                // An eventfd the pool bumps per completion, so a server
+                // loop can sleep on it (`wake_fd`) besides its sockets.
+                let fd = new_eventfd(libc::EFD_NONBLOCK)?;
+                io.pool_wake = Some(Arc::clone(&fd));
+                io.start_pool(Some(fd));
                 io.description = if kind == EngineKind::Threads {
                     format!("threads ({depth})")
                 } else {
@@ -204,6 +211,48 @@ impl Io {
         Ok(self.ready.pop_front())
     }
 
+    /// A descriptor that becomes readable when completions may be ready,
+    /// for a loop that sleeps in epoll rather than in `wait`: the ring's
+    /// (io_uring) or the pool's eventfd (threads). None inline, where
+    /// every IO completes inside `submit`. After a wake-up, take what is
+    /// there with `try_next` (and `clear_wake`).
+    pub fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
+        if let Some(r) = &self.ring {
+            return Some(r.cq_event.as_raw_fd());
+        }
+        self.pool_wake.as_ref().map(|f| f.as_raw_fd())
+    }
+
+    /// Resets the wake-up eventfd after a wake-up, so a loop on a
+    /// level-triggered poll does not spin.
+    pub fn clear_wake(&self) {
+        let fd = match &self.ring {
+            Some(r) => Some(&r.cq_event),
+            None => self.pool_wake.as_ref(),
+        };
+        if let Some(fd) = fd {
+            let mut v = [0u8; 8];
+            // SAFETY: reading 8 bytes into an 8-byte buffer; the eventfd
+            // is non-blocking, so an empty one returns EAGAIN at once.
+            unsafe { libc::read(fd.as_raw_fd(), v.as_mut_ptr().cast(), 8) };
+        }
+    }
+
+    /// Hands queued IOs to the kernel now (io_uring), before a loop
+    /// sleeps somewhere else than in `wait`.
+    pub fn submit_pending(&mut self) -> Result<(), String> {
+        match &mut self.ring {
+            Some(r) => r.submit_queued(),
+            None => Ok(()),
+        }
+    }
+
+    /// True when completions are ready without a system call (inline IOs,
+    /// or ones already reaped).
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
     /// The next completion, waiting at most `timeout` (None: none came).
     pub fn wait(&mut self, timeout: Duration) -> Result<Option<Completion>, String> {
         if let Some(c) = self.try_next()? {
@@ -252,6 +301,17 @@ impl Drop for Io {
     }
 }
 
+/// An eventfd (`flags`: 0 or EFD_NONBLOCK).
+fn new_eventfd(flags: libc::c_int) -> Result<Arc<OwnedFd>, String> {
+    // SAFETY: eventfd returns a new descriptor or -1.
+    let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | flags) };
+    if raw < 0 {
+        return Err(format!("eventfd: {}", io::Error::last_os_error()));
+    }
+    // SAFETY: `raw` is a fresh descriptor owned by nobody else.
+    Ok(Arc::new(unsafe { OwnedFd::from_raw_fd(raw) }))
+}
+
 /// user_data of the eventfd read that wakes the ring for pool completions.
 const POOL_WAKE: u64 = u64::MAX;
 
@@ -266,6 +326,8 @@ struct Slot {
 }
 
 struct Ring {
+    /// Bumped by the kernel on each completion (`Io::wake_fd`).
+    cq_event: Arc<OwnedFd>,
     ring: IoUring,
     slots: Vec<Option<Slot>>,
     free: Vec<usize>,
@@ -287,7 +349,14 @@ impl Ring {
         if !ring.params().is_feature_ext_arg() {
             return Err("the kernel's io_uring cannot wait with a timeout (before 5.11)".into());
         }
+        // The kernel bumps this eventfd on every completion, so a loop that
+        // sleeps in epoll (tierlab serve) wakes for the ring's IOs.
+        let cq_event = new_eventfd(libc::EFD_NONBLOCK)?;
+        ring.submitter()
+            .register_eventfd(cq_event.as_raw_fd())
+            .map_err(|e| format!("io_uring_register(EVENTFD): {e}"))?;
         Ok(Ring {
+            cq_event,
             ring,
             slots: (0..depth).map(|_| None).collect(),
             free: (0..depth).rev().collect(),
@@ -301,13 +370,9 @@ impl Ring {
 
     /// An eventfd for the pool to bump; the ring keeps a read armed on it.
     fn watch_pool(&mut self) -> Result<Arc<OwnedFd>, String> {
-        // SAFETY: eventfd returns a new descriptor or -1.
-        let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-        if raw < 0 {
-            return Err(format!("eventfd: {}", io::Error::last_os_error()));
-        }
-        // SAFETY: `raw` is a fresh descriptor owned by nobody else.
-        let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(raw) });
+        // Blocking: the ring's read of it must wait for a bump, not fail
+        // with EAGAIN (io_uring honours O_NONBLOCK).
+        let fd = new_eventfd(0)?;
         self.wake = Some((Arc::clone(&fd), Box::new([0; 8])));
         self.arm_wake()?;
         Ok(fd)
@@ -543,6 +608,7 @@ mod tests {
             op,
             offset_bytes,
             data,
+            trim_bytes: 0,
         }
     }
 

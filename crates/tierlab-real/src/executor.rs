@@ -16,9 +16,8 @@ use std::time::Duration;
 use serde::Serialize;
 use tierlab_core::metrics::{MetricsConfig, Recorder};
 use tierlab_core::{NS_PER_S, Op, TimeNs};
+use tierlab_sim::Tenant;
 use tierlab_sim::config::SimConfig;
-use tierlab_sim::run::counter_value;
-use tierlab_sim::{RunOutcome, Tenant};
 
 use crate::datapath::{Core, Finished, HostRequest};
 use crate::engine::{EngineKind, Io};
@@ -397,38 +396,18 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
             return Err(e);
         }
     };
-    let core = &mut exec.core;
-    core.sample(end_ns);
-    let counter_names = core.policy.counters().into_iter().map(|(k, _)| k).collect();
-    if !core.counter_samples.is_empty() {
-        let values = core.policy.counters().into_iter().map(|(_, v)| v).collect();
-        core.counter_samples.push((end_ns, values));
-    }
-    let policy_counters = core
-        .policy
-        .counters()
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), counter_value(v)))
-        .collect();
-    let policy_logs = core.policy.logs();
-    // Backends' own counters (a RAID's), like a model's, before the scan.
-    let device_counters = core
-        .names
+    exec.core.sample(end_ns);
+    let tenants = exec
+        .tenants
         .iter()
-        .zip(core.backends.iter())
-        .filter_map(|(name, b)| {
-            let c = b.counters();
-            (!c.is_empty()).then(|| {
-                let map: serde_json::Map<String, serde_json::Value> = c
-                    .into_iter()
-                    .map(|(k, v)| (k.to_string(), counter_value(v)))
-                    .collect();
-                (name.clone(), serde_json::Value::Object(map))
-            })
-        })
+        .map(tierlab_sim::run::TenantReport::from)
         .collect();
-    // The final scan runs after the metrics stop recording.
-    core.recording = false;
+    // Counters and metrics up to the end of the workload (the final
+    // verification scan is not part of the run).
+    let result = exec
+        .core
+        .result(end_ns, config.seed, exec.host_ios, tenants);
+    exec.core.recording = false;
     if opts.verify {
         exec.final_scan(drain_ns)?;
         for b in exec.core.backends.iter() {
@@ -446,39 +425,8 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         .iter()
         .map(|b| b.unaligned_ios())
         .collect();
-    let recorder = std::mem::replace(
-        &mut exec.core.recorder,
-        Recorder::new(MetricsConfig::default()).map_err(|e| e.to_string())?,
-    );
-    let metrics = recorder.finish(end_ns);
-    let info = tierlab_sim::run::RunInfo {
-        seed: config.seed,
-        policy: exec.core.policy.name().to_string(),
-        simulated_s: end_ns as f64 / NS_PER_S as f64,
-        events: exec.core.events,
-        host_ios_unfinished: 0,
-        tenants: exec
-            .tenants
-            .iter()
-            .map(tierlab_sim::run::TenantReport::from)
-            .collect(),
-        policy_counters,
-        device_counters,
-    };
     Ok(RealResult {
-        run: tierlab_sim::run::RunResult {
-            metrics,
-            info,
-            outcome: RunOutcome {
-                end_ns,
-                host_ios: exec.host_ios,
-                events: exec.core.events,
-                host_ios_unfinished: 0,
-            },
-            counter_names,
-            counter_samples: std::mem::take(&mut exec.core.counter_samples),
-            policy_logs,
-        },
+        run: result,
         real: exec.info.clone(),
     })
 }

@@ -29,6 +29,8 @@ pub struct Request {
     pub offset_bytes: u64,
     /// Writes: the data. Reads: a buffer of the IO's size to fill.
     pub data: Vec<u8>,
+    /// Trims: the length of the range (no buffer).
+    pub trim_bytes: u64,
 }
 
 pub struct Completion {
@@ -107,9 +109,7 @@ pub fn serve(backends: &[Box<dyn Backend>], r: Request) -> Completion {
         Op::Read => b.read_at(&mut data, r.offset_bytes),
         Op::Write => b.write_at(&data, r.offset_bytes),
         Op::Flush => b.flush(),
-        // Nothing to discard in a file or RAM that a later read must not
-        // see: a trimmed range reads back undefined (docs/real.md).
-        Op::Trim => Ok(()),
+        Op::Trim => b.trim(r.offset_bytes, r.trim_bytes),
     };
     Completion {
         device: r.device,

@@ -13,7 +13,7 @@ pub use config::{Bytes, ConfigError, apply_overrides};
 pub use devices::{REAL_DEVICE_KEYS, device_names, standard_device, strip_real_device_keys};
 pub use policies::{
     DeviceSpec, POLICIES, PolicySpec, Registration, StackContext, TenantSpec, build_policy,
-    policies_that_move_data,
+    policies_that_move_data, volume_bytes,
 };
 
 use std::path::Path;

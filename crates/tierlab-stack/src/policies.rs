@@ -123,6 +123,9 @@ pub struct Registration {
     pub check: fn(&toml::Table) -> Result<(), ConfigError>,
     /// Builds the policy over the stack's devices (and tenants).
     pub build: BuildFn,
+    /// The size of the volume the policy presents to hosts (what `tierlab
+    /// serve` exports), for params that built.
+    pub volume_bytes: fn(&toml::Table, &StackContext) -> u64,
     /// Keys for a small example of the policy (`policies_that_move_data`
     /// builds each policy from them over two 64 MiB devices).
     pub example: &'static str,
@@ -138,6 +141,7 @@ pub static POLICIES: &[Registration] = &[
             need_devices(ctx, 1, "passthrough needs a device")?;
             Ok(Box::new(Passthrough))
         },
+        volume_bytes: |_, ctx| ctx.devices[0].capacity_bytes,
         example: "",
     },
     Registration {
@@ -145,6 +149,7 @@ pub static POLICIES: &[Registration] = &[
         summary: "the devices laid end to end (device-mapper linear)",
         check: check_typed::<LinearParams>,
         build: build_linear,
+        volume_bytes: linear_volume_bytes,
         example: "",
     },
     Registration {
@@ -156,6 +161,7 @@ pub static POLICIES: &[Registration] = &[
             check_cache_devices(ctx, p.capacity_bytes.0)?;
             Ok(Box::new(cache::Cache::new(&p).map_err(policy_err)?))
         },
+        volume_bytes: |_, ctx| ctx.devices[1].capacity_bytes,
         example: "capacity_bytes = \"1MiB\"",
     },
     Registration {
@@ -167,6 +173,7 @@ pub static POLICIES: &[Registration] = &[
             check_cache_devices(ctx, p.capacity_bytes.0)?;
             Ok(Box::new(flashcache::new(&p).map_err(policy_err)?))
         },
+        volume_bytes: |_, ctx| ctx.devices[1].capacity_bytes,
         example: "capacity_bytes = \"4MiB\"",
     },
     Registration {
@@ -186,6 +193,7 @@ pub static POLICIES: &[Registration] = &[
                     .map_err(policy_err)?,
             ))
         },
+        volume_bytes: |_, ctx| ctx.devices[1].capacity_bytes,
         example: "sub_lun_size_bytes = \"1MiB\"\nmove_chunk_bytes = \"256KiB\"\nbuffer_bytes = \"1MiB\"\nmemory_cap_bytes = \"8MiB\"",
     },
     Registration {
@@ -193,6 +201,15 @@ pub static POLICIES: &[Registration] = &[
         summary: "HSWD: an SSD persistent cache (device 0) over an SMR native region (device 1) (docs/hswd.md)",
         check: check_typed::<hswd::HswdParams>,
         build: build_hswd,
+        volume_bytes: |t, ctx| {
+            // Blocks past the native region's last whole block are not
+            // addressable.
+            let block = typed::<hswd::HswdParams>(t)
+                .ok()
+                .and_then(|p| hswd::Layout::new(&p).ok())
+                .map_or(1, |l| l.block_bytes.max(1));
+            ctx.devices[1].capacity_bytes / block * block
+        },
         example: "pcache_bytes = \"8MiB\"\nband_bytes = \"1MiB\"",
     },
     Registration {
@@ -200,9 +217,27 @@ pub static POLICIES: &[Registration] = &[
         summary: "busy-rate IOPS guarantee: one tenant's IOPS kept by capping another (docs/qos.md)",
         check: check_typed::<qos::QosParams>,
         build: build_qos,
+        volume_bytes: |_, ctx| ctx.devices[0].capacity_bytes,
         example: "guaranteed_tenant = \"A\"\nthrottled_tenant = \"B\"\nguaranteed_iops = 100",
     },
 ];
+
+fn linear_volume_bytes(t: &toml::Table, ctx: &StackContext) -> u64 {
+    let sizes = typed::<LinearParams>(t)
+        .map(|p| p.sizes_bytes)
+        .unwrap_or_default();
+    ctx.devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| sizes.get(i).map_or(d.capacity_bytes, |b| b.0))
+        .sum()
+}
+
+/// The size of the volume the policy `spec` presents over `ctx` (call
+/// after `build_policy` succeeded).
+pub fn volume_bytes(spec: &PolicySpec, ctx: &StackContext) -> Result<u64, ConfigError> {
+    Ok((spec.registration()?.volume_bytes)(&spec.params, ctx))
+}
 
 /// Builds the policy `spec` names over the stack `ctx` describes.
 pub fn build_policy(spec: &PolicySpec, ctx: &StackContext) -> Result<Box<dyn Policy>, ConfigError> {

@@ -24,7 +24,8 @@
 //! ```text
 //!  0 u64 time_ns   8 u64 offset_bytes   16 u64 response_ns (u64::MAX = none)
 //! 24 u32 size_bytes   28 u16 device_id   30 u8 op (0 read, 1 write, 2 trim, 3 flush)
-//! 31 u8 reserved (zero)
+//! 31 u8 flags: bit 0 = FUA (a write the client asked to be durable
+//!       before its reply; `tierlab serve --record`), other bits zero
 //! ```
 
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -38,6 +39,8 @@ pub const RECORD_BYTES: usize = 32;
 pub const HEADER_BYTES: usize = 64;
 pub const NO_RESPONSE: u64 = u64::MAX;
 pub const MAX_DEVICES: usize = u16::MAX as usize + 1;
+/// Record flag (byte 31): the write was FUA. Readers ignore the flags.
+pub const RECORD_FLAG_FUA: u8 = 1;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
@@ -206,6 +209,12 @@ impl<W: Write + Seek> NativeWriter<W> {
 
     #[inline]
     pub fn write(&mut self, r: &IoRecord) -> Result<(), TraceError> {
+        self.write_with_flags(r, 0)
+    }
+
+    /// As `write`, with the record's flags byte (`RECORD_FLAG_FUA`).
+    #[inline]
+    pub fn write_with_flags(&mut self, r: &IoRecord, flags: u8) -> Result<(), TraceError> {
         if r.device_id as usize >= MAX_DEVICES {
             return Err(TraceError::Write {
                 format: "native",
@@ -217,6 +226,7 @@ impl<W: Write + Seek> NativeWriter<W> {
         }
         let mut rec = [0u8; RECORD_BYTES];
         encode_record(r, &mut rec);
+        rec[31] = flags;
         self.buf.extend_from_slice(&rec);
         self.count += 1;
         if self.buf.len() >= RECORD_BYTES * 4096 {
@@ -226,6 +236,41 @@ impl<W: Write + Seek> NativeWriter<W> {
         Ok(())
     }
 
+    /// Makes what was written so far a complete, readable trace (records,
+    /// the names trailer, the header) without ending it: later records
+    /// overwrite the trailer and the next checkpoint or `finish` writes it
+    /// again. For traces written while a server runs, so a crash loses at
+    /// most what came after the last checkpoint.
+    pub fn checkpoint(
+        &mut self,
+        device_names: &[String],
+        time_base: TimeBase,
+    ) -> Result<(), TraceError> {
+        self.out.write_all(&self.buf).map_err(write_err)?;
+        self.buf.clear();
+        let records_end = HEADER_BYTES as u64 + self.count * RECORD_BYTES as u64;
+        let names = encode_names(device_names)?;
+        self.out.write_all(&names).map_err(write_err)?;
+        let header = Header {
+            record_count: self.count,
+            time_base,
+            names_offset: records_end,
+            names_bytes: names.len() as u64,
+        };
+        self.out.seek(SeekFrom::Start(0)).map_err(write_err)?;
+        self.out.write_all(&header.encode()).map_err(write_err)?;
+        self.out.flush().map_err(write_err)?;
+        self.out
+            .seek(SeekFrom::Start(records_end))
+            .map_err(write_err)?;
+        Ok(())
+    }
+
+    /// Records written so far.
+    pub fn record_count(&self) -> u64 {
+        self.count
+    }
+
     /// Writes the device names and the final header; returns the record count.
     pub fn finish(
         mut self,
@@ -233,17 +278,7 @@ impl<W: Write + Seek> NativeWriter<W> {
         time_base: TimeBase,
     ) -> Result<u64, TraceError> {
         self.out.write_all(&self.buf).map_err(write_err)?;
-        let mut names = Vec::new();
-        for n in device_names {
-            if n.contains('\n') {
-                return Err(TraceError::Write {
-                    format: "native",
-                    message: format!("device name {n:?} contains a newline"),
-                });
-            }
-            names.extend_from_slice(n.as_bytes());
-            names.push(b'\n');
-        }
+        let names = encode_names(device_names)?;
         self.out.write_all(&names).map_err(write_err)?;
         let header = Header {
             record_count: self.count,
@@ -256,6 +291,22 @@ impl<W: Write + Seek> NativeWriter<W> {
         self.out.flush().map_err(write_err)?;
         Ok(self.count)
     }
+}
+
+/// The names trailer: each name followed by `\n`.
+fn encode_names(device_names: &[String]) -> Result<Vec<u8>, TraceError> {
+    let mut names = Vec::new();
+    for n in device_names {
+        if n.contains('\n') {
+            return Err(TraceError::Write {
+                format: "native",
+                message: format!("device name {n:?} contains a newline"),
+            });
+        }
+        names.extend_from_slice(n.as_bytes());
+        names.push(b'\n');
+    }
+    Ok(names)
 }
 
 fn write_err(e: std::io::Error) -> TraceError {

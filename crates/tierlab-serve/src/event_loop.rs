@@ -1,0 +1,887 @@
+//! The serving loop: accept, read requests, hand them to the stack, reply
+//! as the stack finishes them, and stop cleanly.
+//!
+//! Each NBD request becomes one host IO of the stack (a WRITE_ZEROES
+//! becomes writes of zeros, at most `ZERO_CHUNK_BYTES` each), identified
+//! by its `Pending` slot. Replies that need durability (FLUSH, FUA) wait
+//! for a barrier that fdatasyncs every backing store.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use mio::{Events, Interest, Token};
+use serde::Serialize;
+use tierlab_core::{NS_PER_S, Op, TimeNs};
+use tierlab_nbd::{Command, Connection, Errno, Event, Request};
+use tierlab_real::datapath::{Finished, HostRequest};
+
+use crate::conn::{Conn, Context, RECV_CHUNK_BYTES, Stream};
+use crate::record::TraceRecord;
+use crate::{FIRST_CONN, IO_WAKE, LISTENER, Listener, SIGNALS, Server, WAKER};
+
+/// WRITE_ZEROES is written in pieces of at most this size...
+const ZERO_CHUNK_BYTES: u64 = 1 << 20;
+/// ...with at most this many in flight per request (bounded memory).
+const ZERO_CHUNKS_IN_FLIGHT: u32 = 4;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Read,
+    Write,
+    Flush,
+    Trim,
+    WriteZeroes,
+}
+
+/// One NBD request in the stack.
+struct Pending {
+    conn: Token,
+    handle: u64,
+    kind: Kind,
+    fua: bool,
+    /// Host IOs of this request in the stack (or held).
+    parts: u32,
+    /// WRITE_ZEROES: the part of the range not yet handed to the stack.
+    zero_next_bytes: u64,
+    zero_end_bytes: u64,
+}
+
+/// What the server did, for summary.json (`serve`) and the exit line.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ServeReport {
+    pub uri: String,
+    pub export_size_bytes: u64,
+    pub block_min_bytes: u32,
+    pub block_preferred_bytes: u32,
+    pub block_max_bytes: u32,
+    /// Tier names: `tierlab:tier` extent flags index them.
+    pub tiers: Vec<String>,
+    pub connections: u64,
+    pub connections_open: u64,
+    pub connections_open_max: u64,
+    /// Connections that ended with a protocol violation (bad magic, ...).
+    pub protocol_errors: u64,
+    pub requests: RequestCounts,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub bytes_zeroed: u64,
+    pub bytes_trimmed: u64,
+    /// Barriers that fdatasync'ed every backing store (FLUSH, FUA).
+    pub durability_barriers: u64,
+    /// Requests that waited for an overlapping write or trim in flight.
+    pub requests_held_for_ordering: u64,
+    /// Requests whose client left before the reply.
+    pub replies_dropped: u64,
+    pub serving_s: f64,
+    /// Seconds from the stop request to the policy holding no dirty data.
+    pub drain_s: f64,
+    /// Host IOs written by `--record`.
+    pub recorded_ios: u64,
+    /// The last outputs written (`--out`), and why the server stopped.
+    pub stopped_by: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RequestCounts {
+    pub read: u64,
+    pub write: u64,
+    pub flush: u64,
+    pub trim: u64,
+    pub write_zeroes: u64,
+    pub block_status: u64,
+    pub fua: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Serving,
+    /// No new connections or requests; in-flight ones finish.
+    Stopping,
+    /// The policy writes its dirty data back.
+    Draining,
+    /// The final barrier: every store fdatasync'ed.
+    Syncing(u64),
+    Done,
+}
+
+struct Loop {
+    server: Server,
+    conns: HashMap<Token, Conn>,
+    next_token: usize,
+    next_conn_id: u32,
+    pending: Vec<Option<Pending>>,
+    free: Vec<usize>,
+    /// Host IOs waiting for an overlapping write or trim, in order.
+    held: VecDeque<HostRequest>,
+    /// Barrier id → pending requests answered when it completes.
+    barriers: HashMap<u64, Vec<usize>>,
+    record: Option<TraceRecord>,
+    report: ServeReport,
+    host_ios: u64,
+    issued_bytes: u64,
+    phase: Phase,
+    stop_requests: u32,
+    stop_at_ns: TimeNs,
+    next_stats_ns: TimeNs,
+    stats_interval_ns: TimeNs,
+    interrupted: bool,
+}
+
+pub(crate) fn run(mut server: Server) -> Result<ServeReport, String> {
+    let record = match &server.opts.record {
+        Some(p) => Some(TraceRecord::create(p)?),
+        None => None,
+    };
+    if let Some(dir) = &server.opts.out_dir {
+        std::fs::create_dir_all(dir).map_err(|e| format!("--out {}: {e}", dir.display()))?;
+    }
+    let e = &server.export[0];
+    let report = ServeReport {
+        uri: server.uri.clone(),
+        export_size_bytes: e.size_bytes,
+        block_min_bytes: e.block_min_bytes,
+        block_preferred_bytes: e.block_preferred_bytes,
+        block_max_bytes: e.block_max_bytes,
+        tiers: server.tier_names.clone(),
+        ..Default::default()
+    };
+    let stats_interval_ns = (server.opts.stats_interval_s * NS_PER_S as f64).round() as TimeNs;
+    server.core.recording = true;
+    let mut l = Loop {
+        server,
+        conns: HashMap::new(),
+        next_token: FIRST_CONN,
+        next_conn_id: 0,
+        pending: Vec::new(),
+        free: Vec::new(),
+        held: VecDeque::new(),
+        barriers: HashMap::new(),
+        record,
+        report,
+        host_ios: 0,
+        issued_bytes: 0,
+        phase: Phase::Serving,
+        stop_requests: 0,
+        stop_at_ns: 0,
+        next_stats_ns: stats_interval_ns,
+        stats_interval_ns,
+        interrupted: false,
+    };
+    let result = l.serve();
+    if let Err(e) = &result {
+        l.server.core.abandon();
+        // The outputs of what ran, then the error.
+        let _ = l.write_outputs();
+        return Err(e.clone());
+    }
+    let now = l.server.core.now_ns();
+    l.report.serving_s = now as f64 / NS_PER_S as f64;
+    if let Some(r) = l.record.take() {
+        l.report.recorded_ios = r.finish()?;
+    }
+    l.write_outputs()?;
+    if let Some(Listener::Unix(_, path)) = l.server.listener.take() {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(l.report)
+}
+
+impl Loop {
+    fn serve(&mut self) -> Result<(), String> {
+        let mut events = Events::with_capacity(256);
+        loop {
+            let phase = self.phase;
+            self.settle()?;
+            self.write_all_out();
+            self.resume_paused()?;
+            self.close_finished_conns();
+            if self.advance_phase()? {
+                return Ok(());
+            }
+            if self.phase != phase {
+                continue; // the next phase may start at once
+            }
+            self.server.core.io.submit_pending()?;
+            let timeout = self.timeout();
+            match self.server.poll.poll(&mut events, timeout) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(format!("epoll_wait: {e}")),
+            }
+            for ev in events.iter() {
+                match ev.token() {
+                    LISTENER => self.accept()?,
+                    IO_WAKE => self.server.core.io.clear_wake(),
+                    SIGNALS => self.read_signals(),
+                    WAKER => {
+                        if self.server.stop.swap(false, Ordering::SeqCst) {
+                            self.request_stop("stop requested");
+                        }
+                    }
+                    token => {
+                        if ev.is_writable()
+                            && let Some(c) = self.conns.get_mut(&token)
+                        {
+                            c.write_out();
+                        }
+                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            self.read_conn(token)?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// How long the loop may sleep: until the next timer, model event or
+    /// stats write — zero when completions are already waiting.
+    fn timeout(&self) -> Option<Duration> {
+        let core = &self.server.core;
+        if core.io.has_ready() || !core.finished.is_empty() || !core.flushed.is_empty() {
+            return Some(Duration::ZERO);
+        }
+        let now = core.now_ns();
+        let stats = self
+            .server
+            .opts
+            .out_dir
+            .is_some()
+            .then_some(self.next_stats_ns);
+        [core.next_timer_ns(), core.next_model_event_ns(), stats]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|t| Duration::from_nanos(t.saturating_sub(now)))
+    }
+
+    /// Moves the stack forward without sleeping: completions, timers,
+    /// finished host IOs (replies), barriers, held requests.
+    fn settle(&mut self) -> Result<(), String> {
+        loop {
+            let core = &mut self.server.core;
+            let now = core.now_ns();
+            let mut progressed = core.poll_completions()?;
+            core.fire_timers(now)?;
+            core.sample(now);
+            core.caps.clear(); // no tenants to cap when serving
+            while let Some(f) = self.server.core.finished.pop_front() {
+                progressed = true;
+                self.finished(f)?;
+            }
+            while let Some(b) = self.server.core.flushed.pop_front() {
+                progressed = true;
+                if self.phase == Phase::Syncing(b) {
+                    self.phase = Phase::Done;
+                }
+                for p in self.barriers.remove(&b).unwrap_or_default() {
+                    self.answer(p, None);
+                }
+            }
+            progressed |= self.issue_held()?;
+            if now >= self.next_stats_ns && self.stats_interval_ns > 0 {
+                while self.next_stats_ns <= now {
+                    self.next_stats_ns += self.stats_interval_ns;
+                }
+                if self.server.opts.out_dir.is_some() {
+                    self.write_outputs()?;
+                }
+                if let Some(r) = &mut self.record {
+                    r.checkpoint()?;
+                }
+            }
+            if !progressed {
+                return Ok(());
+            }
+        }
+    }
+
+    fn accept(&mut self) -> Result<(), String> {
+        loop {
+            let accepted = match &self.server.listener {
+                Some(Listener::Tcp(l)) => l.accept().map(|(s, a)| {
+                    let _ = s.set_nodelay(true);
+                    (Stream::Tcp(s), a.to_string())
+                }),
+                Some(Listener::Unix(l, _)) => l
+                    .accept()
+                    .map(|(s, _)| (Stream::Unix(s), "unix socket".to_string())),
+                None => return Ok(()),
+            };
+            let (mut stream, peer) = match accepted {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // Out of descriptors or the like: the listener stays, the
+                // client retries.
+                Err(e) => {
+                    eprintln!("tierlab serve: accept: {e}");
+                    return Ok(());
+                }
+            };
+            let token = Token(self.next_token);
+            self.next_token += 1;
+            if let Err(e) = self.server.poll.registry().register(
+                stream.source(),
+                token,
+                Interest::READABLE | Interest::WRITABLE,
+            ) {
+                eprintln!("tierlab serve: epoll: a new connection: {e}");
+                continue;
+            }
+            let id = self.next_conn_id;
+            self.next_conn_id += 1;
+            if self.server.opts.verbose {
+                eprintln!("tierlab serve: conn{id}: connected ({peer})");
+            }
+            let mut conn = Conn {
+                token,
+                id,
+                peer,
+                stream,
+                proto: Connection::new(self.server.export.clone()),
+                contexts: Vec::new(),
+                paused: false,
+                gone: None,
+                in_flight: 0,
+                requests: 0,
+            };
+            conn.write_out(); // the greeting
+            self.conns.insert(token, conn);
+            self.report.connections += 1;
+            self.report.connections_open = self.conns.len() as u64;
+            self.report.connections_open_max = self
+                .report
+                .connections_open_max
+                .max(self.conns.len() as u64);
+            // Data may already be there (edge-triggered: no new edge).
+            self.read_conn(token)?;
+        }
+    }
+
+    /// Reads what the socket has (bounded), and handles every event.
+    fn read_conn(&mut self, token: Token) -> Result<(), String> {
+        loop {
+            let serving = self.phase == Phase::Serving;
+            let Some(c) = self.conns.get_mut(&token) else {
+                return Ok(());
+            };
+            if c.gone.is_some() || c.proto.is_closing() || !serving {
+                return Ok(());
+            }
+            if c.must_pause() {
+                c.paused = true;
+                return Ok(());
+            }
+            c.paused = false;
+            let buf = c.proto.recv_buffer(RECV_CHUNK_BYTES);
+            match c.stream.read(buf) {
+                Ok(0) => {
+                    c.gone = Some("the client closed the connection".into());
+                    return Ok(());
+                }
+                Ok(n) => {
+                    c.proto.filled(n);
+                    self.handle_events(token)?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    c.gone = Some(format!("read: {e}"));
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn resume_paused(&mut self) -> Result<(), String> {
+        let paused: Vec<Token> = self
+            .conns
+            .values()
+            .filter(|c| c.paused && !c.must_pause())
+            .map(|c| c.token)
+            .collect();
+        for t in paused {
+            self.read_conn(t)?;
+        }
+        Ok(())
+    }
+
+    fn handle_events(&mut self, token: Token) -> Result<(), String> {
+        loop {
+            let Some(c) = self.conns.get_mut(&token) else {
+                return Ok(());
+            };
+            let Some(ev) = c.proto.poll_event() else {
+                return Ok(());
+            };
+            match ev {
+                Event::Ready { meta_contexts, .. } => {
+                    c.contexts = meta_contexts
+                        .into_iter()
+                        .filter_map(|(id, name)| match name.as_str() {
+                            "base:allocation" => Some((id, Context::Allocation)),
+                            "tierlab:tier" => Some((id, Context::Tier)),
+                            _ => None,
+                        })
+                        .collect();
+                    if self.server.opts.verbose {
+                        eprintln!("tierlab serve: conn{}: transmission", c.id);
+                    }
+                }
+                Event::Disconnect { reason, clean } => {
+                    if !clean {
+                        self.report.protocol_errors += 1;
+                    }
+                    if self.server.opts.verbose || !clean {
+                        eprintln!("tierlab serve: conn{} ({}): {reason}", c.id, c.peer);
+                    }
+                }
+                Event::Request(r) => {
+                    c.requests += 1;
+                    c.in_flight += 1;
+                    self.start(token, r)?;
+                }
+            }
+        }
+    }
+
+    fn alloc(&mut self, p: Pending) -> usize {
+        match self.free.pop() {
+            Some(i) => {
+                self.pending[i] = Some(p);
+                i
+            }
+            None => {
+                self.pending.push(Some(p));
+                self.pending.len() - 1
+            }
+        }
+    }
+
+    /// Starts a request: a host IO (or several), or an answer at once.
+    fn start(&mut self, token: Token, r: Request) -> Result<(), String> {
+        let counts = &mut self.report.requests;
+        counts.fua += r.fua as u64;
+        let pending = |kind| Pending {
+            conn: token,
+            handle: r.handle,
+            kind,
+            fua: r.fua,
+            parts: 1,
+            zero_next_bytes: 0,
+            zero_end_bytes: 0,
+        };
+        let conn_id = self.conns[&token].id;
+        match r.command {
+            Command::Read {
+                offset_bytes,
+                len_bytes,
+            } => {
+                counts.read += 1;
+                self.report.bytes_read += len_bytes as u64;
+                let p = self.alloc(pending(Kind::Read));
+                let buf = vec![0u8; len_bytes as usize];
+                self.submit(p, Op::Read, offset_bytes, len_bytes, buf, false, conn_id)
+            }
+            Command::Write { offset_bytes, data } => {
+                counts.write += 1;
+                self.report.bytes_written += data.len() as u64;
+                let p = self.alloc(pending(Kind::Write));
+                let len = data.len() as u32;
+                self.submit(p, Op::Write, offset_bytes, len, data, r.fua, conn_id)
+            }
+            Command::Flush => {
+                counts.flush += 1;
+                let p = self.alloc(pending(Kind::Flush));
+                self.submit(p, Op::Flush, 0, 0, Vec::new(), false, conn_id)
+            }
+            Command::Trim {
+                offset_bytes,
+                len_bytes,
+            } => {
+                counts.trim += 1;
+                self.report.bytes_trimmed += len_bytes as u64;
+                let p = self.alloc(pending(Kind::Trim));
+                self.submit(
+                    p,
+                    Op::Trim,
+                    offset_bytes,
+                    len_bytes,
+                    Vec::new(),
+                    r.fua,
+                    conn_id,
+                )
+            }
+            Command::WriteZeroes {
+                offset_bytes,
+                len_bytes,
+                ..
+            } => {
+                // NO_HOLE or not, zeros are written: the range then reads
+                // zeros through every tier, and stays allocated.
+                counts.write_zeroes += 1;
+                self.report.bytes_zeroed += len_bytes as u64;
+                let mut pw = pending(Kind::WriteZeroes);
+                pw.parts = 0;
+                pw.zero_next_bytes = offset_bytes;
+                pw.zero_end_bytes = offset_bytes + len_bytes as u64;
+                let p = self.alloc(pw);
+                self.issue_zeros(p)
+            }
+            Command::BlockStatus {
+                offset_bytes,
+                len_bytes,
+                req_one,
+            } => {
+                counts.block_status += 1;
+                self.block_status(token, r.handle, offset_bytes, len_bytes, req_one);
+                Ok(())
+            }
+        }
+    }
+
+    /// Hands WRITE_ZEROES pieces to the stack while fewer than
+    /// `ZERO_CHUNKS_IN_FLIGHT` are in it.
+    fn issue_zeros(&mut self, p: usize) -> Result<(), String> {
+        loop {
+            let Some(pw) = self.pending[p].as_mut() else {
+                return Ok(());
+            };
+            if pw.parts >= ZERO_CHUNKS_IN_FLIGHT || pw.zero_next_bytes >= pw.zero_end_bytes {
+                return Ok(());
+            }
+            let at = pw.zero_next_bytes;
+            let n = (pw.zero_end_bytes - at).min(ZERO_CHUNK_BYTES);
+            pw.zero_next_bytes += n;
+            pw.parts += 1;
+            let conn_id = self.conns.get(&pw.conn).map_or(u32::MAX, |c| c.id);
+            self.submit(
+                p,
+                Op::Write,
+                at,
+                n as u32,
+                vec![0u8; n as usize],
+                false,
+                conn_id,
+            )?;
+        }
+    }
+
+    /// Gives a host IO to the stack, or holds it behind an overlapping
+    /// write or trim in flight (and behind anything already held).
+    #[allow(clippy::too_many_arguments)]
+    fn submit(
+        &mut self,
+        p: usize,
+        op: Op,
+        offset_bytes: u64,
+        size_bytes: u32,
+        buf: Vec<u8>,
+        fua: bool,
+        conn_id: u32,
+    ) -> Result<(), String> {
+        let core = &mut self.server.core;
+        if let Some(r) = &mut self.record {
+            r.write(core.now_ns(), op, offset_bytes, size_bytes, fua, conn_id)?;
+        }
+        self.issued_bytes += size_bytes as u64;
+        let req = HostRequest {
+            op,
+            offset_bytes,
+            size_bytes,
+            tenant: 0,
+            buf,
+            user: p as u64,
+            record: true,
+        };
+        if !self.held.is_empty() || core.conflicts(op, offset_bytes, size_bytes as u64) {
+            self.report.requests_held_for_ordering += 1;
+            self.held.push_back(req);
+            return Ok(());
+        }
+        self.host_ios += 1;
+        core.issue(core.now_ns(), req)?;
+        Ok(())
+    }
+
+    /// Issues held host IOs, in order, while the first no longer conflicts.
+    fn issue_held(&mut self) -> Result<bool, String> {
+        let mut any = false;
+        while let Some(r) = self.held.front() {
+            let core = &mut self.server.core;
+            if core.conflicts(r.op, r.offset_bytes, r.size_bytes as u64) {
+                break;
+            }
+            let r = self.held.pop_front().expect("just seen");
+            self.host_ios += 1;
+            core.issue(core.now_ns(), r)?;
+            any = true;
+        }
+        Ok(any)
+    }
+
+    /// A host IO the stack finished.
+    fn finished(&mut self, f: Finished) -> Result<(), String> {
+        let p = f.user as usize;
+        let pw = self.pending[p]
+            .as_mut()
+            .expect("a finished host IO belongs to a pending request");
+        pw.parts -= 1;
+        match pw.kind {
+            Kind::Read => {
+                self.answer(p, Some(f.buf));
+                Ok(())
+            }
+            Kind::WriteZeroes => {
+                if pw.zero_next_bytes < pw.zero_end_bytes {
+                    return self.issue_zeros(p);
+                }
+                if pw.parts > 0 {
+                    return Ok(());
+                }
+                self.durable_then_answer(p)
+            }
+            Kind::Write | Kind::Trim | Kind::Flush => self.durable_then_answer(p),
+        }
+    }
+
+    /// Answers now, or after a barrier that syncs every store (FLUSH, FUA).
+    fn durable_then_answer(&mut self, p: usize) -> Result<(), String> {
+        let pw = self.pending[p].as_ref().expect("pending");
+        if pw.fua || pw.kind == Kind::Flush {
+            let core = &mut self.server.core;
+            let b = core.flush_backends(core.now_ns())?;
+            self.report.durability_barriers += 1;
+            self.barriers.entry(b).or_default().push(p);
+        } else {
+            self.answer(p, None);
+        }
+        Ok(())
+    }
+
+    /// Sends the reply of pending request `p` (if its client is still
+    /// there) and frees the slot.
+    fn answer(&mut self, p: usize, data: Option<Vec<u8>>) {
+        let pw = self.pending[p].take().expect("answered once");
+        self.free.push(p);
+        match self.conns.get_mut(&pw.conn) {
+            Some(c) if c.gone.is_none() => {
+                c.in_flight -= 1;
+                match data {
+                    Some(d) => c.proto.reply_read(pw.handle, d),
+                    None => c.proto.reply_ok(pw.handle),
+                }
+            }
+            Some(c) => {
+                c.in_flight -= 1;
+                self.report.replies_dropped += 1;
+            }
+            None => self.report.replies_dropped += 1,
+        }
+    }
+
+    fn block_status(&mut self, token: Token, handle: u64, offset: u64, len: u32, req_one: bool) {
+        let Some(c) = self.conns.get_mut(&token) else {
+            return;
+        };
+        let core = &self.server.core;
+        let lists: Vec<(u32, Vec<tierlab_nbd::Extent>)> = c
+            .contexts
+            .iter()
+            .map(|&(id, ctx)| {
+                let e = crate::extents::extents(
+                    &*core.policy,
+                    &core.backends,
+                    ctx,
+                    offset,
+                    len,
+                    req_one,
+                );
+                (id, e)
+            })
+            .collect();
+        c.in_flight -= 1;
+        if lists.iter().any(|(_, e)| e.is_empty()) {
+            c.proto.reply_error(handle, Errno::Inval);
+            return;
+        }
+        let refs: Vec<(u32, &[tierlab_nbd::Extent])> =
+            lists.iter().map(|(id, e)| (*id, e.as_slice())).collect();
+        c.proto.reply_block_status(handle, &refs);
+    }
+
+    fn write_all_out(&mut self) {
+        for c in self.conns.values_mut() {
+            if c.proto.output_len() > 0 {
+                c.write_out();
+            }
+        }
+    }
+
+    /// Closes connections that are done: the protocol says so, the client
+    /// left, or (when stopping) nothing is owed any more.
+    fn close_finished_conns(&mut self) {
+        let stopping = self.phase != Phase::Serving;
+        let done: Vec<Token> = self
+            .conns
+            .values()
+            .filter(|c| {
+                c.proto.should_close()
+                    || c.gone.is_some()
+                    || (stopping && c.in_flight == 0 && c.proto.output_len() == 0)
+            })
+            .map(|c| c.token)
+            .collect();
+        for t in done {
+            let mut c = self.conns.remove(&t).expect("listed");
+            let _ = self.server.poll.registry().deregister(c.stream.source());
+            if self.server.opts.verbose {
+                let why = c.gone.as_deref().unwrap_or("closed");
+                eprintln!(
+                    "tierlab serve: conn{}: {why} after {} requests",
+                    c.id, c.requests
+                );
+            }
+        }
+        self.report.connections_open = self.conns.len() as u64;
+    }
+
+    fn read_signals(&mut self) {
+        let Some(fd) = self.server.signals.as_ref().map(|f| f.as_raw_fd()) else {
+            return;
+        };
+        let mut buf = [0u8; 128]; // one signalfd_siginfo
+        loop {
+            // SAFETY: reading into a buffer of the size given.
+            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                break;
+            }
+            let signo = u32::from_ne_bytes(buf[0..4].try_into().expect("4 bytes"));
+            let name = if signo == libc::SIGINT as u32 {
+                "SIGINT"
+            } else {
+                "SIGTERM"
+            };
+            self.request_stop(name);
+        }
+    }
+
+    fn request_stop(&mut self, why: &str) {
+        self.stop_requests += 1;
+        if self.stop_requests == 1 {
+            self.report.stopped_by = why.to_string();
+            eprintln!(
+                "tierlab serve: {why}: finishing requests in flight, then writing dirty data \
+                 back (again to abort)"
+            );
+        } else if self.phase != Phase::Done {
+            eprintln!("tierlab serve: {why} again: stopping without finishing");
+            self.interrupted = true;
+        }
+    }
+
+    /// Moves through the stop phases; true when the server is done.
+    fn advance_phase(&mut self) -> Result<bool, String> {
+        if self.interrupted {
+            let dirty = self
+                .server
+                .core
+                .policy
+                .counters()
+                .into_iter()
+                .find(|(k, _)| *k == "dirty_bytes")
+                .map(|(_, v)| format!(" ({v} dirty bytes on the fast tier)"))
+                .unwrap_or_default();
+            return Err(format!(
+                "interrupted before the policy finished writing back{dirty}: the backing \
+                 device may lack acknowledged writes"
+            ));
+        }
+        let now = self.server.core.now_ns();
+        match self.phase {
+            Phase::Serving => {
+                if self.stop_requests > 0 {
+                    self.phase = Phase::Stopping;
+                    self.stop_at_ns = now;
+                    if let Some(mut l) = self.server.listener.take() {
+                        let src: &mut dyn mio::event::Source = match &mut l {
+                            Listener::Tcp(x) => x,
+                            Listener::Unix(x, _) => x,
+                        };
+                        let _ = self.server.poll.registry().deregister(src);
+                        if let Listener::Unix(_, path) = &l {
+                            let _ = std::fs::remove_file(path);
+                        }
+                    }
+                }
+                Ok(false)
+            }
+            Phase::Stopping => {
+                if self.conns.is_empty()
+                    && self.held.is_empty()
+                    && self.server.core.host_in_flight() == 0
+                {
+                    self.phase = Phase::Draining;
+                    self.server.core.drain(now)?;
+                }
+                Ok(false)
+            }
+            Phase::Draining => {
+                if self.server.core.drained() {
+                    self.report.drain_s = (now - self.stop_at_ns) as f64 / NS_PER_S as f64;
+                    let b = self.server.core.flush_backends(now)?;
+                    self.phase = Phase::Syncing(b);
+                }
+                Ok(false)
+            }
+            Phase::Syncing(_) => Ok(false),
+            Phase::Done => Ok(true),
+        }
+    }
+
+    /// summary.json, metrics and policy logs as `tierlab run` writes them,
+    /// plus `serve` (this report) in summary.json.
+    fn write_outputs(&mut self) -> Result<(), String> {
+        let Some(dir) = self.server.opts.out_dir.clone() else {
+            return Ok(());
+        };
+        let core = &self.server.core;
+        let now = core.now_ns();
+        self.report.serving_s = now as f64 / NS_PER_S as f64;
+        let tenants = vec![tierlab_sim::run::TenantReport {
+            name: "nbd".into(),
+            issued_ios: self.host_ios,
+            issued_bytes: self.issued_bytes,
+            completed_ios: self.host_ios - core.host_in_flight() as u64,
+            retimed: 0,
+            folded: 0,
+        }];
+        let run = core.result(now, self.server.seed, self.host_ios, tenants);
+        let real = tierlab_real::RealInfo {
+            backends: core.backends.iter().map(|b| b.describe()).collect(),
+            unaligned_ios: core.backends.iter().map(|b| b.unaligned_ios()).collect(),
+            io_threads: self.server.opts.io_threads,
+            io_engine: core.io.description.clone(),
+            ..Default::default()
+        };
+        let result = tierlab_real::RealResult { run, real };
+        write_into(&dir, &result, &self.report).map_err(|e| format!("--out {}: {e}", dir.display()))
+    }
+}
+
+fn write_into(
+    dir: &Path,
+    result: &tierlab_real::RealResult,
+    report: &ServeReport,
+) -> std::io::Result<()> {
+    tierlab_real::write_outputs(result, dir)?;
+    let path = dir.join("summary.json");
+    let mut summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)?;
+    summary["serve"] = serde_json::to_value(report)?;
+    std::fs::write(&path, serde_json::to_string_pretty(&summary)? + "\n")
+}

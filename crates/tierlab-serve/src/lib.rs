@@ -1,0 +1,414 @@
+//! tierlab-serve: any stack as a real block device over NBD.
+//!
+//! `Server::bind` builds the stack of a config (backing stores, the policy
+//! over them: tierlab-stack, the builder every executor shares), opens the
+//! IO engine and listens; `Server::run` serves until stopped. One thread
+//! runs everything in a mio event loop: the sockets, the NBD protocol
+//! (tierlab-nbd's sans-IO state machine, one per connection), the stack
+//! (tierlab-real's data path: the policy, its timers, the IO engine, whose
+//! wake-up descriptor sits in the same poll), signals. No thread hand-off
+//! per request; IOs on RAM are memory copies done inline, file IOs go
+//! through io_uring (or the thread pool).
+//!
+//! Semantics (docs/serve.md): a request overlapping a write or trim in
+//! flight waits for it (requests are ordered per range); FLUSH goes to the
+//! policy, then every backing store is fdatasync'ed before the reply, and a
+//! FUA write or trim is followed by the same barrier; WRITE_ZEROES is
+//! written as zeros; TRIM goes to the policy. A stop (SIGINT/SIGTERM or
+//! `StopHandle::stop`) stops accepting and reading, finishes the requests
+//! in flight, drains the policy (every dirty byte to the backing device),
+//! fdatasyncs every store and writes the outputs.
+
+mod conn;
+mod event_loop;
+mod extents;
+mod record;
+
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use mio::net::{TcpListener, UnixListener};
+use mio::{Interest, Poll, Token, Waker};
+use tierlab_core::NS_PER_S;
+use tierlab_core::metrics::{MetricsConfig, Recorder};
+use tierlab_nbd::Export;
+use tierlab_real::datapath::Core;
+use tierlab_real::engine::{EngineKind, Io};
+use tierlab_stack::{StackConfig, StackContext};
+
+pub use event_loop::ServeReport;
+
+/// Where the server listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Listen {
+    /// A Unix socket at this path (created; removed when the server stops).
+    Unix(PathBuf),
+    Tcp(SocketAddr),
+}
+
+impl Listen {
+    /// `--tcp` values: `PORT` (loopback), `HOST:PORT`, `[V6]:PORT`.
+    pub fn parse_tcp(text: &str) -> Result<Listen, String> {
+        if let Ok(port) = text.parse::<u16>() {
+            return Ok(Listen::Tcp(SocketAddr::from(([127, 0, 0, 1], port))));
+        }
+        text.parse::<SocketAddr>().map(Listen::Tcp).map_err(|_| {
+            format!(
+                "--tcp {text:?}: expected PORT (loopback), HOST:PORT (e.g. 127.0.0.1:10809) \
+                 or [V6]:PORT"
+            )
+        })
+    }
+}
+
+/// How to serve (the command line's flags).
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// The export's name (`NBD_OPT_LIST` lists it; "" selects it too).
+    pub export_name: String,
+    pub read_only: bool,
+    /// Device IOs complete when the device models say (`[[devices]]` carry
+    /// a model besides the backing store), as `tierlab emulate` does.
+    pub model_timing: bool,
+    /// Write summary.json, metrics and policy logs here, every
+    /// `stats_interval_s` and at exit.
+    pub out_dir: Option<PathBuf>,
+    pub stats_interval_s: f64,
+    /// Record every host IO as a native trace.
+    pub record: Option<PathBuf>,
+    pub io_engine: EngineKind,
+    /// Device IOs in service at once (io_uring slots or threads); 0 inline.
+    pub io_threads: usize,
+    /// Log connections and stop progress on stderr.
+    pub verbose: bool,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            export_name: "tierlab".into(),
+            read_only: false,
+            model_timing: false,
+            out_dir: None,
+            stats_interval_s: 10.0,
+            record: None,
+            io_engine: EngineKind::Auto,
+            io_threads: 32,
+            verbose: false,
+        }
+    }
+}
+
+/// Largest READ/WRITE payload: the protocol's recommended 32 MiB.
+pub const BLOCK_MAX_BYTES: u32 = 32 << 20;
+/// NBD's minimum block size may be at most 64 KiB.
+const BLOCK_MIN_LIMIT_BYTES: u64 = 64 << 10;
+
+const LISTENER: Token = Token(0);
+const IO_WAKE: Token = Token(1);
+const SIGNALS: Token = Token(2);
+const WAKER: Token = Token(3);
+/// Connections get tokens from here on.
+const FIRST_CONN: usize = 16;
+
+/// Stops a running server from another thread (or a signal handler's
+/// stand-in): it finishes what is in flight, drains and writes outputs.
+#[derive(Clone)]
+pub struct StopHandle {
+    flag: Arc<AtomicBool>,
+    waker: Arc<Waker>,
+}
+
+impl StopHandle {
+    pub fn stop(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+        let _ = self.waker.wake();
+    }
+}
+
+enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener, PathBuf),
+}
+
+/// A bound server, ready to `run`.
+pub struct Server {
+    poll: Poll,
+    listener: Option<Listener>,
+    core: Core,
+    export: Arc<[Export]>,
+    uri: String,
+    opts: ServeOptions,
+    seed: u64,
+    tier_names: Vec<String>,
+    stop: Arc<AtomicBool>,
+    waker: Arc<Waker>,
+    signals: Option<OwnedFd>,
+}
+
+/// Blocks SIGINT and SIGTERM in the calling thread (and the threads it
+/// starts later), so `Server::watch_signals` can read them from a
+/// signalfd in the event loop. Call before `Server::bind` (which starts
+/// the IO threads).
+pub fn block_stop_signals() -> Result<(), String> {
+    // SAFETY: plain libc calls on a local sigset.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        if rc != 0 {
+            return Err(format!(
+                "cannot block SIGINT/SIGTERM: {}",
+                std::io::Error::from_raw_os_error(rc)
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Server {
+    /// Builds the stack of `config` (relative paths against `base_dir`),
+    /// opens its backing stores and the IO engine, and listens.
+    pub fn bind(
+        config: &StackConfig,
+        base_dir: &Path,
+        listen: &Listen,
+        opts: ServeOptions,
+    ) -> Result<Server, String> {
+        if !(opts.stats_interval_s.is_finite() && opts.stats_interval_s >= 0.001) {
+            return Err(format!(
+                "--stats-interval-s {}: allowed a number of seconds ≥ 0.001",
+                opts.stats_interval_s
+            ));
+        }
+        // Model timing: each device table carries a model and a backing
+        // store; the backing store is opened from its real part.
+        let real_tables: Vec<toml::Table> = if opts.model_timing {
+            config
+                .devices
+                .iter()
+                .enumerate()
+                .map(|(i, t)| tierlab_real::raid::real_device_table(t, &format!("devices[{i}]")))
+                .collect::<Result<_, _>>()
+                .map_err(|e| {
+                    format!("{e} (--model-timing needs each device's model and its path)")
+                })?
+        } else {
+            config.devices.clone()
+        };
+        let backends = tierlab_real::open::open_backends(&real_tables, base_dir)?;
+        let names = config.device_names();
+        let capacities: Vec<u64> = backends.iter().map(|b| b.capacity_bytes()).collect();
+        let ctx = StackContext {
+            devices: config
+                .devices
+                .iter()
+                .zip(&names)
+                .zip(&capacities)
+                .map(
+                    |((table, name), &capacity_bytes)| tierlab_stack::DeviceSpec {
+                        name: name.clone(),
+                        capacity_bytes,
+                        table: table.clone(),
+                    },
+                )
+                .collect(),
+            tenants: Vec::new(),
+        };
+        let policy = tierlab_real::open::build_real_policy(&config.policy, &ctx)?;
+        let align = policy.required_alignment_bytes().max(1);
+        if !align.is_power_of_two() || align > BLOCK_MIN_LIMIT_BYTES {
+            return Err(format!(
+                "policy {} moves data in units of {align} bytes; NBD's minimum block size must \
+                 be a power of two ≤ 65536 (use a smaller page or block size)",
+                policy.name()
+            ));
+        }
+        let block_min = align.max(512) as u32;
+        let volume =
+            tierlab_stack::volume_bytes(&config.policy, &ctx).map_err(|e| e.to_string())?;
+        let size_bytes = volume / block_min as u64 * block_min as u64;
+        if size_bytes == 0 {
+            return Err(format!(
+                "the stack's volume is {volume} bytes, less than one {block_min}-byte block"
+            ));
+        }
+        let tier_names = policy.tier_names();
+        let export = Export {
+            name: opts.export_name.clone(),
+            description: format!(
+                "tierlab {} over {}",
+                policy.name(),
+                backends
+                    .iter()
+                    .map(|b| b.describe())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            size_bytes,
+            read_only: opts.read_only,
+            // Every FLUSH (and FUA) fdatasyncs every backing store of the
+            // one shared stack, so a flush on one connection covers writes
+            // acknowledged on all of them.
+            can_multi_conn: true,
+            block_min_bytes: block_min,
+            block_preferred_bytes: block_min.max(4096),
+            block_max_bytes: BLOCK_MAX_BYTES,
+            meta_contexts: vec!["base:allocation".into(), "tierlab:tier".into()],
+        };
+        export.validate().map_err(|e| format!("export: {e}"))?;
+        let interval_ns = (opts.stats_interval_s * NS_PER_S as f64).round() as u64;
+        let recorder = Recorder::new(MetricsConfig {
+            interval_ns,
+            device_names: names.clone(),
+            tier_names: tier_names.clone(),
+            tenants: 1,
+            timeline: false,
+            ..MetricsConfig::default()
+        })
+        .map_err(|e| format!("metrics: {e}"))?;
+        let backends = Arc::new(backends);
+        let io = Io::new(Arc::clone(&backends), opts.io_engine, opts.io_threads)?;
+        let mut core = Core::new(policy, backends, names, io, recorder, interval_ns);
+        if opts.model_timing {
+            let models = tierlab_stack::devices::build_models(&config.devices, config.seed)
+                .map_err(|e| format!("--model-timing: {e}"))?;
+            core = core.with_models(models)?;
+        }
+
+        let poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
+        let waker =
+            Arc::new(Waker::new(poll.registry(), WAKER).map_err(|e| format!("epoll waker: {e}"))?);
+        if let Some(fd) = core.io.wake_fd() {
+            poll.registry()
+                .register(&mut mio::unix::SourceFd(&fd), IO_WAKE, Interest::READABLE)
+                .map_err(|e| format!("epoll: the IO engine's descriptor: {e}"))?;
+        }
+        let (mut listener, uri) = match listen {
+            Listen::Unix(path) => {
+                if path.exists() {
+                    // A socket left by a server that was killed: replace
+                    // it; anything else is the user's and stays.
+                    use std::os::unix::fs::FileTypeExt;
+                    let is_socket = std::fs::symlink_metadata(path)
+                        .map(|m| m.file_type().is_socket())
+                        .unwrap_or(false);
+                    if !is_socket {
+                        return Err(format!(
+                            "--unix {}: exists and is not a socket; give a new path",
+                            path.display()
+                        ));
+                    }
+                    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                        return Err(format!(
+                            "--unix {}: a server is already listening there",
+                            path.display()
+                        ));
+                    }
+                    std::fs::remove_file(path)
+                        .map_err(|e| format!("--unix {}: cannot replace: {e}", path.display()))?;
+                }
+                let l = UnixListener::bind(path)
+                    .map_err(|e| format!("--unix {}: cannot listen: {e}", path.display()))?;
+                let uri = format!("nbd+unix:///{}?socket={}", opts.export_name, path.display());
+                (Listener::Unix(l, path.clone()), uri)
+            }
+            Listen::Tcp(addr) => {
+                let l = TcpListener::bind(*addr)
+                    .map_err(|e| format!("--tcp {addr}: cannot listen: {e}"))?;
+                let local = l.local_addr().map_err(|e| format!("--tcp {addr}: {e}"))?;
+                let uri = format!("nbd://{local}/{}", opts.export_name);
+                (Listener::Tcp(l), uri)
+            }
+        };
+        let source: &mut dyn mio::event::Source = match &mut listener {
+            Listener::Tcp(l) => l,
+            Listener::Unix(l, _) => l,
+        };
+        poll.registry()
+            .register(source, LISTENER, Interest::READABLE)
+            .map_err(|e| format!("epoll: the listening socket: {e}"))?;
+        Ok(Server {
+            poll,
+            listener: Some(listener),
+            core,
+            export: Arc::from(vec![export]),
+            uri,
+            opts,
+            seed: config.seed,
+            tier_names,
+            stop: Arc::new(AtomicBool::new(false)),
+            waker,
+            signals: None,
+        })
+    }
+
+    /// The NBD URI clients connect to (`nbd+unix:///NAME?socket=PATH`,
+    /// `nbd://HOST:PORT/NAME`).
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    pub fn export(&self) -> &Export {
+        &self.export[0]
+    }
+
+    /// The policy's tier names: `tierlab:tier` flags index them.
+    pub fn tier_names(&self) -> &[String] {
+        &self.tier_names
+    }
+
+    /// What backs each device, and the IO engine.
+    pub fn describe_backends(&self) -> Vec<String> {
+        self.core.backends.iter().map(|b| b.describe()).collect()
+    }
+
+    pub fn io_engine(&self) -> &str {
+        &self.core.io.description
+    }
+
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle {
+            flag: Arc::clone(&self.stop),
+            waker: Arc::clone(&self.waker),
+        }
+    }
+
+    /// Stops on SIGINT or SIGTERM (a second one while draining aborts).
+    /// `block_stop_signals` must have run before `bind`.
+    pub fn watch_signals(&mut self) -> Result<(), String> {
+        // SAFETY: a local sigset and a new descriptor we own.
+        let fd = unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            let fd = libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC);
+            if fd < 0 {
+                return Err(format!("signalfd: {}", std::io::Error::last_os_error()));
+            }
+            OwnedFd::from_raw_fd(fd)
+        };
+        self.poll
+            .registry()
+            .register(
+                &mut mio::unix::SourceFd(&fd.as_raw_fd()),
+                SIGNALS,
+                Interest::READABLE,
+            )
+            .map_err(|e| format!("epoll: signalfd: {e}"))?;
+        self.signals = Some(fd);
+        Ok(())
+    }
+
+    /// Serves until stopped; then drains the policy, syncs every store and
+    /// writes the outputs.
+    pub fn run(self) -> Result<ServeReport, String> {
+        event_loop::run(self)
+    }
+}

@@ -1,0 +1,89 @@
+//! `--record FILE`: every host IO the served stack receives, written as a
+//! native tierlab trace while serving — streaming (records leave memory in
+//! blocks of 4096) and readable after each checkpoint (every stats
+//! interval), so `tierlab sim` can replay what a real application did
+//! through any other policy.
+//!
+//! A record is one host IO: time (ns since the server started, when the
+//! stack received it), op, offset, size, FUA (flags bit 0) and the
+//! connection (`device_id` → `connN`). WRITE_ZEROES becomes the writes of
+//! zeros the stack received; BLOCK_STATUS moves no data and is not recorded.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use tierlab_core::{Op, TimeNs};
+use tierlab_trace::formats::native::{NativeWriter, RECORD_FLAG_FUA};
+use tierlab_trace::{IoRecord, TimeBase};
+
+/// Connections beyond this share the last device id (the native format
+/// holds 65,536 device names).
+const CONN_IDS_MAX: u32 = u16::MAX as u32;
+
+pub(crate) struct TraceRecord {
+    path: PathBuf,
+    writer: NativeWriter<File>,
+    /// Highest connection id seen + 1 (names conn0..connN).
+    conns: u32,
+}
+
+impl TraceRecord {
+    pub(crate) fn create(path: &Path) -> Result<TraceRecord, String> {
+        let file = File::create(path)
+            .map_err(|e| format!("--record {}: cannot create: {e}", path.display()))?;
+        let writer =
+            NativeWriter::new(file).map_err(|e| format!("--record {}: {e}", path.display()))?;
+        Ok(TraceRecord {
+            path: path.to_path_buf(),
+            writer,
+            conns: 0,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn write(
+        &mut self,
+        time_ns: TimeNs,
+        op: Op,
+        offset_bytes: u64,
+        size_bytes: u32,
+        fua: bool,
+        conn: u32,
+    ) -> Result<(), String> {
+        let device_id = conn.min(CONN_IDS_MAX);
+        self.conns = self.conns.max(device_id + 1);
+        let r = IoRecord {
+            time_ns,
+            offset_bytes,
+            size_bytes,
+            device_id,
+            op,
+            response_ns: None,
+        };
+        let flags = if fua { RECORD_FLAG_FUA } else { 0 };
+        self.writer
+            .write_with_flags(&r, flags)
+            .map_err(|e| format!("--record {}: {e}", self.path.display()))
+    }
+
+    fn names(&self) -> Vec<String> {
+        (0..self.conns.max(1)).map(|i| format!("conn{i}")).collect()
+    }
+
+    /// Makes the file a complete trace of what was recorded so far.
+    pub(crate) fn checkpoint(&mut self) -> Result<(), String> {
+        let names = self.names();
+        self.writer
+            .checkpoint(&names, TimeBase::Relative)
+            .map_err(|e| format!("--record {}: {e}", self.path.display()))
+    }
+
+    /// Ends the trace; returns the record count.
+    pub(crate) fn finish(self) -> Result<u64, String> {
+        let names = self.names();
+        let path = self.path.clone();
+        self.writer
+            .finish(&names, TimeBase::Relative)
+            .map_err(|e| format!("--record {}: {e}", path.display()))
+    }
+}
