@@ -258,15 +258,15 @@ impl Export {
     }
 
     /// The transmission flags advertised for this export. Never `SEND_DF`,
-    /// `SEND_CACHE`, `SEND_RESIZE`, `SEND_FAST_ZERO` or `ROTATIONAL`.
+    /// `SEND_CACHE`, `SEND_RESIZE`, `SEND_FAST_ZERO` or `ROTATIONAL`. A
+    /// read-only export offers no write-class command (as nbdkit does:
+    /// clients then do not try them); they are still refused with EPERM.
     pub fn transmission_flags(&self) -> u16 {
-        let mut flags = FLAG_HAS_FLAGS
-            | FLAG_SEND_FLUSH
-            | FLAG_SEND_FUA
-            | FLAG_SEND_TRIM
-            | FLAG_SEND_WRITE_ZEROES;
+        let mut flags = FLAG_HAS_FLAGS | FLAG_SEND_FLUSH;
         if self.read_only {
             flags |= FLAG_READ_ONLY;
+        } else {
+            flags |= FLAG_SEND_FUA | FLAG_SEND_TRIM | FLAG_SEND_WRITE_ZEROES;
         }
         if self.can_multi_conn {
             flags |= FLAG_CAN_MULTI_CONN;

@@ -36,14 +36,33 @@
 //! - A fill is abandoned when the page was written after the backing read
 //!   started, and not started while a direct backing write of the page is in
 //!   flight, so a fill never installs stale data.
+//!
+//! Trims (a hint that a range's content is no longer needed): the backing
+//! range is trimmed (`Op::Trim`, the executor punches a hole), and when that
+//! completes the cached pages the trim covers entirely are dropped, clean or
+//! dirty (a dirty page's write-back is skipped: its backing copy is a hole
+//! now). Until then the pages stay cached, so a read during the trim never
+//! sees an older backing version. A page is kept (with its newest data,
+//! which a trimmed page may still read back) when a device IO writes its slot
+//! or flushes it, or when a flush write of it raced the backing trim while
+//! it was dirty (the backing may hold that flush's older data, landed after
+//! the hole: the page must still be written back). The host trim completes
+//! with the backing trim. Host flushes complete at once (the executor syncs
+//! every device after).
+//!
+//! `drain` flushes every dirty page; `locate` reports a page in the cache
+//! tier (its slot) while its slot holds valid data, else in the backing
+//! tier — exactly where a read issued now would go.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
 use tierlab_cache::Eviction;
-use tierlab_core::policy::{BufRef, HostIo, Outbox, Policy};
+use tierlab_core::policy::{BufRef, Extent, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, Op, TimeNs};
+
+use crate::extent::push_extent;
 
 pub const CACHE_DEVICE: usize = 0;
 pub const BACKING_DEVICE: usize = 1;
@@ -229,6 +248,22 @@ pub struct CacheStats {
     pub flush_ios: u64,
     pub flush_bytes: u64,
     pub dirty_bytes: u64,
+    /// Host trims.
+    pub trims: u64,
+    /// Cached pages dropped by trims, and of those the dirty ones (whose
+    /// write-back was skipped).
+    pub trimmed_pages: u64,
+    pub trimmed_dirty_pages: u64,
+    /// Cached pages a trim covered but kept: a device IO wrote or flushed
+    /// them when it completed, or a flush of the dirty page raced it.
+    pub trim_kept_pages: u64,
+    /// Flushes of a page that raced a trim of it (issued or in flight while
+    /// the backing trim was).
+    pub trim_raced_flushes: u64,
+    /// When `drain` was called: dirty pages, and of those the ones chosen
+    /// for eviction and waiting for their write-back.
+    pub drain_dirty_pages: u64,
+    pub drain_evicting_pages: u64,
 }
 
 impl CacheStats {
@@ -279,6 +314,18 @@ struct Entry {
     evicting: bool,
     /// A fill is in progress; the generation it started at.
     filling: Option<u64>,
+    /// A flush of this page raced a trim in flight: the backing device may
+    /// hold the flush's data rather than the hole, so the trim must not drop
+    /// the page while it is dirty.
+    trim_raced: bool,
+}
+
+/// A host trim whose backing trim is in flight.
+struct TrimInFlight {
+    host: u64,
+    /// The pages it covers entirely, [first, end): dropped when it completes.
+    first_full_page: u64,
+    end_full_page: u64,
 }
 
 /// A page a backing read should fill into the cache afterwards:
@@ -316,6 +363,10 @@ enum Rec {
     },
     FlushWrite {
         staging: u64,
+    },
+    /// A host trim's backing trim.
+    Trim {
+        host: u64,
     },
 }
 
@@ -371,6 +422,10 @@ pub struct Cache {
     /// Per tenant: (end of its last IO, length of its sequential run).
     streams: HashMap<u32, (u64, u64)>,
     pub(crate) sets: Option<SetCleaning>,
+    /// Host trims in flight (at most one per host IO in flight).
+    trims: Vec<TrimInFlight>,
+    /// `drain` was called: flush everything, whatever the watermarks.
+    draining: bool,
     stats: CacheStats,
 }
 
@@ -485,6 +540,8 @@ impl Cache {
             bypass_bytes: p.sequential_bypass_bytes.0,
             streams: HashMap::new(),
             sets: None,
+            trims: Vec::new(),
+            draining: false,
             stats: CacheStats::default(),
         })
     }
@@ -516,6 +573,42 @@ impl Cache {
     pub fn flush_all(&mut self, out: &mut Outbox) {
         self.flush_all = true;
         self.try_flush(out);
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
+    }
+
+    /// Every dirty page is to be flushed now (not just down to a watermark).
+    fn flushing_everything(&self) -> bool {
+        self.flush_all || self.idle_flushing || self.draining
+    }
+
+    /// A host trim in flight covers `page` entirely.
+    fn under_trim(&self, page: u64) -> bool {
+        self.trims
+            .iter()
+            .any(|t| t.first_full_page <= page && page < t.end_full_page)
+    }
+
+    /// The cached pages in [lo, hi), ascending; by lookups or by a scan of
+    /// the map, whichever is smaller (a trim or a locate may span far more
+    /// pages than the cache holds).
+    fn cached_pages_in(&self, lo: u64, hi: u64) -> Vec<u64> {
+        if hi <= lo {
+            return Vec::new();
+        }
+        if hi - lo <= self.map.len() as u64 {
+            (lo..hi).filter(|p| self.map.contains_key(p)).collect()
+        } else {
+            let mut v: Vec<u64> = self
+                .map
+                .keys()
+                .copied()
+                .filter(|p| (lo..hi).contains(p))
+                .collect();
+            v.sort_unstable();
+            v
+        }
     }
 
     /// True when no device IO is in flight and nothing is dirty.
@@ -564,10 +657,16 @@ impl Cache {
     }
 
     fn submit(&mut self, out: &mut Outbox, device: usize, io: DeviceIo, rec: Rec) {
-        self.inflight.insert((device, io.tag), rec);
+        let fresh = self.inflight.insert((device, io.tag), rec).is_none();
+        assert!(
+            fresh,
+            "device {device} tag {:#x} is already in flight",
+            io.tag
+        );
         out.device_ios.push((device, io));
-        if !out.wants_data {
-            return; // the simulator moves no data
+        // The simulator moves no data; trims and flushes carry none.
+        if !out.wants_data || !matches!(io.op, Op::Read | Op::Write) {
+            return;
         }
         // The tag names the buffer (see `decode_tag`): tell a real executor.
         let (buffer, page_in_buf) = decode_tag(io.tag);
@@ -679,6 +778,7 @@ impl Cache {
                 flushing: false,
                 evicting: false,
                 filling: None,
+                trim_raced: false,
             },
         );
         Some(slot)
@@ -997,8 +1097,14 @@ impl Cache {
         self.next_staging = (self.next_staging + 1) & TAG_ID_MASK;
         let mut pages = Vec::new();
         for (i, p) in (lo..hi).enumerate() {
+            let raced = self.under_trim(p);
             let e = self.map.get_mut(&p).unwrap();
+            debug_assert!(e.dirty && !e.flushing);
             e.flushing = true;
+            if raced && !e.trim_raced {
+                e.trim_raced = true;
+                self.stats.trim_raced_flushes += 1;
+            }
             pages.push((p, e.incarnation, e.generation));
             let slot = e.slot;
             self.pins[slot as usize] += 1;
@@ -1090,7 +1196,7 @@ impl Cache {
             self.idle_flushing = false;
             return;
         }
-        let urgent = self.flush_all || self.idle_flushing;
+        let urgent = self.flushing_everything();
         if !(urgent || self.watermark_active) {
             return;
         }
@@ -1147,7 +1253,7 @@ impl Cache {
                 if e.evicting {
                     self.drop_entry(p, out);
                 }
-            } else if e.evicting || self.flush_all || self.idle_flushing {
+            } else if e.evicting || self.flushing_everything() {
                 self.flush_run(p, out);
             }
         }
@@ -1185,6 +1291,13 @@ impl Policy for Cache {
             ("flush_ios", s.flush_ios as f64),
             ("flush_bytes", s.flush_bytes as f64),
             ("dirty_bytes", s.dirty_bytes as f64),
+            ("trims", s.trims as f64),
+            ("trimmed_pages", s.trimmed_pages as f64),
+            ("trimmed_dirty_pages", s.trimmed_dirty_pages as f64),
+            ("trim_kept_pages", s.trim_kept_pages as f64),
+            ("trim_raced_flushes", s.trim_raced_flushes as f64),
+            ("drain_dirty_pages", s.drain_dirty_pages as f64),
+            ("drain_evicting_pages", s.drain_evicting_pages as f64),
         ]
     }
 
@@ -1204,16 +1317,33 @@ impl Policy for Cache {
         let first = io.offset_bytes / self.page;
         let end = io.offset_bytes.saturating_add(io.size_bytes as u64);
         let n = end.div_ceil(self.page).saturating_sub(first);
-        if n == 0 {
+        // A flush completes at once: the executor syncs every device after
+        // (dirty pages are on the cache device, which it syncs too).
+        if n == 0 || io.op == Op::Flush {
             out.complete.push((io.id, TIER_BACKING));
             return;
         }
-        let bypass = self.bypass(&io);
+        assert!(
+            !self.hosts.contains_key(&io.id),
+            "host IO {} is already in flight",
+            io.id
+        );
         match io.op {
-            Op::Read => self.read(io, first, n, bypass, out),
-            _ => self.write(io, first, n, bypass, out),
+            Op::Read => {
+                let bypass = self.bypass(&io);
+                self.read(io, first, n, bypass, out)
+            }
+            Op::Write => {
+                let bypass = self.bypass(&io);
+                self.write(io, first, n, bypass, out)
+            }
+            Op::Trim => self.trim(io, out),
+            Op::Flush => unreachable!("completed above"),
         }
         self.try_flush(out);
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
     }
 
     fn on_device_completion(&mut self, _now_ns: TimeNs, device: usize, tag: u64, out: &mut Outbox) {
@@ -1300,8 +1430,12 @@ impl Policy for Cache {
                 }
             }
             Rec::FlushWrite { staging } => self.staging_done(staging, out),
+            Rec::Trim { host } => self.trim_done(host, out),
         }
         self.try_flush(out);
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
     }
 
     fn on_timer(&mut self, now_ns: TimeNs, timer_id: u64, out: &mut Outbox) {
@@ -1317,10 +1451,252 @@ impl Policy for Cache {
             self.timer_armed = true;
             out.timers.push((due, IDLE_TIMER));
         }
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
+    }
+
+    /// Flushes every dirty page; pages chosen for eviction are among them.
+    fn drain(&mut self, _now_ns: TimeNs, out: &mut Outbox) {
+        self.draining = true;
+        self.stats.drain_dirty_pages = self.dirty_set.len() as u64;
+        self.stats.drain_evicting_pages = self.map.values().filter(|e| e.evicting).count() as u64;
+        self.try_flush(out);
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
+    }
+
+    /// Nothing in flight and nothing dirty: the backing device holds every
+    /// page's newest data (write-through and write-around never hold dirty
+    /// pages).
+    fn is_drained(&self) -> bool {
+        self.inflight.is_empty() && self.dirty_set.is_empty() && self.hosts.is_empty()
+    }
+
+    /// Per page, where `read` would send it now: the slot while it holds
+    /// valid data (dirty or clean, also while a write-back of it runs),
+    /// else the backing device at the same offset.
+    fn locate(&self, offset_bytes: u64, len_bytes: u64, out: &mut Vec<Extent>) {
+        let from = out.len();
+        let end = offset_bytes.saturating_add(len_bytes);
+        let page = self.page;
+        let backing = |at: u64, end: u64| Extent {
+            len_bytes: end - at,
+            tier: TIER_BACKING,
+            device: BACKING_DEVICE,
+            device_offset_bytes: at,
+        };
+        let mut at = offset_bytes;
+        for p in self.cached_pages_in(offset_bytes / page, end.div_ceil(page)) {
+            let e = &self.map[&p];
+            if !e.valid {
+                continue;
+            }
+            let lo = (p * page).max(offset_bytes);
+            let hi = ((p + 1) * page).min(end);
+            if at < lo {
+                push_extent(out, from, backing(at, lo));
+            }
+            let slot_bytes = e.slot * page;
+            let ext = Extent {
+                len_bytes: hi - lo,
+                tier: TIER_CACHE,
+                device: CACHE_DEVICE,
+                device_offset_bytes: slot_bytes + (lo - p * page),
+            };
+            push_extent(out, from, ext);
+            at = hi;
+        }
+        if at < end {
+            push_extent(out, from, backing(at, end));
+        }
     }
 }
 
 impl Cache {
+    /// A host trim: the backing range is trimmed now, the cached pages it
+    /// covers are dropped when that completes (`trim_done`). A flush already
+    /// running on one of them races the backing trim.
+    fn trim(&mut self, io: HostIo, out: &mut Outbox) {
+        self.stats.trims += 1;
+        let end = io.offset_bytes + io.size_bytes as u64;
+        let t = TrimInFlight {
+            host: io.id,
+            first_full_page: io.offset_bytes.div_ceil(self.page),
+            end_full_page: end / self.page,
+        };
+        for p in self.cached_pages_in(t.first_full_page, t.end_full_page) {
+            let e = self.map.get_mut(&p).unwrap();
+            if e.flushing && !e.trim_raced {
+                e.trim_raced = true;
+                self.stats.trim_raced_flushes += 1;
+            }
+        }
+        self.trims.push(t);
+        self.hosts.insert(
+            io.id,
+            HostPending {
+                parts: 1,
+                cache_only: false,
+            },
+        );
+        let dio = DeviceIo {
+            tag: encode_tag(Buffer::Host(io.id), 0),
+            op: Op::Trim,
+            offset_bytes: io.offset_bytes,
+            size_bytes: io.size_bytes,
+        };
+        self.submit(out, BACKING_DEVICE, dio, Rec::Trim { host: io.id });
+    }
+
+    /// The backing trim of host trim `host` completed: drop the pages it
+    /// covers unless a device IO writes or flushes them, or they are dirty
+    /// and a flush raced the trim (see the module docs); then complete it.
+    fn trim_done(&mut self, host: u64, out: &mut Outbox) {
+        let i = self
+            .trims
+            .iter()
+            .position(|t| t.host == host)
+            .expect("a trim completion has its trim");
+        let t = self.trims.swap_remove(i);
+        for p in self.cached_pages_in(t.first_full_page, t.end_full_page) {
+            // Overlapping trims (an ill-formed host): the other one still
+            // needs the mark.
+            let still_trimmed = self.under_trim(p);
+            let e = self.map.get_mut(&p).unwrap();
+            let busy = e.flushing || e.slot_write_inflight || !e.waiting.is_empty();
+            let stale_backing = e.dirty && e.trim_raced;
+            if !still_trimmed {
+                e.trim_raced = false;
+            }
+            if busy || stale_backing {
+                self.stats.trim_kept_pages += 1;
+                continue;
+            }
+            let (dirty, evicting) = (e.dirty, e.evicting);
+            if dirty {
+                self.set_dirty(p, false);
+                self.stats.trimmed_dirty_pages += 1;
+            }
+            // An evicting page already left the eviction policy.
+            if !evicting {
+                self.evict.remove(p);
+            }
+            self.drop_entry(p, out);
+            self.stats.trimmed_pages += 1;
+        }
+        self.host_part_done(host, false, out);
+    }
+
+    /// Cheap invariants, checked after every handler in debug builds.
+    fn check_invariants(&self) {
+        let cap = self.capacity_pages as usize;
+        assert!(
+            self.map.len() + self.free.len() <= cap,
+            "{} entries and {} free slots in a cache of {cap}",
+            self.map.len(),
+            self.free.len()
+        );
+        assert!(self.dirty_set.len() <= self.map.len());
+        assert!(self.mode == WriteMode::WriteBack || self.dirty_set.is_empty());
+        assert!(self.evict.len() <= self.map.len());
+        assert_eq!(self.flushes_inflight as usize, self.staging.len());
+        assert!(self.staging.len() <= self.inflight.len());
+        assert!(self.trims.len() <= self.hosts.len());
+    }
+
+    /// Every invariant, at a cost linear in the cache and the IOs in
+    /// flight: for tests, between events.
+    #[doc(hidden)]
+    pub fn check_invariants_full(&self) {
+        self.check_invariants();
+        let cap = self.capacity_pages as usize;
+        let mut owner: Vec<Option<u64>> = vec![None; cap];
+        for (&p, e) in &self.map {
+            let s = e.slot as usize;
+            assert!(
+                owner[s].is_none(),
+                "slot {s} owned by pages {:?} and {p}",
+                owner[s]
+            );
+            owner[s] = Some(p);
+            assert!(self.owned[s], "page {p}'s slot {s} is not marked owned");
+            assert_eq!(
+                e.dirty,
+                self.dirty_set.contains(&p),
+                "page {p}: dirty flag vs set"
+            );
+            assert!(!e.flushing || e.dirty, "page {p} is flushed but clean");
+            assert!(
+                e.waiting.is_empty() || e.slot_write_inflight,
+                "page {p} waits for nothing"
+            );
+            assert_eq!(
+                e.evicting,
+                !self.evict.contains(p),
+                "page {p}: evicting vs the eviction policy"
+            );
+            assert!(
+                !e.trim_raced || self.under_trim(p),
+                "page {p}: a stale trim mark"
+            );
+            // A fill over valid data only if a write made it valid since (the
+            // fill is then abandoned).
+            assert!(
+                e.filling.is_none_or(|g| !e.valid || e.generation != g),
+                "page {p}: a fill would overwrite valid data"
+            );
+        }
+        let resident = self.map.values().filter(|e| !e.evicting).count();
+        assert_eq!(self.evict.len(), resident, "the eviction policy's pages");
+        let mut in_free = vec![false; cap];
+        for &s in &self.free {
+            let s = s as usize;
+            assert!(!in_free[s], "slot {s} is free twice");
+            in_free[s] = true;
+            assert!(
+                owner[s].is_none() && self.pins[s] == 0,
+                "free slot {s} is in use"
+            );
+        }
+        let mut pins = vec![0u32; cap];
+        let mut backing: HashMap<u64, u32> = HashMap::new();
+        for rec in self.inflight.values() {
+            match rec {
+                Rec::HostRead { slot: Some(s), .. }
+                | Rec::SlotWrite { slot: s, .. }
+                | Rec::FillWrite { slot: s, .. }
+                | Rec::FlushRead { slot: s, .. } => pins[*s as usize] += 1,
+                Rec::BackingWrite { first, n, .. } => {
+                    for p in *first..first + n {
+                        *backing.entry(p).or_insert(0) += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        for s in 0..cap {
+            assert_eq!(pins[s], self.pins[s], "slot {s}: pins vs IOs in flight");
+            assert_eq!(owner[s].is_some(), self.owned[s], "slot {s}: owned flag");
+            assert!(
+                self.owned[s] || self.pins[s] > 0 || in_free[s],
+                "slot {s} is lost: neither owned, pinned nor free"
+            );
+        }
+        assert_eq!(
+            backing, self.backing_inflight,
+            "direct backing writes in flight"
+        );
+        if let Some(sets) = &self.sets {
+            let mut dirty = vec![0u64; sets.num_sets as usize];
+            for &p in &self.dirty_set {
+                dirty[sets.set_of(p)] += 1;
+            }
+            assert_eq!(dirty, sets.dirty, "dirty pages per set");
+        }
+    }
+
     /// A write into the page's slot completed (host write or fill).
     fn slot_written(&mut self, page: u64, incarnation: u64, out: &mut Outbox) {
         let Some(e) = self.map.get_mut(&page) else {
@@ -1333,7 +1709,7 @@ impl Cache {
         e.slot_write_inflight = false;
         if let Some((host, page_in_buf)) = e.waiting.pop_front() {
             self.slot_write(host, page, page_in_buf, out);
-        } else if e.evicting || self.flush_all || self.idle_flushing {
+        } else if e.evicting || self.flushing_everything() {
             self.flush_run(page, out);
         }
     }

@@ -84,14 +84,32 @@
 //! the RCache is rewritten only when no read of it is in flight; the band
 //! write rewrites a band's uncached blocks with the bytes they already
 //! hold, so NRegion reads still in flight read the same data.
+//!
+//! Trims: the NRegion range is trimmed (`Op::Trim`: the executor punches a
+//! hole; an SMR drive would mark the range unwritten), and when that
+//! completes the cached blocks the trim covers entirely are dropped (their
+//! RMW skipped) unless a write to them is in flight. Until then the blocks
+//! stay cached, so reads never see an older NRegion copy. Trims and RMWs
+//! of a band never overlap: a band write would carry the bytes its band
+//! read found (from before the hole) over the hole, so a trim that touches
+//! the band under RMW waits for the RMW to end (`trims_deferred`), and no
+//! RMW starts on a band with a trim in flight. The host trim completes with
+//! the NRegion trim; host flushes complete at once (every acknowledged
+//! write is on the PCache, which the executor syncs).
+//!
+//! `drain` cleans every cached block (as `clean_all`). `locate` reports
+//! where `read` would go now: a block's PCache slot while it holds valid
+//! data, else the RCache while its band is being written back (step 4),
+//! else the NRegion.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use serde::Deserialize;
-use tierlab_core::policy::{BufRef, HostIo, Outbox, Policy};
+use tierlab_core::policy::{BufRef, Extent, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, NS_PER_MS, Op, TimeNs};
 
 use crate::cache::ByteCount;
+use crate::extent::push_extent;
 
 pub const PCACHE_DEVICE: usize = 0;
 pub const NREGION_DEVICE: usize = 1;
@@ -370,6 +388,17 @@ pub struct HswdStats {
     pub rmw_rewritten_blocks: u64,
     /// Host write blocks held until the RMW's read of their slot finished.
     pub rmw_held_writes: u64,
+    /// Host trims; cached blocks they dropped (RMW skipped); cached blocks
+    /// they covered but kept (a write to them in flight: only when the
+    /// host overlaps a write with a trim).
+    pub trims: u64,
+    pub trimmed_blocks: u64,
+    pub trim_kept_blocks: u64,
+    /// Trims that waited for the RMW of a band they touch.
+    pub trims_deferred: u64,
+    /// When `drain` was called: cached blocks, and whether an RMW ran.
+    pub drain_cached_blocks: u64,
+    pub drain_during_rmw: u64,
     pub cached_bytes: u64,
     pub latency_sum_ns: u128,
     pub latency_max_ns: u64,
@@ -388,6 +417,14 @@ struct Entry {
     /// Host write parts queued behind the one in flight (or behind the
     /// RMW's read): (host, page).
     waiting: VecDeque<(u64, u64)>,
+}
+
+/// A host trim of NRegion bytes [offset_bytes, end_bytes).
+#[derive(Clone, Copy, Debug)]
+struct Trim {
+    host: u64,
+    offset_bytes: u64,
+    end_bytes: u64,
 }
 
 impl Entry {
@@ -432,6 +469,10 @@ enum Rec {
     },
     /// Entry pages of a host write's new blocks.
     HostMeta {
+        host: u64,
+    },
+    /// A host trim's NRegion trim.
+    Trim {
         host: u64,
     },
     /// Background metadata (freed entries, journal record).
@@ -504,6 +545,12 @@ pub struct Hswd {
     last_host_ns: TimeNs,
     timer_armed: bool,
     idle_cleaning: bool,
+    /// Host trims whose NRegion trim is in flight, and per band how many
+    /// of them touch it (no RMW starts there meanwhile).
+    trims: Vec<Trim>,
+    trim_bands: HashMap<u64, u32>,
+    /// Host trims waiting for the RMW of a band they touch to end.
+    deferred_trims: VecDeque<Trim>,
     stats: HswdStats,
     /// Mean latency of every 10,000 completed host IOs, ns.
     window_sum_ns: u128,
@@ -555,6 +602,9 @@ impl Hswd {
             last_host_ns: 0,
             timer_armed: false,
             idle_cleaning: false,
+            trims: Vec::new(),
+            trim_bands: HashMap::new(),
+            deferred_trims: VecDeque::new(),
             stats: HswdStats::default(),
             window_sum_ns: 0,
             window_ios: 0,
@@ -565,6 +615,11 @@ impl Hswd {
 
     pub fn layout(&self) -> Layout {
         self.layout
+    }
+
+    /// The NRegion's capacity (device 1), as given to `new`.
+    pub fn nregion_bytes(&self) -> u64 {
+        self.nregion_bytes
     }
 
     pub fn stats(&self) -> HswdStats {
@@ -594,6 +649,133 @@ impl Hswd {
     pub fn clean_all(&mut self, out: &mut Outbox) {
         self.idle_cleaning = true;
         self.try_clean(out);
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
+    }
+
+    /// An RMW runs now (tests use it to tell when paths were reached).
+    pub fn rmw_running(&self) -> bool {
+        self.rmw.is_some()
+    }
+
+    /// The cached blocks in [lo, hi), ascending; by lookups or by a scan of
+    /// the map, whichever is smaller.
+    fn cached_blocks_in(&self, lo: u64, hi: u64) -> Vec<u64> {
+        if hi <= lo {
+            return Vec::new();
+        }
+        if hi - lo <= self.map.len() as u64 {
+            (lo..hi).filter(|b| self.map.contains_key(b)).collect()
+        } else {
+            let mut v: Vec<u64> = self
+                .map
+                .keys()
+                .copied()
+                .filter(|b| (lo..hi).contains(b))
+                .collect();
+            v.sort_unstable();
+            v
+        }
+    }
+
+    /// The bands bytes [offset, end) touch.
+    fn bands_of(&self, t: &Trim) -> std::ops::RangeInclusive<u64> {
+        let band_bytes = self.layout.band_bytes;
+        t.offset_bytes / band_bytes..=(t.end_bytes - 1) / band_bytes
+    }
+
+    /// A host trim of bytes [offset, end) (within the addressable
+    /// NRegion): trims the NRegion now, or after the RMW of a band it
+    /// touches; `trim_done` drops the cached blocks when that completes.
+    fn trim(&mut self, id: u64, offset: u64, end: u64, out: &mut Outbox) {
+        assert!(offset < end);
+        self.stats.trims += 1;
+        self.hosts.get_mut(&id).unwrap().parts += 1;
+        let t = Trim {
+            host: id,
+            offset_bytes: offset,
+            end_bytes: end,
+        };
+        let bands = self.bands_of(&t);
+        if self.rmw.as_ref().is_some_and(|r| bands.contains(&r.band)) {
+            self.stats.trims_deferred += 1;
+            self.deferred_trims.push_back(t);
+            return;
+        }
+        self.issue_trim(t, out);
+    }
+
+    fn issue_trim(&mut self, t: Trim, out: &mut Outbox) {
+        debug_assert!(
+            self.rmw
+                .as_ref()
+                .is_none_or(|r| !self.bands_of(&t).contains(&r.band))
+        );
+        for band in self.bands_of(&t) {
+            *self.trim_bands.entry(band).or_insert(0) += 1;
+        }
+        self.trims.push(t);
+        let io = Self::io(
+            encode_tag(HswdBuffer::Host(t.host), 0),
+            Op::Trim,
+            t.offset_bytes,
+            t.end_bytes - t.offset_bytes,
+        );
+        self.submit(out, NREGION_DEVICE, io, Rec::Trim { host: t.host });
+    }
+
+    /// The NRegion trim of host trim `host` completed: drop the cached
+    /// blocks it covers entirely that no write is reaching (no RMW of
+    /// their band ran meanwhile), then complete it.
+    fn trim_done(&mut self, host: u64, now_ns: TimeNs, out: &mut Outbox) {
+        let i = self
+            .trims
+            .iter()
+            .position(|t| t.host == host)
+            .expect("a trim completion has its trim");
+        let t = self.trims.swap_remove(i);
+        for band in self.bands_of(&t) {
+            let n = self.trim_bands.get_mut(&band).expect("counted");
+            *n -= 1;
+            if *n == 0 {
+                self.trim_bands.remove(&band);
+            }
+        }
+        let bb = self.layout.block_bytes;
+        let mut freed_pages = BTreeSet::new();
+        let mut sets_freed = BTreeSet::new();
+        for b in self.cached_blocks_in(t.offset_bytes.div_ceil(bb), t.end_bytes / bb) {
+            let band = b / self.band_blocks;
+            if !self.map[&b].mergeable() {
+                self.stats.trim_kept_blocks += 1;
+                continue;
+            }
+            let slot = self.map.remove(&b).unwrap().slot;
+            self.stats.trimmed_blocks += 1;
+            if let Some(info) = self.bands.get_mut(&band) {
+                info.blocks.remove(&b);
+            }
+            self.refile(band);
+            let set = self.set_of_band(band);
+            self.sets[set].used -= 1;
+            freed_pages.insert(self.meta_page_of_slot(slot));
+            if self.pins[slot as usize] == 0 {
+                self.sets[set].free.push(slot);
+            } else {
+                self.free_on_unpin[slot as usize] = true;
+            }
+            sets_freed.insert(set);
+        }
+        // The freed entries reach the metadata in the background, as after
+        // an RMW.
+        self.write_meta(&freed_pages, None, out);
+        for set in sets_freed {
+            if !self.sets[set].waiters.is_empty() {
+                self.serve_waiters(set, out);
+            }
+        }
+        self.host_part_done(host, TIER_NREGION, now_ns, out);
     }
 
     fn set_of_band(&self, band: u64) -> usize {
@@ -616,10 +798,16 @@ impl Hswd {
     }
 
     fn submit(&mut self, out: &mut Outbox, device: usize, io: DeviceIo, rec: Rec) {
-        self.inflight.insert((device, io.tag), rec);
+        let fresh = self.inflight.insert((device, io.tag), rec).is_none();
+        assert!(
+            fresh,
+            "device {device} tag {:#x} is already in flight",
+            io.tag
+        );
         out.device_ios.push((device, io));
-        if !out.wants_data {
-            return; // the simulator moves no data
+        // The simulator moves no data; trims carry none.
+        if !out.wants_data || !matches!(io.op, Op::Read | Op::Write) {
+            return;
         }
         // The tag names the buffer (see `decode_tag`): tell a real executor.
         let (buffer, page) = decode_tag(io.tag);
@@ -1016,12 +1204,14 @@ impl Hswd {
     }
 
     /// A band of `set` with at least one block an RMW could merge now, in
-    /// selection order.
+    /// selection order; not one with a trim in flight (its band read could
+    /// find bytes from before the hole and write them back over it).
     fn select_band(&self, set: usize) -> Option<u64> {
         self.sets[set]
             .order
             .keys()
             .map(|&(_, band)| band)
+            .filter(|band| !self.trim_bands.contains_key(band))
             .find(|band| {
                 self.bands[band]
                     .blocks
@@ -1038,6 +1228,11 @@ impl Hswd {
     fn try_clean(&mut self, out: &mut Outbox) {
         if self.rmw.is_some() {
             return;
+        }
+        // Trims that waited for the RMW that just ended go first, so that
+        // the next RMW sees their bands as trimming.
+        while let Some(t) = self.deferred_trims.pop_front() {
+            self.issue_trim(t, out);
         }
         while let Some(&set) = self.clean_queue.front() {
             if self.set_needs_cleaning(set) {
@@ -1075,6 +1270,7 @@ impl Hswd {
         {
             self.sets[set].order.remove(&(k, band));
         }
+        debug_assert!(!self.trim_bands.contains_key(&band));
         let len = self.band_len_bytes(band);
         self.stats.rmw_io_bytes += len;
         let io = Self::io(
@@ -1295,6 +1491,12 @@ impl Policy for Hswd {
             ("rmw_band_write_blocks", s.rmw_band_write_blocks as f64),
             ("rmw_rewritten_blocks", s.rmw_rewritten_blocks as f64),
             ("rmw_held_writes", s.rmw_held_writes as f64),
+            ("trims", s.trims as f64),
+            ("trimmed_blocks", s.trimmed_blocks as f64),
+            ("trim_kept_blocks", s.trim_kept_blocks as f64),
+            ("trims_deferred", s.trims_deferred as f64),
+            ("drain_cached_blocks", s.drain_cached_blocks as f64),
+            ("drain_during_rmw", s.drain_during_rmw as f64),
             ("cached_bytes", s.cached_bytes as f64),
             (
                 "mean_latency_ms",
@@ -1337,6 +1539,11 @@ impl Policy for Hswd {
             .min(self.nregion_bytes / bb * bb);
         let first = io.offset_bytes / bb;
         let n = end.div_ceil(bb).saturating_sub(first);
+        assert!(
+            !self.hosts.contains_key(&io.id),
+            "host IO {} is already in flight",
+            io.id
+        );
         // One extra part, released at the end, so that parts finishing
         // while the IO is being split cannot complete it early.
         self.hosts.insert(
@@ -1349,16 +1556,21 @@ impl Policy for Hswd {
                 meta_pages: BTreeSet::new(),
             },
         );
-        if n > 0 && matches!(io.op, Op::Read | Op::Write) {
+        if n > 0 {
             match io.op {
                 Op::Read => self.read(io.id, first, n, out),
-                _ => self.write(io.id, first, n, out),
+                Op::Write => self.write(io.id, first, n, out),
+                Op::Trim => self.trim(io.id, io.offset_bytes, end, out),
+                // Every acknowledged write is on the PCache already, which
+                // the executor syncs after the flush completes.
+                Op::Flush => {}
             }
         }
-        // Trims and flushes: every acknowledged write is already on stable
-        // media (PCache + metadata), so they complete at once.
         self.host_part_done(io.id, 0, now_ns, out);
         self.try_clean(out);
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
     }
 
     fn on_device_completion(&mut self, now_ns: TimeNs, device: usize, tag: u64, out: &mut Outbox) {
@@ -1410,6 +1622,7 @@ impl Policy for Hswd {
                 self.host_part_done(host, 0, now_ns, out);
             }
             Rec::HostMeta { host } => self.host_part_done(host, 0, now_ns, out),
+            Rec::Trim { host } => self.trim_done(host, now_ns, out),
             Rec::BgMeta => {}
             Rec::RmwBandRead | Rec::RmwStage | Rec::RmwBandWrite => self.rmw_part_done(now_ns, out),
             Rec::RmwBlockRead { slot, block } => {
@@ -1423,6 +1636,9 @@ impl Policy for Hswd {
             }
         }
         self.try_clean(out);
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
     }
 
     fn on_timer(&mut self, now_ns: TimeNs, timer_id: u64, out: &mut Outbox) {
@@ -1438,10 +1654,229 @@ impl Policy for Hswd {
             self.timer_armed = true;
             out.timers.push((due, IDLE_TIMER));
         }
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
+    }
+
+    /// Cleans every cached block, RMW after RMW (`clean_all`); an RMW
+    /// running now finishes first.
+    fn drain(&mut self, _now_ns: TimeNs, out: &mut Outbox) {
+        self.stats.drain_cached_blocks = self.map.len() as u64;
+        self.stats.drain_during_rmw = u64::from(self.rmw.is_some());
+        self.clean_all(out);
+    }
+
+    /// Nothing in flight, no RMW, nothing cached: the NRegion holds every
+    /// block's newest data.
+    fn is_drained(&self) -> bool {
+        self.inflight.is_empty()
+            && self.rmw.is_none()
+            && self.map.is_empty()
+            && self.hosts.is_empty()
+    }
+
+    /// Per block, where `read` would go now (see the module docs): the
+    /// PCache slot of a valid cached block; the RCache copy of the band
+    /// being written back (step 4: the disk band is being rewritten, and
+    /// its staged copy holds the newest data of every uncached block);
+    /// else the NRegion. Bytes past the last whole block of the NRegion
+    /// are not addressable and left out.
+    fn locate(&self, offset_bytes: u64, len_bytes: u64, out: &mut Vec<Extent>) {
+        let from = out.len();
+        let bb = self.layout.block_bytes;
+        let end = offset_bytes
+            .saturating_add(len_bytes)
+            .min(self.nregion_bytes / bb * bb);
+        if end <= offset_bytes {
+            return;
+        }
+        let band_bytes = self.band_blocks * bb;
+        // Uncached bytes [at, hi): the RCache for the band under write-back,
+        // else the NRegion; split at band edges.
+        let uncached = |out: &mut Vec<Extent>, mut at: u64, hi: u64| {
+            while at < hi {
+                let band = at / band_bytes;
+                let band_end = ((band + 1) * band_bytes).min(hi);
+                let ext = if self.rcache_band == Some(band) {
+                    Extent {
+                        len_bytes: band_end - at,
+                        tier: TIER_RCACHE,
+                        device: PCACHE_DEVICE,
+                        device_offset_bytes: self.layout.rcache_offset_bytes
+                            + (at - band * band_bytes),
+                    }
+                } else {
+                    Extent {
+                        len_bytes: band_end - at,
+                        tier: TIER_NREGION,
+                        device: NREGION_DEVICE,
+                        device_offset_bytes: at,
+                    }
+                };
+                push_extent(out, from, ext);
+                at = band_end;
+            }
+        };
+        let mut at = offset_bytes;
+        for b in self.cached_blocks_in(offset_bytes / bb, end.div_ceil(bb)) {
+            let e = &self.map[&b];
+            if !e.valid {
+                continue;
+            }
+            let lo = (b * bb).max(offset_bytes);
+            let hi = ((b + 1) * bb).min(end);
+            uncached(out, at, lo);
+            let ext = Extent {
+                len_bytes: hi - lo,
+                tier: TIER_PCACHE,
+                device: PCACHE_DEVICE,
+                device_offset_bytes: self.slot_offset(e.slot) + (lo - b * bb),
+            };
+            push_extent(out, from, ext);
+            at = hi;
+        }
+        uncached(out, at, end);
     }
 }
 
 impl Hswd {
+    /// Cheap invariants, checked after every handler in debug builds.
+    fn check_invariants(&self) {
+        assert!(self.map.len() as u64 <= self.layout.blocks);
+        assert!(self.rcache_band.is_none() || self.rmw.is_some());
+        assert!(self.rcache_pins as usize <= self.inflight.len());
+        assert!(self.trims.len() + self.deferred_trims.len() <= self.hosts.len());
+        // Deferred trims wait for an RMW; without one they are issued.
+        assert!(self.deferred_trims.is_empty() || self.rmw.is_some());
+        if let Some(r) = &self.rmw {
+            assert!(
+                r.pending > 0 || r.step == Step::Stage,
+                "RMW of band {} waits for nothing in step {:?}",
+                r.band,
+                r.step
+            );
+            assert!(r.merged.len() as u64 <= self.band_blocks);
+        }
+        assert!(self.clean_queue.len() <= self.sets.len());
+    }
+
+    /// Every invariant, at a cost linear in the PCache and the IOs in
+    /// flight: for tests, between events.
+    #[doc(hidden)]
+    pub fn check_invariants_full(&self) {
+        self.check_invariants();
+        let blocks = self.layout.blocks as usize;
+        let per_set = self.layout.blocks_per_set;
+        let mut owner: Vec<Option<u64>> = vec![None; blocks];
+        let mut used = vec![0u64; self.sets.len()];
+        let rmw_band = self.rmw.as_ref().map(|r| r.band);
+        for (&b, e) in &self.map {
+            let s = e.slot as usize;
+            let band = b / self.band_blocks;
+            let set = self.set_of_band(band);
+            assert_eq!(
+                s as u64 / per_set,
+                set as u64,
+                "block {b}'s slot {s} is in another set"
+            );
+            assert!(
+                owner[s].is_none(),
+                "slot {s} held by blocks {:?} and {b}",
+                owner[s]
+            );
+            owner[s] = Some(b);
+            assert!(
+                !self.free_on_unpin[s],
+                "slot {s} of block {b} is to be freed"
+            );
+            used[set] += 1;
+            assert!(
+                self.bands.get(&band).is_some_and(|i| i.blocks.contains(&b)),
+                "block {b} is missing from band {band}"
+            );
+            assert!(
+                e.waiting.is_empty() || e.write_inflight || e.rmw_reading,
+                "block {b} waits for nothing"
+            );
+        }
+        let mut trim_bands: HashMap<u64, u32> = HashMap::new();
+        for t in &self.trims {
+            for band in self.bands_of(t) {
+                *trim_bands.entry(band).or_insert(0) += 1;
+            }
+        }
+        assert_eq!(trim_bands, self.trim_bands, "bands with trims in flight");
+        if let Some(band) = rmw_band {
+            assert!(
+                !trim_bands.contains_key(&band),
+                "band {band} under RMW and trim"
+            );
+        }
+        let mut pins = vec![0u32; blocks];
+        let mut rcache_pins = 0;
+        for rec in self.inflight.values() {
+            match rec {
+                Rec::Read { slot: Some(s), .. }
+                | Rec::SlotWrite { slot: s, .. }
+                | Rec::RmwBlockRead { slot: s, .. } => pins[*s as usize] += 1,
+                Rec::Read { rcache: true, .. } => rcache_pins += 1,
+                _ => {}
+            }
+        }
+        assert_eq!(rcache_pins, self.rcache_pins, "RCache reads in flight");
+        let mut free = vec![false; blocks];
+        for (i, set) in self.sets.iter().enumerate() {
+            assert_eq!(set.used, used[i], "set {i}: used blocks");
+            for &slot in &set.free {
+                let s = slot as usize;
+                assert_eq!(
+                    slot / per_set,
+                    i as u64,
+                    "set {i} frees slot {s} of another set"
+                );
+                assert!(!free[s] && owner[s].is_none(), "free slot {s} is in use");
+                assert!(
+                    pins[s] == 0 && !self.free_on_unpin[s],
+                    "free slot {s} is pinned"
+                );
+                free[s] = true;
+            }
+            assert_eq!(
+                set.queued,
+                self.clean_queue.contains(&i),
+                "set {i}: queued flag"
+            );
+        }
+        for s in 0..blocks {
+            assert_eq!(pins[s], self.pins[s], "slot {s}: pins vs IOs in flight");
+            assert!(
+                owner[s].is_some() || free[s] || self.free_on_unpin[s],
+                "slot {s} is lost: neither held, free nor to be freed"
+            );
+            assert!(
+                !self.free_on_unpin[s] || pins[s] > 0,
+                "slot {s} waits for no unpin"
+            );
+        }
+        for (&band, info) in &self.bands {
+            let set = self.set_of_band(band);
+            match info.key {
+                Some(k) => assert!(self.sets[set].order.contains_key(&(k, band))),
+                None => assert_eq!(rmw_band, Some(band), "band {band} is filed nowhere"),
+            }
+            assert!(
+                !info.blocks.is_empty() || rmw_band == Some(band),
+                "empty band {band} is kept"
+            );
+        }
+        for set in &self.sets {
+            for &(k, band) in set.order.keys() {
+                assert_eq!(self.bands.get(&band).and_then(|i| i.key), Some(k));
+            }
+        }
+    }
+
     #[doc(hidden)]
     pub fn debug_state(&self) -> String {
         format!(

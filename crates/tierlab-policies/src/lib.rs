@@ -3,6 +3,7 @@
 
 pub mod atsmf;
 pub mod cache;
+pub mod extent;
 pub mod flashcache;
 pub mod hswd;
 pub mod linear;

@@ -4,9 +4,16 @@
 //! is one config. An IO that crosses a boundary is split; the host IO
 //! completes when its last part does and is attributed to the tier of its
 //! first byte. Tier i is device i.
+//!
+//! Trims pass through like any IO (without data); a flush goes to device 0
+//! (the executor syncs every device after it completes). Nothing is ever
+//! held back, so `drain` has nothing to write; `locate` maps through the
+//! segments.
 
-use tierlab_core::policy::{BufRef, HostIo, Outbox, Policy};
-use tierlab_core::{DeviceIo, TimeNs};
+use tierlab_core::policy::{BufRef, Extent, HostIo, Outbox, Policy};
+use tierlab_core::{DeviceIo, Op, TimeNs};
+
+use crate::extent::push_extent;
 
 pub struct Linear {
     /// Start offset of each device's segment in the volume, plus the end.
@@ -95,11 +102,13 @@ impl Policy for Linear {
                     size_bytes: (part_end - offset) as u32,
                 },
             ));
-            let buf = BufRef::Host {
-                host_id: io.id,
-                offset_bytes: offset - io.offset_bytes,
-            };
-            out.data_for(seg, slot as u64, buf);
+            if matches!(io.op, Op::Read | Op::Write) {
+                let buf = BufRef::Host {
+                    host_id: io.id,
+                    offset_bytes: offset - io.offset_bytes,
+                };
+                out.data_for(seg, slot as u64, buf);
+            }
             parts += 1;
             if part_end >= end {
                 break;
@@ -108,10 +117,38 @@ impl Policy for Linear {
             seg += 1;
         }
         self.pending[slot] = (io.id, parts, first as u16);
+        debug_assert!(self.free.len() < self.pending.len());
     }
 
     fn moves_data(&self) -> bool {
         true
+    }
+
+    /// No host IO part in flight (every slot is free).
+    fn is_drained(&self) -> bool {
+        self.free.len() == self.pending.len()
+    }
+
+    /// Segment by segment: tier and device i at the offset inside segment
+    /// i. Bytes past the volume are left out.
+    fn locate(&self, offset_bytes: u64, len_bytes: u64, out: &mut Vec<Extent>) {
+        let from = out.len();
+        let end = offset_bytes
+            .saturating_add(len_bytes)
+            .min(self.volume_bytes());
+        let mut at = offset_bytes;
+        while at < end {
+            let seg = self.segment_of(at);
+            let hi = self.starts[seg + 1].min(end);
+            let ext = Extent {
+                len_bytes: hi - at,
+                tier: seg as u16,
+                device: seg,
+                device_offset_bytes: at - self.starts[seg],
+            };
+            push_extent(out, from, ext);
+            at = hi;
+        }
     }
 
     fn on_device_completion(
@@ -123,6 +160,7 @@ impl Policy for Linear {
     ) {
         let slot = tag as usize;
         let (id, parts, tier) = &mut self.pending[slot];
+        assert!(*parts > 0, "a completion for free slot {slot}");
         *parts -= 1;
         if *parts == 0 {
             out.complete.push((*id, *tier));

@@ -44,7 +44,7 @@ use std::collections::VecDeque;
 
 use serde::Deserialize;
 use tierlab_core::policy::{Action, BufRef, HostIo, Outbox, Policy};
-use tierlab_core::{DeviceIo, NS_PER_S, TimeNs};
+use tierlab_core::{DeviceIo, NS_PER_S, Op, TimeNs};
 
 /// Consecutive settled samples that must all differ from the
 /// busy_pct_per_iops level by `reset_bpi_change` (in the same direction)
@@ -709,12 +709,25 @@ impl Policy for BusyRateQos {
                 size_bytes: io.size_bytes,
             },
         ));
-        // A pass-through: the host buffer is the device IO's buffer.
-        let buf = BufRef::Host {
-            host_id: io.id,
-            offset_bytes: 0,
-        };
-        out.data_for(0, slot as u64, buf);
+        // A pass-through: the host buffer is the device IO's buffer (trims
+        // and flushes carry no data).
+        if matches!(io.op, Op::Read | Op::Write) {
+            let buf = BufRef::Host {
+                host_id: io.id,
+                offset_bytes: 0,
+            };
+            out.data_for(0, slot as u64, buf);
+        }
+        debug_assert_eq!(
+            self.in_flight as usize,
+            self.pending.len() - self.free.len()
+        );
+    }
+
+    /// Nothing in flight (a pass-through holds no data of its own; the
+    /// default `locate`, device 0 at the same offset, is exact).
+    fn is_drained(&self) -> bool {
+        self.in_flight == 0
     }
 
     /// Runs in the real executor (`tierlab run`): B's cap is tierlab's own
@@ -728,6 +741,10 @@ impl Policy for BusyRateQos {
         let (id, tenant) = self.pending[slot];
         self.free.push(slot);
         self.in_flight -= 1;
+        debug_assert_eq!(
+            self.in_flight as usize,
+            self.pending.len() - self.free.len()
+        );
         if self.in_flight == 0 {
             self.io_ticks_ns += now_ns - self.busy_since_ns;
         }

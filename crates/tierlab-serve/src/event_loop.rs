@@ -795,6 +795,7 @@ impl Loop {
                 .counters()
                 .into_iter()
                 .find(|(k, _)| *k == "dirty_bytes")
+                .filter(|(_, v)| *v > 0.0)
                 .map(|(_, v)| format!(" ({v} dirty bytes on the fast tier)"))
                 .unwrap_or_default();
             return Err(format!(

@@ -171,6 +171,19 @@ pub fn block_stop_signals() -> Result<(), String> {
     Ok(())
 }
 
+fn check_options(opts: &ServeOptions) -> Result<(), String> {
+    if !(opts.stats_interval_s.is_finite() && opts.stats_interval_s >= 0.001) {
+        return Err(format!(
+            "--stats-interval-s {}: allowed a number of seconds ≥ 0.001",
+            opts.stats_interval_s
+        ));
+    }
+    if opts.io_threads > 1024 {
+        return Err(format!("--io-threads {}: give 0 to 1024", opts.io_threads));
+    }
+    Ok(())
+}
+
 impl Server {
     /// Builds the stack of `config` (relative paths against `base_dir`),
     /// opens its backing stores and the IO engine, and listens.
@@ -180,28 +193,51 @@ impl Server {
         listen: &Listen,
         opts: ServeOptions,
     ) -> Result<Server, String> {
-        if !(opts.stats_interval_s.is_finite() && opts.stats_interval_s >= 0.001) {
+        check_options(&opts)?;
+        // A device table may carry a model (for --model-timing, `tierlab
+        // sim`, `tierlab compare`) besides its backing store: the store is
+        // opened from its real part.
+        let real_tables: Vec<toml::Table> = config
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let at = format!("devices[{i}]");
+                let model = t.get("model").and_then(|v| v.as_str());
+                if opts.model_timing || (model.is_some() && model != Some("raid")) {
+                    tierlab_real::raid::real_device_table(t, &at).map_err(|e| {
+                        if opts.model_timing {
+                            format!("{e} (--model-timing needs each device's model and its path)")
+                        } else {
+                            e.replace("compare needs", "serve needs")
+                        }
+                    })
+                } else {
+                    Ok(t.clone())
+                }
+            })
+            .collect::<Result<_, _>>()?;
+        let backends = tierlab_real::open::open_backends(&real_tables, base_dir)?;
+        Server::bind_with_backends(config, backends, listen, opts)
+    }
+
+    /// As `bind`, over backing stores the caller opened (one per
+    /// `[[devices]]` table, in order): for tests that inject a store, e.g.
+    /// one that models a volatile write cache to check FLUSH semantics.
+    pub fn bind_with_backends(
+        config: &StackConfig,
+        backends: Vec<Box<dyn tierlab_real::backend::Backend>>,
+        listen: &Listen,
+        opts: ServeOptions,
+    ) -> Result<Server, String> {
+        check_options(&opts)?;
+        if backends.len() != config.devices.len() {
             return Err(format!(
-                "--stats-interval-s {}: allowed a number of seconds ≥ 0.001",
-                opts.stats_interval_s
+                "{} backing stores for {} devices",
+                backends.len(),
+                config.devices.len()
             ));
         }
-        // Model timing: each device table carries a model and a backing
-        // store; the backing store is opened from its real part.
-        let real_tables: Vec<toml::Table> = if opts.model_timing {
-            config
-                .devices
-                .iter()
-                .enumerate()
-                .map(|(i, t)| tierlab_real::raid::real_device_table(t, &format!("devices[{i}]")))
-                .collect::<Result<_, _>>()
-                .map_err(|e| {
-                    format!("{e} (--model-timing needs each device's model and its path)")
-                })?
-        } else {
-            config.devices.clone()
-        };
-        let backends = tierlab_real::open::open_backends(&real_tables, base_dir)?;
         let names = config.device_names();
         let capacities: Vec<u64> = backends.iter().map(|b| b.capacity_bytes()).collect();
         let ctx = StackContext {

@@ -73,8 +73,9 @@ pub const ENOSPC: u32 = 28;
 /// Transmission flags: HAS_FLAGS (bit 0) | SEND_FLUSH (2) | SEND_FUA (3) |
 /// SEND_TRIM (5) | SEND_WRITE_ZEROES (6).
 pub const TFLAGS_RW: u16 = 0b0110_1101;
-/// ... | READ_ONLY (bit 1) | CAN_MULTI_CONN (bit 8).
-pub const TFLAGS_RO_MULTI: u16 = TFLAGS_RW | 0b10 | 0x100;
+/// Read-only: HAS_FLAGS (bit 0) | READ_ONLY (1) | SEND_FLUSH (2) |
+/// CAN_MULTI_CONN (8) — no write-class command is offered.
+pub const TFLAGS_RO_MULTI: u16 = 0b0000_0111 | 0x100;
 
 pub const DISK_SIZE: u64 = 1 << 20;
 pub const DISK_MAX: u32 = 64 * 1024;

@@ -21,6 +21,20 @@
 //!
 //! Memory layout on device 0: sub-LUN slots of `sub_lun_size_bytes` from
 //! offset 0, then the move buffer (`buffer_bytes`).
+//!
+//! Host IOs must be whole 512-byte sectors (`required_alignment_bytes`):
+//! the move buffer tracks sectors, and its sync copies whole sectors.
+//!
+//! Trims go where the sub-LUN's data is (flash or its memory slot) and
+//! count as writes in flight, so a move starts copying only after they
+//! landed; a trim of a sub-LUN that is moving completes at once, dropped
+//! (a hole under the copy would make the copied bytes depend on timing).
+//! Flushes go to flash. Neither carries data. `drain` cancels queued
+//! promotions, decides no new ones, and demotes every memory-resident
+//! sub-LUN through the normal move machinery (a promotion running finishes,
+//! then is demoted). `locate` reports where a read would go now: the slot
+//! (memory) or flash by the tiering table; while a sub-LUN moves, buffered
+//! sectors in the move buffer (memory) and the others at the move's source.
 
 pub mod analyzer;
 
@@ -28,10 +42,11 @@ use std::collections::{BTreeSet, VecDeque};
 use std::fmt::Write as _;
 
 use serde::Deserialize;
-use tierlab_core::policy::{BufRef, HostIo, Outbox, Policy};
+use tierlab_core::policy::{BufRef, Extent, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, NS_PER_S, Op, TimeNs};
 
 use crate::cache::ByteCount;
+use crate::extent::push_extent;
 use analyzer::{ExtractParams, PredictionTable, Tracker};
 
 pub const MEMORY_DEVICE: usize = 0;
@@ -218,8 +233,8 @@ struct SubLun {
     mv: u32,
     /// Waiting in the mover's queue, and to go where.
     queued: Option<Dir>,
-    /// Host writes in flight to its current place: a move copies only
-    /// once they have landed (later writes go to the move buffer).
+    /// Host writes and trims in flight to its current place: a move copies
+    /// only once they have landed (later writes go to the move buffer).
     host_writes_in_flight: u32,
 }
 
@@ -275,6 +290,13 @@ enum Rec {
         sub: u32,
         first: u64,
         end: u64,
+    },
+    /// A part of host read `pi` of sub-LUN `sub`, served from move buffer
+    /// region `region`.
+    BufferRead {
+        pi: u32,
+        sub: u32,
+        region: u32,
     },
     MoveRead {
         sub: u32,
@@ -369,6 +391,14 @@ struct Stats {
     deferred: u64,
     demotions_held: u64,
     peak_memory_bytes: u64,
+    trims: u64,
+    /// Trims of a sub-LUN while it moved (dropped).
+    trims_during_move: u64,
+    /// When `drain` was called: sub-LUNs in memory, sub-LUNs moving, and
+    /// queued promotions it cancelled.
+    drain_memory_sub_luns: u64,
+    drain_moving_sub_luns: u64,
+    drain_cancelled_promotions: u64,
 }
 
 pub struct Atsmf {
@@ -388,7 +418,12 @@ pub struct Atsmf {
     slot_free_pending: Vec<bool>,
     next_staging: u64,
     buffer_base: u64,
+    /// Moves running, indexed by the buffer region (one sub-LUN each) they
+    /// use; host reads in flight per region. A region is reused only when
+    /// no read of it is in flight: the next move's writes there would land
+    /// under the read.
     moves: Vec<Option<Move>>,
+    buffer_refs: Vec<u32>,
     queue: VecDeque<(u32, Dir)>,
     // Collector.
     counts: Vec<u64>,
@@ -412,6 +447,8 @@ pub struct Atsmf {
     /// while the volume is idle).
     last_period_host_ios: u64,
     decisions: String,
+    /// `drain` was called: demote everything, promote nothing.
+    drain_called: bool,
 }
 
 const DECISION_HEADER: &str = "time_s,period,decision,concentration_id,first_sub_lun,size_sub_luns,ios,periods_a,pduration_s,sub_luns_to_move,prefetch_sub_luns,avef_us,avef_with_mg_us,avem_us,ave_mg_time_s,x_us_s,y_us_s\n";
@@ -559,6 +596,13 @@ impl Atsmf {
             next_staging: 0,
             buffer_base,
             moves: Vec::new(),
+            // Regions for twice the moves that may run: a move seldom waits
+            // for reads of a region to finish (and the search stays short).
+            buffer_refs: vec![
+                0;
+                (p.buffer_bytes.0 / sub).min(2 * p.max_concurrent_moves as u64)
+                    as usize
+            ],
             queue: VecDeque::new(),
             counts: vec![0; n_subs as usize],
             period: 0,
@@ -576,6 +620,7 @@ impl Atsmf {
             stats: Stats::default(),
             last_period_host_ios: 0,
             decisions: String::from(DECISION_HEADER),
+            drain_called: false,
             p,
         })
     }
@@ -590,6 +635,16 @@ impl Atsmf {
         (0..self.subs.len() as u32)
             .filter(|&i| self.subs[i as usize].place == Place::Memory)
             .collect()
+    }
+
+    /// Where the move buffer starts on the memory device.
+    pub fn buffer_offset_bytes(&self) -> u64 {
+        self.buffer_base
+    }
+
+    /// Sub-LUN moves running now.
+    pub fn moves_running(&self) -> usize {
+        self.moves.iter().filter(|m| m.is_some()).count()
     }
 
     /// The decision log (CSV with a header).
@@ -698,11 +753,28 @@ impl Atsmf {
             })
         };
         let op = io.op;
-        let write_sub = if op == Op::Write { sub } else { NO_SUB };
+        // Trims change the bytes too: a move must not copy under them.
+        let changes = matches!(op, Op::Write | Op::Trim);
+        let write_sub = if changes { sub } else { NO_SUB };
+        // Trims carry no data.
+        let host_buf = move |at: u64| if op == Op::Trim { None } else { host_buf(at) };
+        if op == Op::Trim {
+            self.stats.trims += 1;
+            if matches!(s.place, Place::Promoting | Place::Demoting) {
+                // A hint, dropped: the move is copying the range, and a hole
+                // punched in its source under the copy would make what the
+                // destination holds depend on timing (the copy may carry the
+                // old bytes over, and a later move may write them back over
+                // a hole that reads saw).
+                self.stats.trims_during_move += 1;
+                self.finish_part(self.pending[pi as usize].arrived_ns, pi, out);
+                return;
+            }
+        }
         match s.place {
             Place::Flash => {
                 self.pending[pi as usize].touched_flash = true;
-                self.subs[sub as usize].host_writes_in_flight += (op == Op::Write) as u32;
+                self.subs[sub as usize].host_writes_in_flight += changes as u32;
                 let rec = Rec::Host {
                     pi,
                     write_sub,
@@ -711,7 +783,7 @@ impl Atsmf {
                 self.submit(out, FLASH_DEVICE, op, offset, size, rec, host_buf(offset));
             }
             Place::Memory => {
-                self.subs[sub as usize].host_writes_in_flight += (op == Op::Write) as u32;
+                self.subs[sub as usize].host_writes_in_flight += changes as u32;
                 self.slot_refs[s.slot as usize] += 1;
                 let rec = Rec::Host {
                     pi,
@@ -737,9 +809,11 @@ impl Atsmf {
                     .expect("moving sub-LUN has a move");
                 let buffer_base = mv.buffer_base;
                 if op == Op::Write {
-                    for i in first..end {
-                        Move::set(&mut mv.buffered, i);
-                    }
+                    // Its sectors count as buffered only once it has landed
+                    // (`Rec::BufferWrite`): until then the buffer holds
+                    // whatever was there before (maybe another sub-LUN's
+                    // data), and a read racing the write must get the old
+                    // data from the source instead.
                     mv.buffer_writes_in_flight += 1;
                     self.stats.buffered_writes += 1;
                     let rec = Rec::BufferWrite {
@@ -753,19 +827,15 @@ impl Atsmf {
                     return;
                 }
                 // Reads: each run of buffered sectors from the buffer, each
-                // run of the others from the move's source. A trim goes to
-                // the source only (the buffer has nothing to discard).
+                // run of the others from the move's source.
+                debug_assert_eq!(op, Op::Read);
                 let mut runs: Vec<(u64, u64, bool)> = Vec::new();
-                if op == Op::Read {
-                    for i in first..end {
-                        let b = Move::bit(&mv.buffered, i);
-                        match runs.last_mut() {
-                            Some((_, e, rb)) if *rb == b => *e = i + 1,
-                            _ => runs.push((i, i + 1, b)),
-                        }
+                for i in first..end {
+                    let b = Move::bit(&mv.buffered, i);
+                    match runs.last_mut() {
+                        Some((_, e, rb)) if *rb == b => *e = i + 1,
+                        _ => runs.push((i, i + 1, b)),
                     }
-                } else {
-                    runs.push((first, end, false));
                 }
                 self.pending[pi as usize].parts_left += runs.len() as u32 - 1;
                 let sub_base = sub as u64 * self.sub_lun_bytes;
@@ -773,9 +843,17 @@ impl Atsmf {
                     let lo = (run_first * SECTOR_BYTES).max(in_sub);
                     let hi = (run_end * SECTOR_BYTES).min(in_sub + size);
                     let buf = host_buf(sub_base + lo);
-                    let (device, at, slot) = if buffered {
-                        (MEMORY_DEVICE, buffer_base + lo, NO_SLOT)
-                    } else if promoting {
+                    if buffered {
+                        self.buffer_refs[s.mv as usize] += 1;
+                        let rec = Rec::BufferRead {
+                            pi,
+                            sub,
+                            region: s.mv,
+                        };
+                        self.submit(out, MEMORY_DEVICE, op, buffer_base + lo, hi - lo, rec, buf);
+                        continue;
+                    }
+                    let (device, at, slot) = if promoting {
                         self.pending[pi as usize].touched_flash = true;
                         (FLASH_DEVICE, sub_base + lo, NO_SLOT)
                     } else {
@@ -880,6 +958,14 @@ impl Atsmf {
             if running >= self.p.max_concurrent_moves as usize {
                 return;
             }
+            // A buffer region with no move and no read in flight; else wait
+            // for one (`Rec::BufferRead` retries).
+            let region = (0..self.buffer_refs.len()).find(|&i| {
+                self.buffer_refs[i] == 0 && self.moves.get(i).is_none_or(|m| m.is_none())
+            });
+            let Some(mi) = region else {
+                return;
+            };
             let free = !self.free_slots.is_empty();
             let Some(qi) = self
                 .queue
@@ -905,11 +991,6 @@ impl Atsmf {
             };
             let sectors = self.sub_len(sub).div_ceil(SECTOR_BYTES);
             let words = sectors.div_ceil(64) as usize;
-            let mi = self
-                .moves
-                .iter()
-                .position(|m| m.is_none())
-                .unwrap_or(self.moves.len());
             let draining = s.host_writes_in_flight > 0;
             let mv = Move {
                 dir,
@@ -926,11 +1007,10 @@ impl Atsmf {
                 sync_writes_in_flight: 0,
                 copy_done: false,
             };
-            if mi == self.moves.len() {
-                self.moves.push(Some(mv));
-            } else {
-                self.moves[mi] = Some(mv);
+            if mi >= self.moves.len() {
+                self.moves.resize_with(mi + 1, || None);
             }
+            self.moves[mi] = Some(mv);
             let e = &mut self.subs[sub as usize];
             e.slot = slot;
             e.mv = mi as u32;
@@ -1042,6 +1122,10 @@ impl Atsmf {
             Dir::Promote => {
                 e.place = Place::Memory;
                 self.stats.promotions += 1;
+                if self.drain_called {
+                    // Promoted while draining: straight back to flash.
+                    self.enqueue(sub, Dir::Demote);
+                }
             }
             Dir::Demote => {
                 e.place = Place::Flash;
@@ -1076,6 +1160,15 @@ impl Atsmf {
     fn end_period(&mut self, now_ns: TimeNs, out: &mut Outbox) {
         let period = self.period;
         self.stats.periods += 1;
+        if self.drain_called {
+            // Draining: every memory sub-LUN is queued for demotion already
+            // and nothing may be promoted; the clock just moves on.
+            self.counts.iter_mut().for_each(|c| *c = 0);
+            self.period += 1;
+            self.period_start_ns = now_ns;
+            self.start_moves(now_ns, out);
+            return;
+        }
         let groups = analyzer::extract(&self.counts, &self.extract);
         let update = self.tracker.update(period, &groups);
         for ended in &update.ended {
@@ -1336,12 +1429,16 @@ impl Policy for Atsmf {
                 write_sub: NO_SUB,
                 slot: NO_SLOT,
             };
-            let buf = (io.size_bytes > 0).then_some(BufRef::Host {
+            // Flushes and trims carry no data.
+            let buf = matches!(io.op, Op::Read | Op::Write).then_some(BufRef::Host {
                 host_id: io.id,
                 offset_bytes: 0,
             });
             let (offset, size) = (io.offset_bytes, io.size_bytes as u64);
             self.submit(out, FLASH_DEVICE, io.op, offset, size, rec, buf);
+            if cfg!(debug_assertions) {
+                self.check_invariants();
+            }
             return;
         }
         let sub = (io.offset_bytes / self.sub_lun_bytes) as usize;
@@ -1364,6 +1461,9 @@ impl Policy for Atsmf {
             self.dispatch_part(out, pi, &io, at, n);
             at += n;
         }
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
     }
 
     fn on_device_completion(&mut self, now_ns: TimeNs, _device: usize, tag: u64, out: &mut Outbox) {
@@ -1379,6 +1479,15 @@ impl Policy for Atsmf {
                 write_sub,
                 slot,
             } => self.host_part_done(now_ns, pi, write_sub, slot, out),
+            Rec::BufferRead { pi, region, .. } => {
+                let r = region as usize;
+                self.buffer_refs[r] -= 1;
+                if self.buffer_refs[r] == 0 && self.moves[r].is_none() {
+                    // A move may have been waiting for the region.
+                    self.start_moves(now_ns, out);
+                }
+                self.finish_part(now_ns, pi, out);
+            }
             Rec::BufferWrite {
                 pending,
                 sub,
@@ -1389,6 +1498,7 @@ impl Policy for Atsmf {
                 if let Some(mv) = self.moves[mi].as_mut() {
                     mv.buffer_writes_in_flight -= 1;
                     for i in first..end {
+                        Move::set(&mut mv.buffered, i);
                         Move::set(&mut mv.unsynced, i);
                     }
                     mv.unsynced_any = true;
@@ -1452,6 +1562,9 @@ impl Policy for Atsmf {
                 self.advance_move(now_ns, sub, out);
             }
         }
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
     }
 
     fn on_timer(&mut self, now_ns: TimeNs, timer_id: u64, out: &mut Outbox) {
@@ -1467,6 +1580,9 @@ impl Policy for Atsmf {
             self.timer_armed = false;
         }
         self.last_period_host_ios = self.stats.host_ios;
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
     }
 
     fn counters(&self) -> Vec<(&'static str, f64)> {
@@ -1483,6 +1599,14 @@ impl Policy for Atsmf {
             ("memory_ios", s.memory_ios as f64),
             ("flash_ios", s.flash_ios as f64),
             ("buffered_writes", s.buffered_writes as f64),
+            ("trims", s.trims as f64),
+            ("trims_during_move", s.trims_during_move as f64),
+            ("drain_memory_sub_luns", s.drain_memory_sub_luns as f64),
+            ("drain_moving_sub_luns", s.drain_moving_sub_luns as f64),
+            (
+                "drain_cancelled_promotions",
+                s.drain_cancelled_promotions as f64,
+            ),
             ("periods", s.periods as f64),
             ("concentrations", self.tracker.current().len() as f64),
             ("judgments", s.judgments as f64),
@@ -1501,6 +1625,311 @@ impl Policy for Atsmf {
 
     fn moves_data(&self) -> bool {
         true
+    }
+
+    /// Whole sectors: the move buffer marks 512-byte sectors as buffered
+    /// and its sync copies whole sectors, so a partial-sector write to a
+    /// moving sub-LUN would carry the rest of the sector from whatever the
+    /// buffer held before.
+    fn required_alignment_bytes(&self) -> u64 {
+        SECTOR_BYTES
+    }
+
+    /// Cancels queued promotions and queues a demotion of every sub-LUN in
+    /// memory; a promotion already running is demoted when it ends. Period
+    /// boundaries still come but decide nothing.
+    fn drain(&mut self, now_ns: TimeNs, out: &mut Outbox) {
+        self.drain_called = true;
+        let subs = &mut self.subs;
+        let mut cancelled = 0;
+        self.queue.retain(|&(sub, dir)| {
+            let keep = dir == Dir::Demote;
+            if !keep {
+                subs[sub as usize].queued = None;
+                cancelled += 1;
+            }
+            keep
+        });
+        self.stats.drain_cancelled_promotions = cancelled;
+        for sub in 0..self.subs.len() as u32 {
+            match self.subs[sub as usize].place {
+                Place::Memory => {
+                    self.stats.drain_memory_sub_luns += 1;
+                    self.enqueue(sub, Dir::Demote);
+                }
+                Place::Promoting | Place::Demoting => self.stats.drain_moving_sub_luns += 1,
+                Place::Flash => {}
+            }
+        }
+        self.start_moves(now_ns, out);
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
+    }
+
+    /// Every sub-LUN on flash, nothing queued, moving or in flight.
+    fn is_drained(&self) -> bool {
+        self.recs.len() == self.free_recs.len()
+            && self.pending.len() == self.free_pending.len()
+            && self.queue.is_empty()
+            && self.moves.iter().all(Option::is_none)
+            && self.subs.iter().all(|s| s.place == Place::Flash)
+    }
+
+    /// Where a read issued now would go (see the module docs): by the
+    /// tiering table, and for a moving sub-LUN per sector run: buffered
+    /// sectors in the move buffer (tier memory), the others at the move's
+    /// source (flash while promoting, the slot while demoting). Bytes past
+    /// the LUN are left out.
+    fn locate(&self, offset_bytes: u64, len_bytes: u64, out: &mut Vec<Extent>) {
+        let from = out.len();
+        let end = offset_bytes.saturating_add(len_bytes).min(self.lun_bytes);
+        let sub_bytes = self.sub_lun_bytes;
+        let flash = |at: u64, hi: u64| Extent {
+            len_bytes: hi - at,
+            tier: TIER_FLASH,
+            device: FLASH_DEVICE,
+            device_offset_bytes: at,
+        };
+        let memory = |at: u64, hi: u64, base: u64| Extent {
+            len_bytes: hi - at,
+            tier: TIER_MEMORY,
+            device: MEMORY_DEVICE,
+            device_offset_bytes: base + at % sub_bytes,
+        };
+        let mut at = offset_bytes;
+        while at < end {
+            let sub = at / sub_bytes;
+            let sub_base = sub * sub_bytes;
+            let sub_end = (sub_base + sub_bytes).min(end);
+            let s = self.subs[sub as usize];
+            let slot_base = s.slot as u64 * sub_bytes;
+            match s.place {
+                Place::Flash => push_extent(out, from, flash(at, sub_end)),
+                Place::Memory => push_extent(out, from, memory(at, sub_end, slot_base)),
+                Place::Promoting | Place::Demoting => {
+                    let mv = self.moves[s.mv as usize].as_ref().expect("moving");
+                    let mut x = at;
+                    while x < sub_end {
+                        let i = (x - sub_base) / SECTOR_BYTES;
+                        let buffered = Move::bit(&mv.buffered, i);
+                        let limit = (sub_end - sub_base).div_ceil(SECTOR_BYTES);
+                        let j = run_end(&mv.buffered, i, limit, buffered);
+                        let hi = (sub_base + j * SECTOR_BYTES).min(sub_end);
+                        let ext = if buffered {
+                            memory(x, hi, mv.buffer_base)
+                        } else if s.place == Place::Promoting {
+                            flash(x, hi)
+                        } else {
+                            memory(x, hi, slot_base)
+                        };
+                        push_extent(out, from, ext);
+                        x = hi;
+                    }
+                }
+            }
+            at = sub_end;
+        }
+    }
+}
+
+/// The end of the run of bits equal to `value` that starts at bit `i`, at
+/// most `limit` (whole words of the other value are skipped at once).
+fn run_end(bits: &[u64], i: u64, limit: u64, value: bool) -> u64 {
+    let other = if value { 0 } else { u64::MAX };
+    let mut j = i;
+    while j < limit {
+        let w = bits[(j / 64) as usize];
+        if j % 64 == 0 && w == !other && j + 64 <= limit {
+            j += 64;
+            continue;
+        }
+        if (w >> (j % 64) & 1 == 1) != value {
+            break;
+        }
+        j += 1;
+    }
+    j.min(limit)
+}
+
+impl Atsmf {
+    /// Cheap invariants, checked after every handler in debug builds.
+    fn check_invariants(&self) {
+        assert!(self.free_slots.len() <= self.slots_total as usize);
+        assert!(self.free_recs.len() <= self.recs.len());
+        assert!(self.free_pending.len() <= self.pending.len());
+        assert!(self.queue.len() <= self.subs.len());
+        assert!(self.moves.len() <= self.buffer_refs.len());
+        let running = self.moves.iter().filter(|m| m.is_some()).count();
+        assert!(
+            running <= self.p.max_concurrent_moves as usize,
+            "{running} moves run, at most {} may",
+            self.p.max_concurrent_moves
+        );
+        for mv in self.moves.iter().flatten() {
+            assert!(mv.next_chunk_offset <= mv.len_bytes);
+            assert!(!mv.copy_done || mv.chunks_in_flight == 0);
+            assert!(!mv.draining || mv.chunks_in_flight == 0);
+            assert!(mv.chunks_in_flight <= self.p.move_iodepth);
+        }
+        if self.drain_called {
+            assert!(
+                self.queue.iter().all(|q| q.1 == Dir::Demote),
+                "a promotion queued while draining"
+            );
+        }
+    }
+
+    /// Every invariant, at a cost linear in the sub-LUNs, slots and IOs in
+    /// flight: for tests, between events.
+    #[doc(hidden)]
+    pub fn check_invariants_full(&self) {
+        self.check_invariants();
+        let n_slots = self.slots_total as usize;
+        let mut holder: Vec<Option<u32>> = vec![None; n_slots];
+        let mut move_owner: Vec<Option<u32>> = vec![None; self.moves.len()];
+        for (i, s) in self.subs.iter().enumerate() {
+            let i = i as u32;
+            if s.place != Place::Flash {
+                let slot = s.slot as usize;
+                assert!(
+                    holder[slot].is_none(),
+                    "slot {slot} held by {:?} and {i}",
+                    holder[slot]
+                );
+                holder[slot] = Some(i);
+                assert!(
+                    !self.free_slots.contains(&s.slot),
+                    "sub-LUN {i}'s slot {slot} is free"
+                );
+                assert!(
+                    !self.slot_free_pending[slot],
+                    "sub-LUN {i}'s slot is being freed"
+                );
+            }
+            if let Place::Promoting | Place::Demoting = s.place {
+                let mv = self.moves[s.mv as usize]
+                    .as_ref()
+                    .expect("a moving sub-LUN's move");
+                let dir = if s.place == Place::Promoting {
+                    Dir::Promote
+                } else {
+                    Dir::Demote
+                };
+                assert_eq!(mv.dir, dir, "sub-LUN {i}'s move");
+                assert!(move_owner[s.mv as usize].is_none(), "move {} shared", s.mv);
+                move_owner[s.mv as usize] = Some(i);
+            }
+            let queued = self.queue.iter().filter(|q| q.0 == i).count();
+            assert_eq!(
+                queued,
+                usize::from(s.queued.is_some()),
+                "sub-LUN {i}: queued"
+            );
+            if let Some(d) = s.queued {
+                assert!(
+                    self.queue.contains(&(i, d)),
+                    "sub-LUN {i}: queued to go elsewhere"
+                );
+            }
+        }
+        for (m, mv) in self.moves.iter().enumerate() {
+            assert_eq!(
+                mv.is_some(),
+                move_owner[m].is_some(),
+                "move {m} has no sub-LUN"
+            );
+        }
+        let mut buffer_refs = vec![0u32; self.buffer_refs.len()];
+        let mut slot_refs = vec![0u32; n_slots];
+        let mut writes = vec![0u32; self.subs.len()];
+        // Per move: buffer writes, copy chunks, sync IOs in flight.
+        let mut move_ios = vec![(0u32, 0u32, 0u32); self.moves.len()];
+        let mut free_recs = vec![false; self.recs.len()];
+        for &r in &self.free_recs {
+            assert!(!free_recs[r as usize], "tag {r} freed twice");
+            free_recs[r as usize] = true;
+        }
+        for (tag, rec) in self.recs.iter().enumerate() {
+            assert_eq!(
+                matches!(rec, Rec::Free),
+                free_recs[tag],
+                "tag {tag}: free list vs record"
+            );
+            let mv_of = |sub: u32| self.subs[sub as usize].mv as usize;
+            match *rec {
+                Rec::Free => {}
+                Rec::Host {
+                    write_sub, slot, ..
+                } => {
+                    if slot != NO_SLOT {
+                        slot_refs[slot as usize] += 1;
+                    }
+                    if write_sub != NO_SUB {
+                        writes[write_sub as usize] += 1;
+                    }
+                }
+                Rec::BufferWrite { sub, .. } => move_ios[mv_of(sub)].0 += 1,
+                Rec::BufferRead { sub, region, .. } => {
+                    buffer_refs[region as usize] += 1;
+                    // The region is another sub-LUN's only once no read of
+                    // it is in flight.
+                    let r = region as usize;
+                    let owner = (self.moves.get(r).is_some_and(|m| m.is_some()))
+                        .then(|| move_owner[r])
+                        .flatten();
+                    assert!(
+                        owner.is_none_or(|o| o == sub),
+                        "buffer region {r} moves sub-LUN {owner:?} under a read of sub-LUN {sub}"
+                    );
+                }
+                Rec::MoveRead { sub, .. } | Rec::MoveWrite { sub, .. } => {
+                    move_ios[mv_of(sub)].1 += 1
+                }
+                Rec::SyncRead { sub, .. } | Rec::SyncWrite { sub, .. } => {
+                    move_ios[mv_of(sub)].2 += 1
+                }
+            }
+        }
+        for slot in 0..n_slots {
+            assert_eq!(
+                slot_refs[slot], self.slot_refs[slot],
+                "slot {slot}: refs vs IOs in flight"
+            );
+            let free = self.free_slots.contains(&(slot as u32));
+            let pending = self.slot_free_pending[slot];
+            assert!(
+                !pending || slot_refs[slot] > 0,
+                "slot {slot} waits for no IO"
+            );
+            assert_eq!(
+                usize::from(holder[slot].is_some()) + usize::from(free) + usize::from(pending),
+                1,
+                "slot {slot}: held {:?}, free {free}, being freed {pending}",
+                holder[slot]
+            );
+        }
+        for (i, s) in self.subs.iter().enumerate() {
+            assert_eq!(
+                writes[i], s.host_writes_in_flight,
+                "sub-LUN {i}: writes in flight"
+            );
+        }
+        assert_eq!(
+            buffer_refs, self.buffer_refs,
+            "reads in flight per buffer region"
+        );
+        for (m, mv) in self.moves.iter().enumerate() {
+            if let Some(mv) = mv {
+                let (buffer, chunks, sync) = move_ios[m];
+                assert_eq!(
+                    buffer, mv.buffer_writes_in_flight,
+                    "move {m}: buffer writes"
+                );
+                assert_eq!(chunks, mv.chunks_in_flight, "move {m}: copy chunks");
+                assert_eq!(sync, mv.sync_writes_in_flight, "move {m}: sync IOs");
+            }
+        }
     }
 }
 
@@ -1592,11 +2021,20 @@ mod tests {
         assert_eq!(a.subs[1].place, Place::Promoting);
         assert_eq!(a.memory_bytes(), SUB, "the slot is held from the start");
 
-        // A write during the move lands in the buffer (memory, after the slot).
+        // A write during the move goes to the buffer (memory, after the slot).
         let w = host(&mut a, 1, Op::Write, SUB + 4096, 4096);
         assert_eq!(ios(&w), vec![(mem, Op::Write, 4 * SUB + 4096, 4096)]);
-        let w_tag = w.device_ios[0].1.tag;
-        // A read of that range is served from the buffer ...
+        // A read racing it is served from the source: the buffer holds its
+        // bytes only once it has landed.
+        let r = host(&mut a, 10, Op::Read, SUB + 4096, 4096);
+        assert_eq!(ios(&r), vec![(flash, Op::Read, SUB + 4096, 4096)]);
+        complete(&mut a, flash, r.device_ios[0].1.tag);
+        // It lands: the host IO completes from memory (the copy runs: no
+        // sync yet).
+        let o = complete(&mut a, mem, w.device_ios[0].1.tag);
+        assert_eq!(o.complete, vec![(1, TIER_MEMORY)]);
+        assert!(o.device_ios.is_empty());
+        // Now a read of that range is served from the buffer ...
         let r = host(&mut a, 2, Op::Read, SUB + 4096, 4096);
         assert_eq!(ios(&r), vec![(mem, Op::Read, 4 * SUB + 4096, 4096)]);
         let done = complete(&mut a, mem, r.device_ios[0].1.tag);
@@ -1624,28 +2062,45 @@ mod tests {
             vec![(4, TIER_FLASH)]
         );
 
-        // Chunk reads complete → chunk writes into the slot (memory offset 0..).
+        // A second buffered write stays in flight while the copy ends.
+        let w2 = host(&mut a, 11, Op::Write, SUB + 12 * KIB, 4096);
+        assert_eq!(ios(&w2), vec![(mem, Op::Write, 4 * SUB + 12 * KIB, 4096)]);
+        let w2_tag = w2.device_ios[0].1.tag;
+        // Chunk reads complete → chunk writes into the slot (memory offset
+        // 0..); the last one ends the copy, and the sync reads the landed
+        // write's sector run from the buffer.
+        let mut sync = Vec::new();
         for (i, &t) in chunk_tags.iter().enumerate() {
             let o = complete(&mut a, flash, t);
             assert_eq!(
                 ios(&o),
                 vec![(mem, Op::Write, i as u64 * 16 * KIB, 16 * 1024)]
             );
-            // The copy writes complete; the last one finishes the copy, but
-            // the buffered write is still in flight: no sync, no flip yet.
             let o2 = complete(&mut a, mem, o.device_ios[0].1.tag);
-            assert!(o2.device_ios.is_empty());
+            if i + 1 < chunk_tags.len() {
+                assert!(o2.device_ios.is_empty());
+            } else {
+                assert_eq!(ios(&o2), vec![(mem, Op::Read, 4 * SUB + 4096, 4096)]);
+                sync = o2.device_ios.clone();
+            }
         }
-        assert_eq!(a.subs[1].place, Place::Promoting);
-        // The buffered write lands: the host IO completes from memory, and
-        // the sync reads its sector run from the buffer ...
-        let o = complete(&mut a, mem, w_tag);
-        assert_eq!(o.complete, vec![(1, TIER_MEMORY)]);
-        assert_eq!(ios(&o), vec![(mem, Op::Read, 4 * SUB + 4096, 4096)]);
-        assert_eq!(a.subs[1].place, Place::Promoting, "flips after the sync");
-        // ... and writes it into the slot; then the table flips.
-        let o = complete(&mut a, mem, o.device_ios[0].1.tag);
+        // ... and writes it into the slot; the second write is still in
+        // flight: no flip yet.
+        let o = complete(&mut a, mem, sync[0].1.tag);
         assert_eq!(ios(&o), vec![(mem, Op::Write, 4096, 4096)]);
+        let o = complete(&mut a, mem, o.device_ios[0].1.tag);
+        assert!(o.device_ios.is_empty());
+        assert_eq!(
+            a.subs[1].place,
+            Place::Promoting,
+            "flips after every buffered write"
+        );
+        // The second write lands: synced in turn, then the table flips.
+        let o = complete(&mut a, mem, w2_tag);
+        assert_eq!(o.complete, vec![(11, TIER_MEMORY)]);
+        assert_eq!(ios(&o), vec![(mem, Op::Read, 4 * SUB + 12 * KIB, 4096)]);
+        let o = complete(&mut a, mem, o.device_ios[0].1.tag);
+        assert_eq!(ios(&o), vec![(mem, Op::Write, 12 * KIB, 4096)]);
         let o = complete(&mut a, mem, o.device_ios[0].1.tag);
         assert!(o.device_ios.is_empty());
         assert_eq!(a.subs[1].place, Place::Memory);
@@ -1710,6 +2165,41 @@ mod tests {
             vec![]
         );
         assert_eq!(a.memory_bytes(), 0);
+    }
+
+    #[test]
+    fn the_move_buffer_is_reused_only_after_reads_of_it_finish() {
+        // One buffer region (max_concurrent_moves 1): sub-LUNs 1 and 2
+        // promoted one after the other.
+        let mut a = small();
+        let mem = MEMORY_DEVICE;
+        let mut out = Outbox::default();
+        a.enqueue(1, Dir::Promote);
+        a.enqueue(2, Dir::Promote);
+        a.start_moves(0, &mut out);
+        let chunks: Vec<(usize, u64)> = out.device_ios.iter().map(|(d, io)| (*d, io.tag)).collect();
+        // A buffered write to sub-LUN 1 lands; a read of it is served from
+        // the buffer and stays in flight.
+        let w = host(&mut a, 1, Op::Write, SUB + 4096, 4096);
+        complete(&mut a, mem, w.device_ios[0].1.tag);
+        let r = host(&mut a, 2, Op::Read, SUB + 4096, 4096);
+        assert_eq!(ios(&r), vec![(mem, Op::Read, 4 * SUB + 4096, 4096)]);
+        // The move copies, syncs and flips.
+        let mut pending: Vec<(usize, u64)> = chunks;
+        while let Some((d, t)) = pending.pop() {
+            let o = complete(&mut a, d, t);
+            pending.extend(o.device_ios.iter().map(|(d, io)| (*d, io.tag)));
+        }
+        assert_eq!(a.subs[1].place, Place::Memory);
+        // Sub-LUN 2's promotion must not take the buffer region while the
+        // read of it is in flight: a write there could land before the
+        // read samples it (sub-LUN 2's data in sub-LUN 1's read).
+        assert_eq!(a.subs[2].place, Place::Flash, "waits for the buffer");
+        let o = complete(&mut a, mem, r.device_ios[0].1.tag);
+        assert_eq!(o.complete, vec![(2, TIER_MEMORY)]);
+        assert_eq!(a.subs[2].place, Place::Promoting, "starts once it is free");
+        let w = host(&mut a, 3, Op::Write, 2 * SUB + 4096, 4096);
+        assert_eq!(ios(&w), vec![(mem, Op::Write, 4 * SUB + 4096, 4096)]);
     }
 
     #[test]
