@@ -4,10 +4,12 @@
 # generates itself. Idempotent: a second run only checks and rebuilds what
 # changed.
 #
-#   1. system packages, through apt-get when missing: fio (trace replay);
-#      chromium (the HTML report test renders reports headless; skipped with
-#      a note where the package does not exist); python3-venv if this Python
-#      cannot create virtualenvs
+#   1. system packages, through apt-get when missing: fio (trace replay, and
+#      its nbd engine); the NBD tools `tierlab serve` is tested against
+#      (nbdkit, libnbd-bin: nbdinfo/nbdsh/nbdcopy/nbdfuse, python3-libnbd,
+#      qemu-utils: qemu-io/qemu-img, fuse3); chromium (the HTML report test
+#      renders reports headless; skipped with a note where the package does
+#      not exist); python3-venv if this Python cannot create virtualenvs
 #   2. .venv (python3 -m venv) with the Python dependencies of pyproject.toml
 #      (numpy, pandas, matplotlib, tqdm) and its `dev` and `ray` extras
 #      (maturin, pytest, ...; Ray for `tierlab sweep --ray`)
@@ -45,6 +47,11 @@ command -v "$PYTHON" >/dev/null 2>&1 ||
 # --- 1. system packages ----------------------------------------------------
 missing=()
 command -v fio >/dev/null 2>&1 || missing+=(fio)
+command -v nbdkit >/dev/null 2>&1 || missing+=(nbdkit)
+command -v nbdinfo >/dev/null 2>&1 || missing+=(libnbd-bin)
+[[ -e /usr/lib/python3/dist-packages/nbd.py ]] || missing+=(python3-libnbd)
+command -v qemu-io >/dev/null 2>&1 || missing+=(qemu-utils)
+command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 if [[ ! -x $VENV/bin/python ]] && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
     pyver=$("$PYTHON" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
     missing+=("python$pyver-venv")
@@ -71,7 +78,7 @@ if ((${#missing[@]})); then
         apt_install >/dev/null || die "apt-get install ${missing[*]} failed"
     fi
 else
-    step "system packages: fio $(fio --version 2>/dev/null | sed 's/^fio-//') present"
+    step "system packages: fio $(fio --version 2>/dev/null | sed 's/^fio-//'), nbdkit, libnbd, qemu-utils, fuse3 present"
 fi
 # Optional: Chromium renders the HTML reports in the tests (which skip with
 # a message without it). Installed through apt-get where it can be; a

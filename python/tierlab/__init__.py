@@ -64,6 +64,7 @@ from ._generators import generate, generate_to, generators, presets
 from ._native import ConfigError, TraceError
 from ._outputs import CommandError, Outputs, analyze_concentrations, load_outputs, reproduce
 from ._progress import SimProgress, TqdmProgress
+from ._serve import Served, serve
 from ._sim import SimResult, load_run, simulate
 from ._traces import convert, formats, read_trace, trace_stats, write_trace
 from .report import write_report
@@ -80,6 +81,7 @@ __all__ = [
     "NativeTrace",
     "Outputs",
     "SimProgress",
+    "Served",
     "SimResult",
     "TqdmProgress",
     "TraceError",
@@ -98,6 +100,7 @@ __all__ = [
     "read_trace",
     "reproduce",
     "run_cli",
+    "serve",
     "simulate",
     "trace_stats",
     "write_report",

@@ -62,3 +62,29 @@ def simulate(
     out: str | None = None,
     progress: Any = None,
 ) -> dict[str, str | None]: ...
+
+class Served:
+    uri: str
+    size_bytes: int
+    block_min_bytes: int
+    tiers: list[str]
+    def stop(self) -> str | None: ...
+    def running(self) -> bool: ...
+
+def serve_start(
+    path: str | None = None,
+    text: str | None = None,
+    json: str | None = None,
+    overrides: list[str] = ...,
+    base_dir: str | None = None,
+    unix: str | None = None,
+    tcp: str | None = None,
+    export: str = "tierlab",
+    read_only: bool = False,
+    model_timing: bool = False,
+    out: str | None = None,
+    stats_interval_s: float = 10.0,
+    record: str | None = None,
+    io_engine: str = "auto",
+    io_threads: int = 32,
+) -> Served: ...

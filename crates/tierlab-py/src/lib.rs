@@ -957,6 +957,176 @@ fn cache_sim_json(
     serde_json::to_string(&results).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
+/// A stack served over NBD in a background thread (`tierlab.serve`).
+#[pyclass(module = "tierlab._native")]
+struct Served {
+    #[pyo3(get)]
+    uri: String,
+    #[pyo3(get)]
+    size_bytes: u64,
+    #[pyo3(get)]
+    block_min_bytes: u32,
+    #[pyo3(get)]
+    tiers: Vec<String>,
+    stop: tierlab_serve::StopHandle,
+    thread: Option<std::thread::JoinHandle<Result<tierlab_serve::ServeReport, String>>>,
+}
+
+#[pymethods]
+impl Served {
+    /// Stops the server (finishes requests, writes dirty data back, syncs,
+    /// writes the outputs) and returns its report as JSON text. Idempotent.
+    fn stop(&mut self, py: Python<'_>) -> PyResult<Option<String>> {
+        let Some(t) = self.thread.take() else {
+            return Ok(None);
+        };
+        self.stop.stop();
+        let report = py
+            .detach(move || t.join())
+            .map_err(|_| PyRuntimeError::new_err("the serving thread panicked"))?
+            .map_err(PyRuntimeError::new_err)?;
+        serde_json::to_string(&report)
+            .map(Some)
+            .map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    }
+
+    /// True while the server thread runs.
+    fn running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            self.stop.stop();
+            let _ = t.join();
+        }
+    }
+}
+
+/// Binds `tierlab serve` for a config (a path, or a dict as JSON) and runs
+/// it in a thread; the `Served` handle stops it.
+#[pyfunction]
+#[pyo3(signature = (path=None, text=None, json=None, overrides=Vec::new(), base_dir=None, unix=None, tcp=None, export="tierlab".to_string(), read_only=false, model_timing=false, out=None, stats_interval_s=10.0, record=None, io_engine="auto".to_string(), io_threads=32))]
+#[allow(clippy::too_many_arguments)]
+fn serve_start(
+    py: Python<'_>,
+    path: Option<PathBuf>,
+    text: Option<String>,
+    json: Option<String>,
+    overrides: Vec<String>,
+    base_dir: Option<PathBuf>,
+    unix: Option<PathBuf>,
+    tcp: Option<String>,
+    export: String,
+    read_only: bool,
+    model_timing: bool,
+    out: Option<PathBuf>,
+    stats_interval_s: f64,
+    record: Option<PathBuf>,
+    io_engine: String,
+    io_threads: usize,
+) -> PyResult<Served> {
+    let (config, base) = match (path, text, json) {
+        (Some(p), None, None) => {
+            let (c, _) = tierlab_stack::StackConfig::load(&p, &overrides)
+                .map_err(|e| ConfigError::new_err(e.0))?;
+            let base = p.parent().map(PathBuf::from).unwrap_or_default();
+            (c, base)
+        }
+        (None, Some(t), None) => {
+            let (c, _) = tierlab_stack::StackConfig::parse(&t, TEXT_ORIGIN, &overrides)
+                .map_err(|e| ConfigError::new_err(e.0))?;
+            (c, PathBuf::from("."))
+        }
+        (None, None, Some(j)) => {
+            let text = json_to_toml(&j).map_err(|e| ConfigError::new_err(e.0))?;
+            let (c, _) = tierlab_stack::StackConfig::parse(&text, DICT_ORIGIN, &overrides)
+                .map_err(|e| ConfigError::new_err(e.0))?;
+            (c, PathBuf::from("."))
+        }
+        _ => {
+            return Err(PyValueError::new_err(
+                "serve: give the config as a path, TOML text or a dict",
+            ));
+        }
+    };
+    let base = base_dir.unwrap_or(base);
+    let listen = match (unix, tcp) {
+        (Some(u), None) => tierlab_serve::Listen::Unix(u),
+        (None, Some(t)) => tierlab_serve::Listen::parse_tcp(&t).map_err(PyValueError::new_err)?,
+        _ => {
+            return Err(PyValueError::new_err(
+                "serve: give exactly one of unix=PATH and tcp=\"[HOST:]PORT\"",
+            ));
+        }
+    };
+    let opts = tierlab_serve::ServeOptions {
+        export_name: export,
+        read_only,
+        model_timing,
+        out_dir: out,
+        stats_interval_s,
+        record,
+        io_engine: io_engine
+            .parse()
+            .map_err(|e: String| PyValueError::new_err(e))?,
+        io_threads,
+        verbose: false,
+    };
+    // The stack is not `Send` (policies need not be): it is built on the
+    // thread that runs it, which reports back what clients need.
+    type Listening = (
+        String,
+        tierlab_nbd::Export,
+        Vec<String>,
+        tierlab_serve::StopHandle,
+    );
+    let (tx, rx) = std::sync::mpsc::channel::<Result<Listening, String>>();
+    let thread = std::thread::Builder::new()
+        .name("tierlab-serve".into())
+        .spawn(move || {
+            let server = match tierlab_serve::Server::bind(&config, &base, &listen, opts) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = tx.send(Err(e.clone()));
+                    return Err(e);
+                }
+            };
+            let _ = tx.send(Ok((
+                server.uri().to_string(),
+                server.export().clone(),
+                server.tier_names().to_vec(),
+                server.stop_handle(),
+            )));
+            server.run()
+        })
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start the server thread: {e}")))?;
+    let bound = py.detach(move || rx.recv());
+    let (uri, export, tiers, stop) = match bound {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            return Err(PyRuntimeError::new_err(e));
+        }
+        Err(_) => {
+            let _ = thread.join();
+            return Err(PyRuntimeError::new_err(
+                "the serving thread stopped before binding",
+            ));
+        }
+    };
+    Ok(Served {
+        uri,
+        size_bytes: export.size_bytes,
+        block_min_bytes: export.block_min_bytes,
+        tiers,
+        stop,
+        thread: Some(thread),
+    })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -975,5 +1145,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(cache_sim_json, m)?)?;
+    m.add_function(wrap_pyfunction!(serve_start, m)?)?;
+    m.add_class::<Served>()?;
     Ok(())
 }

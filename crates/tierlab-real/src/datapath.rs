@@ -342,7 +342,14 @@ impl Core {
         owner: Owner,
     ) -> Result<(), String> {
         let len = io.size_bytes as usize;
+        // Memory stores: copy straight between the policy's buffer and the
+        // store, inline (no intermediate buffer, no thread), unless model
+        // timing wants the IO in flight.
+        let direct = self.models.is_none()
+            && matches!(io.op, Op::Read | Op::Write)
+            && self.backends[d].is_memory();
         let data = match (io.op, target) {
+            _ if direct => Vec::new(),
             (Op::Write, Some(src)) => self.copy_out(src, len)?,
             (Op::Read, _) => vec![0u8; len],
             _ => Vec::new(),
@@ -358,7 +365,8 @@ impl Core {
                     submit_ns: now,
                     op: io.op,
                     size_bytes: io.size_bytes,
-                    target,
+                    // A direct read has landed already.
+                    target: if direct { None } else { target },
                 },
             ),
         );
@@ -377,6 +385,19 @@ impl Core {
         if let Some(m) = &mut self.models {
             m.models[d].submit(now, DeviceIo { tag, ..io });
         }
+        if direct {
+            let result = self.memory_io(d, io, target);
+            self.io.push_ready(Completion {
+                device: d,
+                tag,
+                op: io.op,
+                offset_bytes: io.offset_bytes,
+                result,
+                data: Vec::new(),
+                done: Instant::now(),
+            });
+            return Ok(());
+        }
         self.io.submit(Request {
             device: d,
             tag,
@@ -389,6 +410,72 @@ impl Core {
                 0
             },
         })
+    }
+
+    /// A read or write of a memory store, straight from or into the buffer
+    /// the policy named.
+    fn memory_io(&mut self, d: usize, io: DeviceIo, buf: Option<BufRef>) -> std::io::Result<()> {
+        let len = io.size_bytes as usize;
+        let at = io.offset_bytes;
+        let backend = Arc::clone(&self.backends);
+        let b = &backend[d];
+        let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, what);
+        match (io.op, buf) {
+            (
+                Op::Write,
+                Some(BufRef::Host {
+                    host_id,
+                    offset_bytes,
+                }),
+            ) => {
+                let h = self.host.get(&host_id).ok_or_else(|| {
+                    bad(format!(
+                        "a write from host IO {host_id}, which does not exist"
+                    ))
+                })?;
+                let off = offset_bytes as usize;
+                let src = h.req.buf.get(off..off + len).ok_or_else(|| bad(format!("a write of {len} bytes from host IO {host_id} at offset {off}, which holds {} bytes", h.req.buf.len())))?;
+                b.write_at(src, at)
+            }
+            (Op::Write, Some(BufRef::Staging { id, offset_bytes })) => {
+                let st = self.staging.get(&id).ok_or_else(|| {
+                    bad(format!(
+                        "a write from staging buffer {id}, which does not exist"
+                    ))
+                })?;
+                let off = offset_bytes as usize;
+                let src = st.get(off..off + len).ok_or_else(|| bad(format!("a write of {len} bytes from staging buffer {id} at offset {off}, which holds {} bytes", st.len())))?;
+                b.write_at(src, at)
+            }
+            (Op::Write, _) => b.write_at(&vec![0u8; len], at),
+            (
+                Op::Read,
+                Some(BufRef::Host {
+                    host_id,
+                    offset_bytes,
+                }),
+            ) => {
+                let h = self.host.get_mut(&host_id).ok_or_else(|| {
+                    bad(format!(
+                        "a device read for host IO {host_id}, which does not exist"
+                    ))
+                })?;
+                let off = offset_bytes as usize;
+                let have = h.req.buf.len();
+                let dst = h.req.buf.get_mut(off..off + len).ok_or_else(|| bad(format!("a device read of {len} bytes into host IO {host_id} at offset {off}, which holds {have}")))?;
+                b.read_at(dst, at)
+            }
+            (Op::Read, Some(BufRef::Staging { id, offset_bytes })) => {
+                let off = offset_bytes as usize;
+                let st = self.staging.entry(id).or_default();
+                if st.len() < off + len {
+                    st.resize(off + len, 0);
+                }
+                b.read_at(&mut st[off..off + len], at)
+            }
+            (Op::Read, _) => b.read_at(&mut vec![0u8; len], at),
+            _ => unreachable!("only reads and writes are direct"),
+        }
     }
 
     /// The bytes a device write takes from `src`.

@@ -211,6 +211,12 @@ impl Io {
         Ok(self.ready.pop_front())
     }
 
+    /// Hands out a completion the caller made itself (an IO it did inline,
+    /// e.g. a memory copy), in order with the engine's own.
+    pub fn push_ready(&mut self, c: Completion) {
+        self.ready.push_back(c);
+    }
+
     /// A descriptor that becomes readable when completions may be ready,
     /// for a loop that sleeps in epoll rather than in `wait`: the ring's
     /// (io_uring) or the pool's eventfd (threads). None inline, where

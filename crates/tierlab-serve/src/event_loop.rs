@@ -773,12 +773,17 @@ impl Loop {
 
     fn request_stop(&mut self, why: &str) {
         self.stop_requests += 1;
+        // The command says what it does on a signal; a library caller that
+        // stops the server knows already.
+        let tell = self.server.signals.is_some() || self.server.opts.verbose;
         if self.stop_requests == 1 {
             self.report.stopped_by = why.to_string();
-            eprintln!(
-                "tierlab serve: {why}: finishing requests in flight, then writing dirty data \
+            tell.then(|| {
+                eprintln!(
+                    "tierlab serve: {why}: finishing requests in flight, then writing dirty data \
                  back (again to abort)"
-            );
+                )
+            });
         } else if self.phase != Phase::Done {
             eprintln!("tierlab serve: {why} again: stopping without finishing");
             self.interrupted = true;
