@@ -1,6 +1,7 @@
 //! One client connection: its socket and its NBD protocol state machine.
 
 use std::io::{self, IoSlice, Read, Write};
+use std::os::fd::AsRawFd;
 
 use mio::Token;
 use mio::net::{TcpStream, UnixStream};
@@ -32,15 +33,28 @@ impl Read for Stream {
 
 impl Write for Stream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.write(buf),
-            Stream::Unix(s) => s.write(buf),
-        }
+        self.write_vectored(&[IoSlice::new(buf)])
     }
+    /// sendmsg with MSG_NOSIGNAL: a peer that has gone is an EPIPE error
+    /// for this connection, not a SIGPIPE that kills the server (and its
+    /// write-back of dirty data).
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.write_vectored(bufs),
-            Stream::Unix(s) => s.write_vectored(bufs),
+        let fd = match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        };
+        // SAFETY: IoSlice is ABI-compatible with iovec; the msghdr points
+        // at `bufs`, which outlives the call.
+        let n = unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+            msg.msg_iovlen = bufs.len() as _;
+            libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL)
+        };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
         }
     }
     fn flush(&mut self) -> io::Result<()> {

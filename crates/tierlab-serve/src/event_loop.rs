@@ -23,6 +23,10 @@ use crate::conn::{Conn, Context, RECV_CHUNK_BYTES, Stream};
 use crate::record::TraceRecord;
 use crate::{FIRST_CONN, IO_WAKE, LISTENER, Listener, SIGNALS, Server, WAKER};
 
+/// When stopping, a connection whose client does not read its last replies
+/// is closed after this long.
+const STOP_REPLY_GRACE_NS: TimeNs = 2 * NS_PER_S;
+
 /// WRITE_ZEROES is written in pieces of at most this size...
 const ZERO_CHUNK_BYTES: u64 = 1 << 20;
 /// ...with at most this many in flight per request (bounded memory).
@@ -245,17 +249,21 @@ impl Loop {
             return Some(Duration::ZERO);
         }
         let now = core.now_ns();
-        let stats = self
-            .server
-            .opts
-            .out_dir
-            .is_some()
-            .then_some(self.next_stats_ns);
-        [core.next_timer_ns(), core.next_model_event_ns(), stats]
-            .into_iter()
-            .flatten()
-            .min()
-            .map(|t| Duration::from_nanos(t.saturating_sub(now)))
+        // Outputs and --record checkpoints are due every stats interval.
+        let periodic = self.server.opts.out_dir.is_some() || self.record.is_some();
+        let stats = periodic.then_some(self.next_stats_ns);
+        let grace = (self.phase != Phase::Serving && !self.conns.is_empty())
+            .then_some(self.stop_at_ns + STOP_REPLY_GRACE_NS + 1);
+        [
+            core.next_timer_ns(),
+            core.next_model_event_ns(),
+            stats,
+            grace,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .map(|t| Duration::from_nanos(t.saturating_sub(now)))
     }
 
     /// Moves the stack forward without sleeping: completions, timers,
@@ -723,16 +731,19 @@ impl Loop {
     }
 
     /// Closes connections that are done: the protocol says so, the client
-    /// left, or (when stopping) nothing is owed any more.
+    /// left, or (when stopping) nothing is owed any more — or the client has
+    /// left its last replies unread for `STOP_REPLY_GRACE_NS`.
     fn close_finished_conns(&mut self) {
         let stopping = self.phase != Phase::Serving;
+        let now = self.server.core.now_ns();
+        let grace_over = stopping && now.saturating_sub(self.stop_at_ns) > STOP_REPLY_GRACE_NS;
         let done: Vec<Token> = self
             .conns
             .values()
             .filter(|c| {
                 c.proto.should_close()
                     || c.gone.is_some()
-                    || (stopping && c.in_flight == 0 && c.proto.output_len() == 0)
+                    || (stopping && c.in_flight == 0 && (c.proto.output_len() == 0 || grace_over))
             })
             .map(|c| c.token)
             .collect();
@@ -828,7 +839,10 @@ impl Loop {
                 Ok(false)
             }
             Phase::Stopping => {
-                if self.conns.is_empty()
+                // Every request answered (replies a client leaves unread do
+                // not hold up the write-back: their connections close after
+                // a grace period, on their own).
+                if self.conns.values().all(|c| c.in_flight == 0)
                     && self.held.is_empty()
                     && self.server.core.host_in_flight() == 0
                 {
@@ -846,7 +860,16 @@ impl Loop {
                 Ok(false)
             }
             Phase::Syncing(_) => Ok(false),
-            Phase::Done => Ok(true),
+            Phase::Done => {
+                // Connections still waiting for their last replies to be read.
+                if !self.conns.is_empty()
+                    && now.saturating_sub(self.stop_at_ns) <= STOP_REPLY_GRACE_NS
+                {
+                    return Ok(false);
+                }
+                self.conns.clear();
+                Ok(true)
+            }
         }
     }
 

@@ -4,6 +4,10 @@
 //! interval), so `tierlab sim` can replay what a real application did
 //! through any other policy.
 //!
+//! Between checkpoints the file stays readable too: each time the writer
+//! puts a block of records on disk (over the last names trailer), the
+//! trailer and header are written again right after it.
+//!
 //! A record is one host IO: time (ns since the server started, when the
 //! stack received it), op, offset, size, FUA (flags bit 0) and the
 //! connection (`device_id` → `connN`). WRITE_ZEROES becomes the writes of
@@ -19,6 +23,8 @@ use tierlab_trace::{IoRecord, TimeBase};
 /// Connections beyond this share the last device id (the native format
 /// holds 65,536 device names).
 const CONN_IDS_MAX: u32 = u16::MAX as u32;
+/// The native writer buffers this many records before writing them.
+const BLOCK_RECORDS: u64 = 4096;
 
 pub(crate) struct TraceRecord {
     path: PathBuf,
@@ -63,7 +69,14 @@ impl TraceRecord {
         let flags = if fua { RECORD_FLAG_FUA } else { 0 };
         self.writer
             .write_with_flags(&r, flags)
-            .map_err(|e| format!("--record {}: {e}", self.path.display()))
+            .map_err(|e| format!("--record {}: {e}", self.path.display()))?;
+        // The writer has just written a block of records over the names
+        // trailer of the last checkpoint: put a trailer and header back at
+        // once, so the file is a readable trace but for microseconds.
+        if self.writer.record_count() % BLOCK_RECORDS == 0 {
+            self.checkpoint()?;
+        }
+        Ok(())
     }
 
     fn names(&self) -> Vec<String> {
