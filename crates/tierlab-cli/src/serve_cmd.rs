@@ -111,6 +111,12 @@ pub fn run(args: ServeArgs) -> CliResult {
             .join(", ")
     );
     println!("  IO engine: {}", server.io_engine());
+    if !e.can_multi_conn {
+        println!(
+            "  note: RAM holds data next to persistent stores; FLUSH does not make what RAM \
+             holds durable (a clean stop writes it back), so CAN_MULTI_CONN is not advertised"
+        );
+    }
     if !skipped.is_empty() {
         println!("  (ignored the config's {})", skipped.join(", "));
     }

@@ -275,6 +275,8 @@ impl Server {
             ));
         }
         let tier_names = policy.tier_names();
+        let volatile_next_to_persistent =
+            backends.iter().any(|b| b.is_memory()) && backends.iter().any(|b| !b.is_memory());
         let export = Export {
             name: opts.export_name.clone(),
             description: format!(
@@ -290,8 +292,11 @@ impl Server {
             read_only: opts.read_only,
             // Every FLUSH (and FUA) fdatasyncs every backing store of the
             // one shared stack, so a flush on one connection covers writes
-            // acknowledged on all of them.
-            can_multi_conn: true,
+            // acknowledged on all of them — unless RAM holds host data next
+            // to persistent stores (ATSMF's memory tier, a RAM cache): a
+            // FLUSH does not make that durable (yet: persistent state is
+            // the next step), so the promise is not made.
+            can_multi_conn: !volatile_next_to_persistent,
             block_min_bytes: block_min,
             block_preferred_bytes: block_min.max(4096),
             block_max_bytes: BLOCK_MAX_BYTES,

@@ -495,3 +495,28 @@ fn atsmf_flush_makes_writes_to_a_promoted_sub_lun_durable() {
          the memory tier: a power cut then would lose it"
     );
 }
+
+/// CAN_MULTI_CONN is a durability promise: not made where RAM holds host
+/// data next to persistent stores (a FLUSH leaves RAM's part volatile until
+/// issue 18), made where every store is persistent — and on a RAM-only
+/// stack, where nothing is durable and every connection sees one memory.
+#[test]
+fn can_multi_conn_is_advertised_only_where_a_flush_makes_writes_durable() {
+    for (config, multi) in [
+        ("serve-atsmf.toml", false),
+        ("serve-cache.toml", true),
+        ("serve-file.toml", true),
+    ] {
+        let srv = serve_config(config, ServeOptions::default());
+        let c = Client::connect(&srv.sock);
+        assert_eq!(srv.export.can_multi_conn, multi, "{config}");
+        assert_eq!(
+            c.transmission_flags & TF_CAN_MULTI_CONN != 0,
+            multi,
+            "{config}: flags {:#x}",
+            c.transmission_flags
+        );
+        c.disconnect();
+        srv.stop();
+    }
+}
