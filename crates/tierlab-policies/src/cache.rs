@@ -1707,10 +1707,16 @@ impl Cache {
         }
         e.valid = true;
         e.slot_write_inflight = false;
+        let dirty = e.dirty;
         if let Some((host, page_in_buf)) = e.waiting.pop_front() {
             self.slot_write(host, page, page_in_buf, out);
         } else if e.evicting || self.flushing_everything() {
             self.flush_run(page, out);
+        } else if dirty && self.mode == WriteMode::WriteBack {
+            // Set cleaning (flashcache): the write that pushed the set over
+            // its threshold could not pick pages whose slot writes were
+            // still in flight — this one can be cleaned now.
+            self.clean_set_if_needed(page, out);
         }
     }
 }

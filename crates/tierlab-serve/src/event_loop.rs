@@ -23,9 +23,10 @@ use crate::conn::{Conn, Context, RECV_CHUNK_BYTES, Stream};
 use crate::record::TraceRecord;
 use crate::{FIRST_CONN, IO_WAKE, LISTENER, Listener, SIGNALS, Server, WAKER};
 
-/// When stopping, a connection whose client does not read its last replies
-/// is closed after this long.
-const STOP_REPLY_GRACE_NS: TimeNs = 2 * NS_PER_S;
+/// When stopping, clients get this long to disconnect after their last
+/// request was answered (later requests are answered ESHUTDOWN); then
+/// their connections are closed.
+const STOP_GRACE_NS: TimeNs = 2 * NS_PER_S;
 
 /// WRITE_ZEROES is written in pieces of at most this size...
 const ZERO_CHUNK_BYTES: u64 = 1 << 20;
@@ -80,6 +81,8 @@ pub struct ServeReport {
     pub requests_held_for_ordering: u64,
     /// Requests whose client left before the reply.
     pub replies_dropped: u64,
+    /// Requests that arrived after a stop began, answered ESHUTDOWN.
+    pub requests_refused_stopping: u64,
     pub serving_s: f64,
     /// Seconds from the stop request to the policy holding no dirty data.
     pub drain_s: f64,
@@ -253,7 +256,7 @@ impl Loop {
         let periodic = self.server.opts.out_dir.is_some() || self.record.is_some();
         let stats = periodic.then_some(self.next_stats_ns);
         let grace = (self.phase != Phase::Serving && !self.conns.is_empty())
-            .then_some(self.stop_at_ns + STOP_REPLY_GRACE_NS + 1);
+            .then_some(self.stop_at_ns + STOP_GRACE_NS + 1);
         [
             core.next_timer_ns(),
             core.next_model_event_ns(),
@@ -373,11 +376,12 @@ impl Loop {
     /// Reads what the socket has (bounded), and handles every event.
     fn read_conn(&mut self, token: Token) -> Result<(), String> {
         loop {
-            let serving = self.phase == Phase::Serving;
             let Some(c) = self.conns.get_mut(&token) else {
                 return Ok(());
             };
-            if c.gone.is_some() || c.proto.is_closing() || !serving {
+            // While stopping, requests are still read: they are answered
+            // ESHUTDOWN (the protocol's way to tell a client to disconnect).
+            if c.gone.is_some() || c.proto.is_closing() || self.phase == Phase::Done {
                 return Ok(());
             }
             if c.must_pause() {
@@ -447,6 +451,10 @@ impl Loop {
                     if self.server.opts.verbose || !clean {
                         eprintln!("tierlab serve: conn{} ({}): {reason}", c.id, c.peer);
                     }
+                }
+                Event::Request(r) if self.phase != Phase::Serving => {
+                    c.proto.reply_error(r.handle, Errno::Shutdown);
+                    self.report.requests_refused_stopping += 1;
                 }
                 Event::Request(r) => {
                     c.requests += 1;
@@ -730,20 +738,23 @@ impl Loop {
         }
     }
 
-    /// Closes connections that are done: the protocol says so, the client
-    /// left, or (when stopping) nothing is owed any more — or the client has
-    /// left its last replies unread for `STOP_REPLY_GRACE_NS`.
+    /// Closes connections that are done: the protocol says so (after the
+    /// client's DISC, every request answered) or the client left — and,
+    /// when stopping, those that stay connected `STOP_GRACE_NS` after every
+    /// request they made was answered (a client that neither reads nor
+    /// disconnects cannot hold the server).
     fn close_finished_conns(&mut self) {
         let stopping = self.phase != Phase::Serving;
         let now = self.server.core.now_ns();
-        let grace_over = stopping && now.saturating_sub(self.stop_at_ns) > STOP_REPLY_GRACE_NS;
+        let grace_over = stopping && now.saturating_sub(self.stop_at_ns) > STOP_GRACE_NS;
         let done: Vec<Token> = self
             .conns
             .values()
             .filter(|c| {
                 c.proto.should_close()
                     || c.gone.is_some()
-                    || (stopping && c.in_flight == 0 && (c.proto.output_len() == 0 || grace_over))
+                    || (grace_over && c.in_flight == 0)
+                    || (stopping && !c.proto.in_transmission())
             })
             .map(|c| c.token)
             .collect();
@@ -862,9 +873,7 @@ impl Loop {
             Phase::Syncing(_) => Ok(false),
             Phase::Done => {
                 // Connections still waiting for their last replies to be read.
-                if !self.conns.is_empty()
-                    && now.saturating_sub(self.stop_at_ns) <= STOP_REPLY_GRACE_NS
-                {
+                if !self.conns.is_empty() && now.saturating_sub(self.stop_at_ns) <= STOP_GRACE_NS {
                     return Ok(false);
                 }
                 self.conns.clear();
