@@ -32,7 +32,12 @@ fn every_shipped_config_gives_byte_identical_outputs_twice() {
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         // serve-*.toml are stacks without a workload, for `tierlab serve`.
-        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with("serve-"))
+        .filter(|p| {
+            !p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("serve-")
+        })
         .collect();
     configs.sort();
     assert!(configs.len() >= 4, "configs/ should ship ready configs");
