@@ -112,21 +112,31 @@ pub fn decode_tag(tag: u64) -> (Buffer, u64) {
 pub struct ByteCount(pub u64);
 
 impl<'de> Deserialize<'de> for ByteCount {
+    /// A visitor, not an untagged enum: a missing key keeps serde's
+    /// "missing field `capacity_bytes`", and a wrong type says what a byte
+    /// count is.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ByteCount, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Text(String),
+        struct Visit;
+        impl de::Visitor<'_> for Visit {
+            type Value = ByteCount;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a byte count: an integer or a string like \"64MiB\"")
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<ByteCount, E> {
+                Ok(ByteCount(n))
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<ByteCount, E> {
+                u64::try_from(n)
+                    .map(ByteCount)
+                    .map_err(|_| E::custom(format!("{n} is not a byte count (negative)")))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<ByteCount, E> {
+                tierlab_trace::units::parse_size_bytes(s)
+                    .map(ByteCount)
+                    .map_err(E::custom)
+            }
         }
-        match Raw::deserialize(d).map_err(|_| {
-            de::Error::custom("expected a byte count: an integer or a string like \"64MiB\"")
-        })? {
-            Raw::Int(n) => Ok(ByteCount(n)),
-            Raw::Text(s) => tierlab_trace::units::parse_size_bytes(&s)
-                .map(ByteCount)
-                .map_err(de::Error::custom),
-        }
+        d.deserialize_any(Visit)
     }
 }
 

@@ -611,7 +611,9 @@ fn flashcache_cleans_a_set_one_write_filled_past_its_threshold() {
     );
     assert!(c.stats().flush_ios >= 1);
     // What was cleaned is on the backing device, newest version.
-    let cleaned = (0..4).filter(|&b| sim.backing(b) == newest(&sim, b)).count() as u64;
+    let cleaned = (0..4)
+        .filter(|&b| sim.backing(b) == newest(&sim, b))
+        .count() as u64;
     assert_eq!(cleaned, 4 - c.dirty_pages());
     assert!(sim.failures.is_empty(), "{:?}", sim.failures);
 }

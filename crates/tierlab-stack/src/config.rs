@@ -1,31 +1,9 @@
 //! Config vocabulary shared by every executor: byte counts with units,
 //! config errors that name the file and key, and `--set` overrides.
 
-use serde::Deserialize;
-use serde::de::{self, Deserializer};
-
-/// A byte count written as an integer or with a binary unit ("64MiB").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Bytes(pub u64);
-
-impl<'de> Deserialize<'de> for Bytes {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Text(String),
-        }
-        match Raw::deserialize(d).map_err(|_| {
-            de::Error::custom("expected a byte count: an integer or a string like \"64MiB\"")
-        })? {
-            Raw::Int(n) => Ok(Bytes(n)),
-            Raw::Text(s) => tierlab_trace::units::parse_size_bytes(&s)
-                .map(Bytes)
-                .map_err(de::Error::custom),
-        }
-    }
-}
+/// A byte count written as an integer or with a binary unit ("64MiB"):
+/// the policies' type, one implementation for every config.
+pub use tierlab_policies::cache::ByteCount as Bytes;
 
 /// A config error, with the file and key path when known.
 #[derive(Debug)]

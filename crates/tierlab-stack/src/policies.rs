@@ -515,7 +515,15 @@ mod tests {
             .0;
         assert!(e.contains("wrte_mode"), "{e}");
         let e = spec("kind = \"cache\"").check().unwrap_err().0;
-        assert!(e.contains("key `policy`"), "{e}");
+        assert!(e.contains("missing field `capacity_bytes`"), "{e}");
+        let e = spec("kind = \"cache\"\ncapacity_bytes = 1.5")
+            .check()
+            .unwrap_err()
+            .0;
+        assert!(
+            e.contains("key `policy.capacity_bytes`") && e.contains("a byte count"),
+            "{e}"
+        );
         let t: toml::Table = toml::from_str("capacity_bytes = 1").unwrap();
         let e = toml::Value::Table(t).try_into::<PolicySpec>().unwrap_err();
         assert!(e.to_string().contains("missing `kind`"), "{e}");
