@@ -14,6 +14,7 @@ and nbdkit; both from Debian (scripts/setup.sh installs them).
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -153,6 +154,7 @@ def fio(uri, rw, bs, iodepth, size, runtime_s, prefill):
             check=True,
             capture_output=True,
         )
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(
         common
         + [
@@ -170,9 +172,14 @@ def fio(uri, rw, bs, iodepth, size, runtime_s, prefill):
         text=True,
     ).stdout
     # The nbd engine prints "fio: connected to NBD server" before the JSON.
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     job = json.loads(out[out.index("{"):])["jobs"][0]
     side = job["read"] if rw.endswith("read") else job["write"]
-    return side["iops"], side["bw_bytes"] / 1e6
+    # The client's (fio + libnbd) CPU per IO: when it is ~1 s per second,
+    # the client, not the server, sets the IOPS.
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    ios = max(side["total_ios"], 1)
+    return side["iops"], side["bw_bytes"] / 1e6, cpu_s / ios * 1e6
 
 
 def main():
@@ -222,14 +229,14 @@ def main():
                 else:
                     p, uri = start_tierlab(args.tierlab, sock, configs[srv.split()[1]])
                 try:
-                    iops, mbs = fio(
+                    iops, mbs, client_us = fio(
                         uri, rw, bs, depth, size, args.runtime_s, prefill=rw.endswith("read")
                     )
                 finally:
                     stop(p)
-                results[name][srv].append((iops, mbs))
-                print(f"run {run + 1}/{args.runs} {name:18} {srv:18} {iops:10.0f} IOPS {mbs:8.1f} MB/s",
-                      file=sys.stderr)
+                results[name][srv].append((iops, mbs, client_us))
+                print(f"run {run + 1}/{args.runs} {name:18} {srv:18} {iops:10.0f} IOPS {mbs:8.1f} MB/s"
+                      f"  client {client_us:6.2f} us CPU/IO", file=sys.stderr)
     print(f"| workload | " + " | ".join(servers) + " | " +
           " | ".join(f"{s} / nbdkit" for s in servers[1:]) + " |")
     print("|---" * (1 + 2 * len(servers) - 1) + "|")
@@ -240,6 +247,13 @@ def main():
         cells = [unit(med[s]) for s in servers]
         ratios = [f"{med[s][0] / med['nbdkit'][0]:.2f}×" for s in servers[1:]]
         print(f"| {name} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+    print()
+    print("Client (fio + libnbd) CPU µs per IO, median:")
+    print("| workload | " + " | ".join(servers) + " |")
+    print("|---" * (1 + len(servers)) + "|")
+    for name, *_ in JOBS:
+        cpu = [statistics.median(x[2] for x in results[name][srv]) for srv in servers]
+        print(f"| {name} | " + " | ".join(f"{c:.2f}" for c in cpu) + " |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -390,6 +390,7 @@ impl Loop {
             }
             c.paused = false;
             let buf = c.proto.recv_buffer(RECV_CHUNK_BYTES);
+            let room = buf.len();
             match c.stream.read(buf) {
                 Ok(0) => {
                     c.gone = Some("the client closed the connection".into());
@@ -398,6 +399,12 @@ impl Loop {
                 Ok(n) => {
                     c.proto.filled(n);
                     self.handle_events(token)?;
+                    // A short read drained the socket: bytes that arrive
+                    // later raise a new readiness edge, so the read that
+                    // would only say EAGAIN is saved (one syscall a batch).
+                    if n < room {
+                        return Ok(());
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
