@@ -206,6 +206,8 @@ impl Loop {
             self.write_all_out();
             self.resume_paused()?;
             self.close_finished_conns();
+            #[cfg(debug_assertions)]
+            self.check_invariants();
             if self.advance_phase()? {
                 return Ok(());
             }
@@ -469,6 +471,50 @@ impl Loop {
                     self.start(token, r)?;
                 }
             }
+        }
+    }
+
+    /// What must hold between events (debug builds and tests): each
+    /// connection's count of requests in the stack is its pending slots,
+    /// and what the protocol layer thinks is unanswered; free slots are
+    /// empty; every barrier waits for live pending requests.
+    #[cfg(debug_assertions)]
+    fn check_invariants(&self) {
+        let mut per_conn: HashMap<Token, usize> = HashMap::new();
+        for p in self.pending.iter().flatten() {
+            *per_conn.entry(p.conn).or_default() += 1;
+            assert!(
+                p.kind == Kind::WriteZeroes || p.parts <= 1,
+                "one host IO per request"
+            );
+        }
+        for c in self.conns.values() {
+            let pending = per_conn.get(&c.token).copied().unwrap_or(0);
+            assert_eq!(
+                c.in_flight, pending,
+                "conn{}: in flight vs pending slots",
+                c.id
+            );
+            if c.gone.is_none() && !c.proto.is_closing() {
+                assert_eq!(
+                    c.proto.requests_in_flight(),
+                    c.in_flight,
+                    "conn{}: the protocol's unanswered requests",
+                    c.id
+                );
+            }
+        }
+        for &i in &self.free {
+            assert!(self.pending[i].is_none(), "free slot {i} in use");
+        }
+        for waiters in self.barriers.values() {
+            assert!(waiters.iter().all(|&p| self.pending[p].is_some()));
+        }
+        for h in &self.held {
+            assert!(
+                self.pending[h.user as usize].is_some(),
+                "a held IO without its request"
+            );
         }
     }
 
