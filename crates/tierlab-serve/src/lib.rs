@@ -55,12 +55,19 @@ impl Listen {
         if let Ok(port) = text.parse::<u16>() {
             return Ok(Listen::Tcp(SocketAddr::from(([127, 0, 0, 1], port))));
         }
-        text.parse::<SocketAddr>().map(Listen::Tcp).map_err(|_| {
+        use std::net::ToSocketAddrs;
+        let bad = || {
             format!(
-                "--tcp {text:?}: expected PORT (loopback), HOST:PORT (e.g. 127.0.0.1:10809) \
-                 or [V6]:PORT"
+                "--tcp {text:?}: expected PORT (loopback), HOST:PORT (e.g. 127.0.0.1:10809 or \
+                 localhost:10809) or [V6]:PORT"
             )
-        })
+        };
+        // A name (localhost:10809) resolves to its first address.
+        text.to_socket_addrs()
+            .map_err(|_| bad())?
+            .next()
+            .map(Listen::Tcp)
+            .ok_or_else(bad)
     }
 }
 
@@ -451,5 +458,35 @@ impl Server {
     /// writes the outputs.
     pub fn run(self) -> Result<ServeReport, String> {
         event_loop::run(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tcp_binds_loopback_unless_a_host_is_given() {
+        assert_eq!(
+            Listen::parse_tcp("10809").unwrap(),
+            Listen::Tcp("127.0.0.1:10809".parse().unwrap())
+        );
+        assert_eq!(
+            Listen::parse_tcp("0.0.0.0:10809").unwrap(),
+            Listen::Tcp("0.0.0.0:10809".parse().unwrap())
+        );
+        assert_eq!(
+            Listen::parse_tcp("[::1]:9").unwrap(),
+            Listen::Tcp("[::1]:9".parse().unwrap())
+        );
+        match Listen::parse_tcp("localhost:10809").unwrap() {
+            Listen::Tcp(a) => assert!(a.ip().is_loopback() && a.port() == 10809, "{a}"),
+            other => panic!("{other:?}"),
+        }
+        let e = Listen::parse_tcp("localhost:x").unwrap_err();
+        assert!(
+            e.contains("--tcp \"localhost:x\"") && e.contains("HOST:PORT"),
+            "{e}"
+        );
     }
 }
