@@ -477,6 +477,8 @@ def test_vcd_is_none_without_timeline() -> None:
 def raid_configs() -> list[Path]:
     found = []
     for path in sorted(CONFIGS.glob("*.toml")):
+        if path.name.startswith("serve-"):
+            continue  # stacks for `tierlab serve`: no workload to simulate
         devices = load_toml(path).get("devices", [])
         if any(d.get("model") == "raid" and d.get("members") for d in devices):
             found.append(path)

@@ -21,7 +21,7 @@ use tierlab_real::datapath::{Finished, HostRequest};
 
 use crate::conn::{Conn, Context, RECV_CHUNK_BYTES, Stream};
 use crate::record::TraceRecord;
-use crate::{FIRST_CONN, IO_WAKE, LISTENER, Listener, SIGNALS, Server, WAKER};
+use crate::{FIRST_CONN, IO_WAKE, LISTENER, Listener, SIGNALS, Server, TIMER, WAKER};
 
 /// When stopping, clients get this long to disconnect after their last
 /// request was answered (later requests are answered ESHUTDOWN); then
@@ -216,15 +216,25 @@ impl Loop {
             }
             self.server.core.io.submit_pending()?;
             let timeout = self.timeout();
-            match self.server.poll.poll(&mut events, timeout) {
+            // Deadlines go to the timerfd (nanoseconds); epoll's own
+            // timeout counts whole milliseconds.
+            self.arm_timer(timeout);
+            let epoll_timeout = timeout.filter(|t| t.is_zero());
+            match self.server.poll.poll(&mut events, epoll_timeout) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(format!("epoll_wait: {e}")),
             }
+            // What fell due while asleep (device completions, model
+            // events, timers) reaches the policy before the requests that
+            // woke us: a completion must not be stamped with a later
+            // arrival's time.
+            self.settle()?;
             for ev in events.iter() {
                 match ev.token() {
                     LISTENER => self.accept()?,
                     IO_WAKE => self.server.core.io.clear_wake(),
+                    TIMER => self.clear_timer(),
                     SIGNALS => self.read_signals(),
                     WAKER => {
                         if self.server.stop.swap(false, Ordering::SeqCst) {
@@ -244,6 +254,39 @@ impl Loop {
                 }
             }
         }
+    }
+
+    /// Arms the timerfd to fire after `timeout` (disarms it for None or
+    /// zero: the loop then sleeps until an event, or not at all).
+    fn arm_timer(&self, timeout: Option<Duration>) {
+        let after = timeout.unwrap_or(Duration::ZERO);
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            // A zero value disarms; a due deadline is handled by the zero
+            // epoll timeout instead.
+            it_value: libc::timespec {
+                tv_sec: after.as_secs() as libc::time_t,
+                tv_nsec: after.subsec_nanos() as libc::c_long,
+            },
+        };
+        // SAFETY: a valid itimerspec and a descriptor we own.
+        unsafe {
+            libc::timerfd_settime(
+                self.server.timer.as_raw_fd(),
+                0,
+                &spec,
+                std::ptr::null_mut(),
+            );
+        }
+    }
+
+    fn clear_timer(&self) {
+        let mut v = [0u8; 8];
+        // SAFETY: reading 8 bytes into an 8-byte buffer (non-blocking).
+        unsafe { libc::read(self.server.timer.as_raw_fd(), v.as_mut_ptr().cast(), 8) };
     }
 
     /// How long the loop may sleep: until the next timer, model event or
