@@ -136,6 +136,8 @@ struct Loop {
     next_stats_ns: TimeNs,
     stats_interval_ns: TimeNs,
     interrupted: bool,
+    /// When the timerfd is armed to fire (None: disarmed).
+    timer_deadline_ns: Option<TimeNs>,
 }
 
 pub(crate) fn run(mut server: Server) -> Result<ServeReport, String> {
@@ -177,6 +179,7 @@ pub(crate) fn run(mut server: Server) -> Result<ServeReport, String> {
         next_stats_ns: stats_interval_ns,
         stats_interval_ns,
         interrupted: false,
+        timer_deadline_ns: None,
     };
     let result = l.serve();
     if let Err(e) = &result {
@@ -215,11 +218,13 @@ impl Loop {
                 continue; // the next phase may start at once
             }
             self.server.core.io.submit_pending()?;
-            let timeout = self.timeout();
+            let (now_please, deadline) = self.deadline();
             // Deadlines go to the timerfd (nanoseconds); epoll's own
             // timeout counts whole milliseconds.
-            self.arm_timer(timeout);
-            let epoll_timeout = timeout.filter(|t| t.is_zero());
+            if !now_please {
+                self.arm_timer(deadline);
+            }
+            let epoll_timeout = now_please.then_some(Duration::ZERO);
             match self.server.poll.poll(&mut events, epoll_timeout) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -256,17 +261,24 @@ impl Loop {
         }
     }
 
-    /// Arms the timerfd to fire after `timeout` (disarms it for None or
-    /// zero: the loop then sleeps until an event, or not at all).
-    fn arm_timer(&self, timeout: Option<Duration>) {
-        let after = timeout.unwrap_or(Duration::ZERO);
+    /// Arms the timerfd to fire at `deadline` (ns since the core started;
+    /// None disarms it). Only when the deadline changed: most iterations
+    /// make no system call here.
+    fn arm_timer(&mut self, deadline: Option<TimeNs>) {
+        if deadline == self.timer_deadline_ns {
+            return;
+        }
+        self.timer_deadline_ns = deadline;
+        let now = self.server.core.now_ns();
+        // At least 1 ns: a zero value would disarm the timer.
+        let after = deadline.map_or(Duration::ZERO, |t| {
+            Duration::from_nanos(t.saturating_sub(now).max(1))
+        });
         let spec = libc::itimerspec {
             it_interval: libc::timespec {
                 tv_sec: 0,
                 tv_nsec: 0,
             },
-            // A zero value disarms; a due deadline is handled by the zero
-            // epoll timeout instead.
             it_value: libc::timespec {
                 tv_sec: after.as_secs() as libc::time_t,
                 tv_nsec: after.subsec_nanos() as libc::c_long,
@@ -283,7 +295,8 @@ impl Loop {
         }
     }
 
-    fn clear_timer(&self) {
+    fn clear_timer(&mut self) {
+        self.timer_deadline_ns = None; // it fired: disarmed
         let mut v = [0u8; 8];
         // SAFETY: reading 8 bytes into an 8-byte buffer (non-blocking).
         unsafe { libc::read(self.server.timer.as_raw_fd(), v.as_mut_ptr().cast(), 8) };
@@ -291,18 +304,19 @@ impl Loop {
 
     /// How long the loop may sleep: until the next timer, model event or
     /// stats write — zero when completions are already waiting.
-    fn timeout(&self) -> Option<Duration> {
+    /// When the loop must wake at the latest (absolute ns), and whether it
+    /// must not sleep at all (work is waiting).
+    fn deadline(&self) -> (bool, Option<TimeNs>) {
         let core = &self.server.core;
         if core.io.has_ready() || !core.finished.is_empty() || !core.flushed.is_empty() {
-            return Some(Duration::ZERO);
+            return (true, None);
         }
-        let now = core.now_ns();
         // Outputs and --record checkpoints are due every stats interval.
         let periodic = self.server.opts.out_dir.is_some() || self.record.is_some();
         let stats = periodic.then_some(self.next_stats_ns);
         let grace = (self.phase != Phase::Serving && !self.conns.is_empty())
             .then_some(self.stop_at_ns + STOP_GRACE_NS + 1);
-        [
+        let at = [
             core.next_timer_ns(),
             core.next_model_event_ns(),
             stats,
@@ -310,8 +324,8 @@ impl Loop {
         ]
         .into_iter()
         .flatten()
-        .min()
-        .map(|t| Duration::from_nanos(t.saturating_sub(now)))
+        .min();
+        (at.is_some_and(|t| t <= core.now_ns()), at)
     }
 
     /// Moves the stack forward without sleeping: completions, timers,
