@@ -233,8 +233,12 @@ impl Loop {
             // What fell due while asleep (device completions, model
             // events, timers) reaches the policy before the requests that
             // woke us: a completion must not be stamped with a later
-            // arrival's time.
-            self.settle()?;
+            // arrival's time. (Nothing can be due when no device IO or
+            // timer was pending: then this costs nothing.)
+            let core = &self.server.core;
+            if core.device_ios_in_flight() > 0 || core.next_timer_ns().is_some() {
+                self.settle()?;
+            }
             for ev in events.iter() {
                 match ev.token() {
                     LISTENER => self.accept()?,
