@@ -9,18 +9,17 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
-use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use mio::{Events, Interest, Token};
-use serde::Serialize;
 use tierlab_core::{NS_PER_S, Op, TimeNs};
 use tierlab_nbd::{Command, Connection, Errno, Event, Request};
 use tierlab_real::datapath::{Finished, HostRequest};
 
 use crate::conn::{Conn, Context, RECV_CHUNK_BYTES, Stream};
 use crate::record::TraceRecord;
+use crate::report::{ServeReport, write_into};
 use crate::{FIRST_CONN, IO_WAKE, LISTENER, Listener, SIGNALS, Server, TIMER, WAKER};
 
 /// When stopping, clients get this long to disconnect after their last
@@ -53,54 +52,6 @@ struct Pending {
     /// WRITE_ZEROES: the part of the range not yet handed to the stack.
     zero_next_bytes: u64,
     zero_end_bytes: u64,
-}
-
-/// What the server did, for summary.json (`serve`) and the exit line.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct ServeReport {
-    pub uri: String,
-    pub export_size_bytes: u64,
-    pub block_min_bytes: u32,
-    pub block_preferred_bytes: u32,
-    pub block_max_bytes: u32,
-    /// Tier names: `tierlab:tier` extent flags index them.
-    pub tiers: Vec<String>,
-    pub connections: u64,
-    pub connections_open: u64,
-    pub connections_open_max: u64,
-    /// Connections that ended with a protocol violation (bad magic, ...).
-    pub protocol_errors: u64,
-    pub requests: RequestCounts,
-    pub bytes_read: u64,
-    pub bytes_written: u64,
-    pub bytes_zeroed: u64,
-    pub bytes_trimmed: u64,
-    /// Barriers that fdatasync'ed every backing store (FLUSH, FUA).
-    pub durability_barriers: u64,
-    /// Requests that waited for an overlapping write or trim in flight.
-    pub requests_held_for_ordering: u64,
-    /// Requests whose client left before the reply.
-    pub replies_dropped: u64,
-    /// Requests that arrived after a stop began, answered ESHUTDOWN.
-    pub requests_refused_stopping: u64,
-    pub serving_s: f64,
-    /// Seconds from the stop request to the policy holding no dirty data.
-    pub drain_s: f64,
-    /// Host IOs written by `--record`.
-    pub recorded_ios: u64,
-    /// The last outputs written (`--out`), and why the server stopped.
-    pub stopped_by: String,
-}
-
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct RequestCounts {
-    pub read: u64,
-    pub write: u64,
-    pub flush: u64,
-    pub trim: u64,
-    pub write_zeroes: u64,
-    pub block_status: u64,
-    pub fua: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1024,16 +975,4 @@ impl Loop {
         let result = tierlab_real::RealResult { run, real };
         write_into(&dir, &result, &self.report).map_err(|e| format!("--out {}: {e}", dir.display()))
     }
-}
-
-fn write_into(
-    dir: &Path,
-    result: &tierlab_real::RealResult,
-    report: &ServeReport,
-) -> std::io::Result<()> {
-    tierlab_real::write_outputs(result, dir)?;
-    let path = dir.join("summary.json");
-    let mut summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)?;
-    summary["serve"] = serde_json::to_value(report)?;
-    std::fs::write(&path, serde_json::to_string_pretty(&summary)? + "\n")
 }

@@ -23,6 +23,7 @@ mod conn;
 mod event_loop;
 mod extents;
 mod record;
+mod report;
 
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -39,7 +40,7 @@ use tierlab_real::datapath::Core;
 use tierlab_real::engine::{EngineKind, Io};
 use tierlab_stack::{StackConfig, StackContext};
 
-pub use event_loop::ServeReport;
+pub use report::{RequestCounts, ServeReport};
 
 /// Where the server listens.
 #[derive(Clone, Debug, PartialEq, Eq)]
