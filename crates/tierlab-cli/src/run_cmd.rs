@@ -51,16 +51,32 @@ pub fn run(args: RunArgs) -> CliResult {
     if args.io_threads > 1024 {
         return Err(format!("--io-threads {}: give 0 to 1024", args.io_threads).into());
     }
+    // SIGINT/SIGTERM: stop the workload, write dirty data back, sync,
+    // write the outputs, exit 1 (blocked before the IO threads start).
+    tierlab_real::signals::block_stop_signals()?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    tierlab_real::signals::watch_stop_signals(std::sync::Arc::clone(&stop), "tierlab run")?;
     let opts = RealOptions {
         verify: args.verify,
         io_threads: args.io_threads,
         io_engine: args.io_engine,
         drain_s: args.drain_s,
+        stop: Some(stop),
     };
     let result = tierlab_real::run(&config, &base_dir, &opts)
         .map_err(|e| format!("{}: {e}", args.config.display()))?;
     tierlab_real::write_outputs(&result, &args.out)
         .map_err(|e| format!("{}: {e}", args.out.display()))?;
+    if result.real.interrupted {
+        return Err(format!(
+            "{}: interrupted: the workload was stopped early; dirty data was written back \
+             ({:.2} s), every store synced, and {} written",
+            args.config.display(),
+            result.real.write_back_s,
+            args.out.display()
+        )
+        .into());
+    }
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(args.out.join("summary.json"))?)?;
     if args.json {
@@ -78,6 +94,10 @@ pub fn run(args: RunArgs) -> CliResult {
         get("p99_latency_us"),
     );
     println!("  IO engine: {}", result.real.io_engine);
+    println!(
+        "  end of run: dirty data written back in {:.2} s, every store fdatasync'ed",
+        result.real.write_back_s
+    );
     for (name, b) in summary["devices"]
         .as_array()
         .into_iter()
@@ -146,6 +166,7 @@ pub fn compare(args: CompareArgs) -> CliResult {
         io_threads: args.io_threads,
         io_engine: args.io_engine,
         drain_s: 30.0,
+        stop: None,
     };
     let real = tierlab_real::run(&real_cfg, &base_dir, &opts)
         .map_err(|e| format!("{}: real run: {e}", args.config.display()))?;

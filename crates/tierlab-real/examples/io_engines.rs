@@ -50,6 +50,7 @@ interval_s = 10.0
         io_threads: depth,
         io_engine: engine,
         drain_s: 1.0,
+        stop: None,
     };
     let cpu0 = cpu_s();
     let r = tierlab_real::run(&cfg, dir, &opts).unwrap();

@@ -83,6 +83,7 @@ interval_s = 10.0
         io_threads,
         io_engine,
         drain_s: 1.0,
+        stop: None,
     };
     let r = tierlab_real::run(&cfg, dir, &opts).unwrap();
     let out = dir.join("out");

@@ -11,6 +11,7 @@
 use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -39,6 +40,10 @@ pub struct RealOptions {
     /// After the workload: wait at most this long for the policy's timers
     /// and background IO (flushes, moves) to finish.
     pub drain_s: f64,
+    /// Set (e.g. by a SIGINT/SIGTERM handler) to stop issuing the
+    /// workload: IOs in flight finish, the policy writes its dirty data
+    /// back, every store is synced and the result says `interrupted`.
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 impl Default for RealOptions {
@@ -48,6 +53,7 @@ impl Default for RealOptions {
             io_threads: 16,
             io_engine: EngineKind::Auto,
             drain_s: 30.0,
+            stop: None,
         }
     }
 }
@@ -76,6 +82,13 @@ pub struct RealInfo {
     pub late_issues: u64,
     /// Timers still pending when the drain time ran out.
     pub timers_pending_at_end: u64,
+    /// The run was stopped (`RealOptions::stop`, SIGINT/SIGTERM) before
+    /// its workload ended.
+    pub interrupted: bool,
+    /// Seconds the policy took, after the workload, to write every byte
+    /// only its fast tier held back to the backing device (`Policy::drain`);
+    /// then every backing store was fdatasync'ed.
+    pub write_back_s: f64,
 }
 
 /// A real run's result: what the simulator's run gives, plus `RealInfo`.
@@ -93,6 +106,7 @@ struct Exec {
     held: VecDeque<(u32, tierlab_sim::Arrival)>,
     info: RealInfo,
     host_ios: u64,
+    stop: Option<Arc<AtomicBool>>,
 }
 
 /// `Finished::user` of a final-scan read (a write's is its stamp version).
@@ -257,8 +271,20 @@ impl Exec {
     /// drain deadline passes with only timers left).
     fn run_loop(&mut self, drain_ns: TimeNs, workload: bool) -> Result<TimeNs, String> {
         let mut drain_until: Option<TimeNs> = None;
+        let mut workload = workload;
         loop {
             let now = self.now_ns().max(self.core.recorder.now_ns());
+            if workload
+                && self
+                    .stop
+                    .as_ref()
+                    .is_some_and(|s| s.load(Ordering::Relaxed))
+            {
+                // Stop issuing; what is in flight (and held) finishes.
+                self.info.interrupted = true;
+                self.held.clear();
+                workload = false;
+            }
             self.core.sample(now);
             let next_issue = if workload { self.issue_due(now)? } else { None };
             let next_timer = self.core.fire_timers(now)?;
@@ -288,6 +314,10 @@ impl Exec {
                 .min();
             let wait = match deadline {
                 Some(t) if t <= now => Duration::ZERO,
+                // A stop request is noticed within 100 ms.
+                Some(t) if self.stop.is_some() => {
+                    Duration::from_nanos(t - now).min(Duration::from_millis(100))
+                }
                 Some(t) => Duration::from_nanos(t - now),
                 // A completion wakes us; held IOs wait for one.
                 None if busy => Duration::from_secs(3600),
@@ -298,6 +328,40 @@ impl Exec {
             if wait.is_zero() {
                 continue;
             }
+            if self.core.wait(wait)? {
+                self.settle()?;
+            }
+        }
+    }
+
+    /// `Policy::drain`, until the policy holds no data its backing device
+    /// lacks and nothing is in flight.
+    fn write_back(&mut self) -> Result<(), String> {
+        let now = self.now_ns();
+        self.core.drain(now)?;
+        loop {
+            self.settle()?;
+            if self.core.drained() {
+                return Ok(());
+            }
+            let now = self.now_ns();
+            let next_timer = self.core.fire_timers(now)?;
+            self.settle()?;
+            if self.core.poll_completions()? {
+                self.settle()?;
+                continue;
+            }
+            if !self.core.busy() && next_timer.is_none() && !self.core.drained() {
+                return Err(format!(
+                    "policy {} reports data not yet written back, with nothing in flight and \
+                     no timer set: its drain stalled",
+                    self.core.policy.name()
+                ));
+            }
+            let wait = next_timer
+                .map(|t| Duration::from_nanos(t.saturating_sub(now)))
+                .unwrap_or(Duration::from_millis(100))
+                .min(Duration::from_millis(100));
             if self.core.wait(wait)? {
                 self.settle()?;
             }
@@ -387,6 +451,7 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         held: VecDeque::new(),
         info,
         host_ios: 0,
+        stop: opts.stop.clone(),
     };
     let drain_ns = (opts.drain_s.max(0.0) * NS_PER_S as f64) as TimeNs;
     let end_ns = match exec.run_loop(drain_ns, true) {
@@ -408,12 +473,19 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         .core
         .result(end_ns, config.seed, exec.host_ios, tenants);
     exec.core.recording = false;
+    // The end of every run: the policy writes back what only its fast tier
+    // holds, so the backing device alone has every acknowledged write...
+    let started = std::time::Instant::now();
+    exec.write_back()?;
+    exec.info.write_back_s = started.elapsed().as_secs_f64();
     if opts.verify {
+        // ...which the final scan reads back through the policy.
         exec.final_scan(drain_ns)?;
-        for b in exec.core.backends.iter() {
-            b.flush()
-                .map_err(|e| format!("{}: flush: {e}", b.describe()))?;
-        }
+    }
+    // And every store is made durable, whatever the options.
+    for b in exec.core.backends.iter() {
+        b.flush()
+            .map_err(|e| format!("{}: flush: {e}", b.describe()))?;
     }
     if let Some(v) = &exec.verifier {
         exec.info.sectors_verified = v.sectors_checked;

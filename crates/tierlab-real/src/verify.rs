@@ -51,8 +51,10 @@ pub fn stamp(buf: &mut [u8], first_sector: u64, version: u64) {
     }
 }
 
-/// What a sector holds, if it is a stamped one: (sector, version).
-fn read_stamp(s: &[u8]) -> Result<(u64, u64), &'static str> {
+/// What a sector holds, if it is a stamped one: (sector, version). Public
+/// so a test can read a backing file after a run and tell stamped data
+/// from zeros or garbage.
+pub fn read_stamp(s: &[u8]) -> Result<(u64, u64), &'static str> {
     let word = |i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
     if word(0) != MAGIC {
         return Err("not a stamped sector (no magic)");

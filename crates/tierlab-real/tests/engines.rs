@@ -14,6 +14,7 @@ fn run(dir: &Path, text: &str, engine: EngineKind, depth: usize) -> Result<RealR
         io_threads: depth,
         io_engine: engine,
         drain_s: 5.0,
+        stop: None,
     };
     tierlab_real::run(&cfg, dir, &opts)
 }

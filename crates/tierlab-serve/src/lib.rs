@@ -166,23 +166,7 @@ pub struct Server {
 /// starts later), so `Server::watch_signals` can read them from a
 /// signalfd in the event loop. Call before `Server::bind` (which starts
 /// the IO threads).
-pub fn block_stop_signals() -> Result<(), String> {
-    // SAFETY: plain libc calls on a local sigset.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        if rc != 0 {
-            return Err(format!(
-                "cannot block SIGINT/SIGTERM: {}",
-                std::io::Error::from_raw_os_error(rc)
-            ));
-        }
-    }
-    Ok(())
-}
+pub use tierlab_real::signals::block_stop_signals;
 
 fn check_options(opts: &ServeOptions) -> Result<(), String> {
     if !(opts.stats_interval_s.is_finite() && opts.stats_interval_s >= 0.001) {
