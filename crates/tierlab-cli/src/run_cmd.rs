@@ -53,9 +53,9 @@ pub fn run(args: RunArgs) -> CliResult {
     }
     // SIGINT/SIGTERM: stop the workload, write dirty data back, sync,
     // write the outputs, exit 1 (blocked before the IO threads start).
-    tierlab_real::signals::block_stop_signals()?;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    tierlab_real::signals::watch_stop_signals(std::sync::Arc::clone(&stop), "tierlab run")?;
+    let _signals =
+        tierlab_real::signals::StopSignals::watch(std::sync::Arc::clone(&stop), "tierlab run")?;
     let opts = RealOptions {
         verify: args.verify,
         io_threads: args.io_threads,

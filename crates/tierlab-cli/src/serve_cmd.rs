@@ -83,8 +83,10 @@ pub fn run(args: ServeArgs) -> CliResult {
         io_threads: args.io_threads,
         verbose: args.verbose,
     };
-    // Before any thread starts, so none of them takes SIGINT/SIGTERM.
-    tierlab_serve::block_stop_signals()?;
+    // Before any thread starts, so none of them takes SIGINT/SIGTERM (the
+    // guard restores the mask when serving ends: the CLI also runs inside
+    // Python).
+    let _blocked = tierlab_real::signals::BlockedStopSignals::new()?;
     let mut server = Server::bind(&config, &base_dir, &listen, opts)
         .map_err(|e| format!("{}: {e}", args.config.display()))?;
     server.watch_signals()?;

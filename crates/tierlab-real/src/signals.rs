@@ -1,9 +1,14 @@
-//! SIGINT and SIGTERM as a stop request: blocked in every thread (so no IO
-//! thread dies of them) and received by one watcher — a signalfd in
-//! `tierlab serve`'s event loop, a `sigwait` thread for `tierlab run`.
+//! SIGINT and SIGTERM as a stop request: blocked in the calling thread and
+//! the threads it starts (so no IO thread dies of them) and received by one
+//! watcher — a signalfd in `tierlab serve`'s event loop, a `sigtimedwait`
+//! thread for `tierlab run`. The CLI also runs inside Python
+//! (`tierlab.run_cli`), so everything is undone when the guard drops: the
+//! caller's signal mask comes back and the watcher thread ends.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 fn stop_set() -> libc::sigset_t {
     // SAFETY: plain libc calls on a local sigset.
@@ -16,51 +21,95 @@ fn stop_set() -> libc::sigset_t {
     }
 }
 
-/// Blocks SIGINT and SIGTERM in the calling thread and the threads it
-/// starts later. Call before any IO thread starts.
-pub fn block_stop_signals() -> Result<(), String> {
-    let set = stop_set();
-    // SAFETY: a valid sigset; the old mask is not wanted.
-    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-    if rc != 0 {
-        return Err(format!(
-            "cannot block SIGINT/SIGTERM: {}",
-            std::io::Error::from_raw_os_error(rc)
-        ));
-    }
-    Ok(())
+/// SIGINT/SIGTERM blocked in this thread until the guard drops (which
+/// restores the mask it found). Create it before any IO thread starts.
+pub struct BlockedStopSignals {
+    old: libc::sigset_t,
 }
 
-/// After `block_stop_signals`: a thread that sets `stop` on the first
-/// SIGINT/SIGTERM (and says so on stderr) and exits the process with 130
-/// on the second, for a user who does not want to wait for the write-back.
-pub fn watch_stop_signals(stop: Arc<AtomicBool>, what: &'static str) -> Result<(), String> {
-    std::thread::Builder::new()
-        .name("tierlab-signals".into())
-        .spawn(move || {
-            let set = stop_set();
-            let mut first = true;
-            loop {
-                let mut sig: libc::c_int = 0;
-                // SAFETY: a valid sigset and an out-parameter.
-                if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
-                    continue;
-                }
-                let name = if sig == libc::SIGINT {
-                    "SIGINT"
-                } else {
-                    "SIGTERM"
+impl BlockedStopSignals {
+    pub fn new() -> Result<BlockedStopSignals, String> {
+        let set = stop_set();
+        // SAFETY: valid sigsets; `old` receives the current mask.
+        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) };
+        if rc != 0 {
+            return Err(format!(
+                "cannot block SIGINT/SIGTERM: {}",
+                std::io::Error::from_raw_os_error(rc)
+            ));
+        }
+        Ok(BlockedStopSignals { old })
+    }
+}
+
+impl Drop for BlockedStopSignals {
+    fn drop(&mut self) {
+        // SAFETY: restoring the mask saved in `new`.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut());
+        }
+    }
+}
+
+/// A watcher that sets a stop flag on SIGINT/SIGTERM (and says so on
+/// stderr) and exits the process with 130 on the second signal, for a user
+/// who does not want to wait for the write-back. Dropping it ends the
+/// watcher and restores the signal mask.
+pub struct StopSignals {
+    done: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    // Dropped after the thread ended (field order).
+    _blocked: BlockedStopSignals,
+}
+
+impl StopSignals {
+    pub fn watch(stop: Arc<AtomicBool>, what: &'static str) -> Result<StopSignals, String> {
+        let blocked = BlockedStopSignals::new()?;
+        let done = Arc::new(AtomicBool::new(false));
+        let watching = Arc::clone(&done);
+        let thread = std::thread::Builder::new()
+            .name("tierlab-signals".into())
+            .spawn(move || {
+                let set = stop_set();
+                let tick = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: Duration::from_millis(100).as_nanos() as libc::c_long,
                 };
-                if first {
-                    first = false;
-                    eprintln!("{what}: {name}: stopping; writing dirty data back (again to abort)");
-                    stop.store(true, Ordering::SeqCst);
-                } else {
-                    eprintln!("{what}: {name} again: aborting without finishing the write-back");
-                    std::process::exit(130);
+                let mut first = true;
+                while !watching.load(Ordering::SeqCst) {
+                    // SAFETY: a valid sigset and timeout; no siginfo wanted.
+                    let sig = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &tick) };
+                    if sig < 0 {
+                        continue; // the tick (EAGAIN) or EINTR
+                    }
+                    let name = if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+                    if first {
+                        first = false;
+                        eprintln!(
+                            "{what}: {name}: stopping; writing dirty data back (again to abort)"
+                        );
+                        stop.store(true, Ordering::SeqCst);
+                    } else {
+                        eprintln!("{what}: {name} again: aborting without finishing the write-back");
+                        std::process::exit(130);
+                    }
                 }
-            }
+            })
+            .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+        Ok(StopSignals {
+            done,
+            thread: Some(thread),
+            _blocked: blocked,
         })
-        .map(|_| ())
-        .map_err(|e| format!("cannot start the signal thread: {e}"))
+    }
+}
+
+impl Drop for StopSignals {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }

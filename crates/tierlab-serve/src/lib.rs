@@ -162,12 +162,6 @@ pub struct Server {
     timer: OwnedFd,
 }
 
-/// Blocks SIGINT and SIGTERM in the calling thread (and the threads it
-/// starts later), so `Server::watch_signals` can read them from a
-/// signalfd in the event loop. Call before `Server::bind` (which starts
-/// the IO threads).
-pub use tierlab_real::signals::block_stop_signals;
-
 fn check_options(opts: &ServeOptions) -> Result<(), String> {
     if !(opts.stats_interval_s.is_finite() && opts.stats_interval_s >= 0.001) {
         return Err(format!(
@@ -437,7 +431,8 @@ impl Server {
     }
 
     /// Stops on SIGINT or SIGTERM (a second one while draining aborts).
-    /// `block_stop_signals` must have run before `bind`.
+    /// SIGINT/SIGTERM must be blocked before `bind` starts the IO threads
+    /// (`tierlab_real::signals::BlockedStopSignals`).
     pub fn watch_signals(&mut self) -> Result<(), String> {
         // SAFETY: a local sigset and a new descriptor we own.
         let fd = unsafe {
