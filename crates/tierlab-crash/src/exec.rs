@@ -1,0 +1,486 @@
+//! A deterministic executor that moves real bytes: a policy over in-memory
+//! stores, device IOs completing after seeded random delays (so out of
+//! order, as real devices complete them), timers in time order. It records
+//! what a crash could depend on (`Log`): every device write with its bytes,
+//! when it was submitted and completed, every device flush, and the host's
+//! acknowledgements and FLUSHes — what dm-log-writes records for Linux.
+//!
+//! A host FLUSH is answered as `tierlab serve` answers NBD FLUSH: the
+//! policy completes it, then every store is flushed as one barrier, and
+//! only then is the FLUSH done.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use tierlab_core::apply::OutboxSink;
+use tierlab_core::policy::{BufRef, HostIo, Outbox, Policy};
+use tierlab_core::{DeviceIo, Op, TimeNs};
+
+use crate::Rng;
+
+/// One device write (or trim, whose data is zeros) as the log keeps it.
+pub struct LoggedWrite {
+    pub device: usize,
+    pub offset_bytes: u64,
+    /// None for a trim (reads back as zeros).
+    pub data: Option<Vec<u8>>,
+    pub len_bytes: u64,
+    /// Log positions (indices into `Log::events`).
+    pub submitted_at: usize,
+    pub completed_at: Option<usize>,
+}
+
+/// A device flush: writes to `device` completed before `submitted_at`
+/// are durable once it completes.
+pub struct LoggedFlush {
+    pub device: usize,
+    pub submitted_at: usize,
+    pub completed_at: Option<usize>,
+}
+
+/// A host write, acknowledged at `acked_at` (if it was).
+pub struct LoggedHostWrite {
+    pub seq: u64,
+    pub first_sector: u64,
+    pub sectors: u64,
+    pub issued_at: usize,
+    pub acked_at: Option<usize>,
+}
+
+/// A host FLUSH: covers the host writes acknowledged before `issued_at`.
+pub struct LoggedHostFlush {
+    pub issued_at: usize,
+    pub done_at: Option<usize>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Event {
+    WriteSubmitted(usize),
+    WriteCompleted(usize),
+    FlushSubmitted(usize),
+    FlushCompleted(usize),
+    HostWriteIssued(usize),
+    HostWriteAcked(usize),
+    HostFlushIssued(usize),
+    HostFlushDone(usize),
+}
+
+#[derive(Default)]
+pub struct Log {
+    /// Everything in the order it happened; a crash point is a prefix.
+    pub events: Vec<Event>,
+    pub writes: Vec<LoggedWrite>,
+    pub flushes: Vec<LoggedFlush>,
+    pub host_writes: Vec<LoggedHostWrite>,
+    pub host_flushes: Vec<LoggedHostFlush>,
+}
+
+impl Log {
+    fn push(&mut self, e: Event) -> usize {
+        self.events.push(e);
+        self.events.len() - 1
+    }
+}
+
+/// Whose a device IO is.
+#[derive(Clone, Copy)]
+enum Owner {
+    Policy(u64),
+    /// Part of the barrier that finishes host FLUSH `host_id`.
+    Barrier(u64),
+}
+
+struct DeviceIoInFlight {
+    device: usize,
+    owner: Owner,
+    io: DeviceIo,
+    /// A write's bytes (taken at submission), a read's destination.
+    data: Option<Vec<u8>>,
+    target: Option<BufRef>,
+    /// Index into `Log::writes` / `Log::flushes`.
+    logged: Option<usize>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Due {
+    Device(u64),
+    Timer(u64),
+}
+
+pub struct HostInFlight {
+    pub op: Op,
+    pub offset_bytes: u64,
+    pub size_bytes: u32,
+    pub buf: Vec<u8>,
+    /// Index into `Log::host_writes` / `Log::host_flushes`.
+    logged: Option<usize>,
+    /// Policy completed a FLUSH: barrier device flushes still in flight.
+    barrier_left: Option<usize>,
+}
+
+pub struct Exec {
+    pub policy: Box<dyn Policy>,
+    pub stores: Vec<Vec<u8>>,
+    out: Outbox,
+    pub now_ns: TimeNs,
+    rng: Rng,
+    max_delay_ns: u64,
+    due: BinaryHeap<Reverse<(TimeNs, u64, Due)>>,
+    seq: u64,
+    devices: HashMap<u64, DeviceIoInFlight>,
+    next_device_io: u64,
+    pub host: HashMap<u64, HostInFlight>,
+    next_host_id: u64,
+    staging: HashMap<u64, Vec<u8>>,
+    /// Host IOs the stack answered, with their buffers, oldest first.
+    pub finished: Vec<(u64, HostInFlight)>,
+    pub log: Option<Log>,
+    /// Events handled: bounds a policy that never finishes.
+    pub steps: u64,
+    /// A protocol error the policy made (the run stops at the first).
+    pub error: Option<String>,
+}
+
+impl Exec {
+    pub fn new(policy: Box<dyn Policy>, stores: Vec<Vec<u8>>, seed: u64, max_delay_ns: u64) -> Exec {
+        Exec {
+            policy,
+            stores,
+            out: Outbox {
+                wants_data: true,
+                ..Default::default()
+            },
+            now_ns: 0,
+            rng: Rng(seed),
+            max_delay_ns: max_delay_ns.max(1),
+            due: BinaryHeap::new(),
+            seq: 0,
+            devices: HashMap::new(),
+            next_device_io: 0,
+            host: HashMap::new(),
+            next_host_id: 0,
+            staging: HashMap::new(),
+            finished: Vec::new(),
+            log: None,
+            steps: 0,
+            error: None,
+        }
+    }
+
+    pub fn with_log(mut self) -> Exec {
+        self.log = Some(Log::default());
+        self
+    }
+
+    fn schedule(&mut self, at_ns: TimeNs, what: Due) {
+        self.seq += 1;
+        self.due.push(Reverse((at_ns, self.seq, what)));
+    }
+
+    /// Hands a host IO to the policy. `write_seq` (for a write) is the
+    /// sequence number its data is stamped with, for the log.
+    pub fn issue(&mut self, op: Op, offset_bytes: u64, buf: Vec<u8>, size_bytes: u32, write_seq: u64) -> u64 {
+        let id = self.next_host_id;
+        self.next_host_id += 1;
+        let mut logged = None;
+        if let Some(log) = &mut self.log {
+            match op {
+                Op::Write => {
+                    let w = log.host_writes.len();
+                    let at = log.push(Event::HostWriteIssued(w));
+                    log.host_writes.push(LoggedHostWrite {
+                        seq: write_seq,
+                        first_sector: offset_bytes / crate::stamp::SECTOR_BYTES as u64,
+                        sectors: size_bytes as u64 / crate::stamp::SECTOR_BYTES as u64,
+                        issued_at: at,
+                        acked_at: None,
+                    });
+                    logged = Some(w);
+                }
+                Op::Flush => {
+                    let f = log.host_flushes.len();
+                    let at = log.push(Event::HostFlushIssued(f));
+                    log.host_flushes.push(LoggedHostFlush {
+                        issued_at: at,
+                        done_at: None,
+                    });
+                    logged = Some(f);
+                }
+                _ => {}
+            }
+        }
+        self.host.insert(
+            id,
+            HostInFlight {
+                op,
+                offset_bytes,
+                size_bytes,
+                buf,
+                logged,
+                barrier_left: None,
+            },
+        );
+        let io = HostIo {
+            id,
+            op,
+            offset_bytes,
+            size_bytes,
+            tenant: 0,
+        };
+        self.policy.on_host_io(self.now_ns, io, &mut self.out);
+        self.apply();
+        id
+    }
+
+    fn apply(&mut self) {
+        let mut out = std::mem::take(&mut self.out);
+        let name = self.policy.name().to_string();
+        if let Err(e) = out.apply(&name, self.now_ns, self) {
+            self.error.get_or_insert(e);
+        }
+        self.out = out;
+    }
+
+    /// True while anything can still happen.
+    pub fn has_events(&self) -> bool {
+        !self.due.is_empty()
+    }
+
+    /// Device IOs in flight.
+    pub fn device_ios_in_flight(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// Handles the next event (a device completion or a timer). False if
+    /// there is none.
+    pub fn step(&mut self) -> bool {
+        let Some(Reverse((at, _, what))) = self.due.pop() else {
+            return false;
+        };
+        self.now_ns = self.now_ns.max(at);
+        self.steps += 1;
+        match what {
+            Due::Timer(id) => {
+                self.policy.on_timer(self.now_ns, id, &mut self.out);
+                self.apply();
+            }
+            Due::Device(key) => self.device_done(key),
+        }
+        true
+    }
+
+    fn device_done(&mut self, key: u64) {
+        let mut d = self.devices.remove(&key).expect("a due device IO is in flight");
+        let (dev, io) = (d.device, d.io);
+        let range = io.offset_bytes as usize..io.end_bytes() as usize;
+        match io.op {
+            Op::Write => self.stores[dev][range].copy_from_slice(d.data.as_deref().unwrap()),
+            Op::Trim => self.stores[dev][range].fill(0),
+            Op::Read => {
+                let bytes = self.stores[dev][range].to_vec();
+                if let Some(t) = d.target {
+                    self.copy_in(t, &bytes);
+                }
+            }
+            Op::Flush => {}
+        }
+        if let (Some(log), Some(i)) = (&mut self.log, d.logged.take()) {
+            if io.op == Op::Flush {
+                let at = log.push(Event::FlushCompleted(i));
+                log.flushes[i].completed_at = Some(at);
+            } else {
+                let at = log.push(Event::WriteCompleted(i));
+                log.writes[i].completed_at = Some(at);
+            }
+        }
+        match d.owner {
+            Owner::Policy(tag) => {
+                self.policy.on_device_completion(self.now_ns, dev, tag, &mut self.out);
+                self.apply();
+            }
+            Owner::Barrier(host_id) => {
+                let h = self.host.get_mut(&host_id).expect("a barrier's FLUSH is in flight");
+                let left = h.barrier_left.as_mut().unwrap();
+                *left -= 1;
+                if *left == 0 {
+                    let h = self.host.remove(&host_id).unwrap();
+                    if let (Some(log), Some(f)) = (&mut self.log, h.logged) {
+                        let at = log.push(Event::HostFlushDone(f));
+                        log.host_flushes[f].done_at = Some(at);
+                    }
+                    self.finished.push((host_id, h));
+                }
+            }
+        }
+    }
+
+    fn start(&mut self, device: usize, io: DeviceIo, target: Option<BufRef>, owner: Owner) {
+        let data = match (io.op, target) {
+            (Op::Write, Some(src)) => match self.copy_out(src, io.size_bytes as usize) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    self.error.get_or_insert(format!("{}: {e}", self.policy.name()));
+                    Some(vec![0; io.size_bytes as usize])
+                }
+            },
+            (Op::Write, None) => Some(vec![0; io.size_bytes as usize]),
+            _ => None,
+        };
+        let mut logged = None;
+        if let Some(log) = &mut self.log {
+            match io.op {
+                Op::Write | Op::Trim => {
+                    let w = log.writes.len();
+                    let at = log.push(Event::WriteSubmitted(w));
+                    log.writes.push(LoggedWrite {
+                        device,
+                        offset_bytes: io.offset_bytes,
+                        data: data.clone(),
+                        len_bytes: io.size_bytes as u64,
+                        submitted_at: at,
+                        completed_at: None,
+                    });
+                    logged = Some(w);
+                }
+                Op::Flush => {
+                    let f = log.flushes.len();
+                    let at = log.push(Event::FlushSubmitted(f));
+                    log.flushes.push(LoggedFlush {
+                        device,
+                        submitted_at: at,
+                        completed_at: None,
+                    });
+                    logged = Some(f);
+                }
+                Op::Read => {}
+            }
+        }
+        let key = self.next_device_io;
+        self.next_device_io += 1;
+        self.devices.insert(
+            key,
+            DeviceIoInFlight {
+                device,
+                owner,
+                io,
+                data,
+                target,
+                logged,
+            },
+        );
+        let delay = 1 + self.rng.below(self.max_delay_ns);
+        self.schedule(self.now_ns + delay, Due::Device(key));
+    }
+
+    fn copy_out(&self, src: BufRef, len: usize) -> Result<Vec<u8>, String> {
+        let (buf, off) = match src {
+            BufRef::Host { host_id, offset_bytes } => (
+                self.host.get(&host_id).map(|h| &h.buf).ok_or_else(|| {
+                    format!("a device write from host IO {host_id}, which is not in flight")
+                })?,
+                offset_bytes,
+            ),
+            BufRef::Staging { id, offset_bytes } => (
+                self.staging
+                    .get(&id)
+                    .ok_or_else(|| format!("a device write from staging buffer {id}, which does not exist"))?,
+                offset_bytes,
+            ),
+            BufRef::Zeros => return Ok(vec![0; len]),
+        };
+        let off = off as usize;
+        buf.get(off..off + len)
+            .map(|s| s.to_vec())
+            .ok_or_else(|| format!("a device write of {len} bytes at {off} of a {}-byte buffer", buf.len()))
+    }
+
+    fn copy_in(&mut self, dst: BufRef, data: &[u8]) {
+        match dst {
+            BufRef::Host { host_id, offset_bytes } => {
+                let off = offset_bytes as usize;
+                let name = self.policy.name().to_string();
+                match self.host.get_mut(&host_id) {
+                    Some(h) if h.buf.len() >= off + data.len() => {
+                        h.buf[off..off + data.len()].copy_from_slice(data)
+                    }
+                    _ => {
+                        self.error.get_or_insert(format!(
+                            "{name}: a device read for host IO {host_id} that is not in flight or too small"
+                        ));
+                    }
+                }
+            }
+            BufRef::Staging { id, offset_bytes } => {
+                let off = offset_bytes as usize;
+                let b = self.staging.entry(id).or_default();
+                if b.len() < off + data.len() {
+                    b.resize(off + data.len(), 0);
+                }
+                b[off..off + data.len()].copy_from_slice(data);
+            }
+            BufRef::Zeros => {}
+        }
+    }
+}
+
+impl OutboxSink for Exec {
+    type Error = String;
+
+    fn device_count(&self) -> usize {
+        self.stores.len()
+    }
+
+    fn device_capacity_bytes(&self, device: usize) -> u64 {
+        self.stores[device].len() as u64
+    }
+
+    fn submit(&mut self, _now: TimeNs, device: usize, io: DeviceIo, data: Option<BufRef>) -> Result<(), String> {
+        self.start(device, io, data, Owner::Policy(io.tag));
+        Ok(())
+    }
+
+    fn complete(&mut self, _now: TimeNs, host_id: u64, _tier: u16) -> Result<(), String> {
+        let name = self.policy.name().to_string();
+        let h = self
+            .host
+            .get_mut(&host_id)
+            .ok_or_else(|| format!("{name}: host IO {host_id} completed twice or never issued"))?;
+        if h.barrier_left.is_some() {
+            return Err(format!("{name}: host FLUSH {host_id} completed twice"));
+        }
+        if h.op == Op::Flush {
+            // As `tierlab serve` answers NBD FLUSH: every store flushed
+            // after the policy is done with it.
+            h.barrier_left = Some(self.stores.len());
+            for d in 0..self.stores.len() {
+                let io = DeviceIo {
+                    tag: 0,
+                    op: Op::Flush,
+                    offset_bytes: 0,
+                    size_bytes: 0,
+                };
+                self.start(d, io, None, Owner::Barrier(host_id));
+            }
+            return Ok(());
+        }
+        let h = self.host.remove(&host_id).unwrap();
+        if let (Some(log), Some(w)) = (&mut self.log, h.logged) {
+            let at = log.push(Event::HostWriteAcked(w));
+            log.host_writes[w].acked_at = Some(at);
+        }
+        self.finished.push((host_id, h));
+        Ok(())
+    }
+
+    fn timer(&mut self, now: TimeNs, at_ns: TimeNs, timer_id: u64) {
+        self.schedule(at_ns.max(now), Due::Timer(timer_id));
+    }
+
+    fn cap_tenant(&mut self, _tenant: u32, _iops: Option<f64>) -> Result<(), String> {
+        Ok(()) // one host, no caps to carry out
+    }
+
+    fn release(&mut self, staging_id: u64) {
+        self.staging.remove(&staging_id);
+    }
+}

@@ -1,0 +1,386 @@
+//! tierlab-crash: does a stack keep what it acknowledged when the power
+//! goes? Proved by enumerating crash states, not by hoping.
+//!
+//! 1. **Record** (`record`): a seeded host workload (stamped writes, reads,
+//!    a FLUSH every few IOs) runs through the policy over in-memory stores
+//!    (`exec::Exec`); every device write, trim and flush is logged with
+//!    when it was submitted and completed, and so is every host
+//!    acknowledgement and FLUSH.
+//! 2. **Crash** (`states`): at crash points (every host FLUSH's end, just
+//!    before it, and random points inside epochs) the stores are rebuilt as
+//!    a power cut could leave them. A write is *durable* once a flush of its
+//!    device that was submitted after the write completed has completed;
+//!    every other write submitted before the crash may or may not have
+//!    reached the medium, in any order, and may be torn at a 512-byte
+//!    sector. Four kinds of state per point: only what was durable;
+//!    everything submitted; a random subset in random order; the same with
+//!    one write torn. Volatile stores (`path = "ram"`) come back as zeros.
+//! 3. **Restart and check**: a new policy is built over the rebuilt stores
+//!    and reads the whole workload region back. Every 512-byte sector must
+//!    hold the last value acknowledged before the last completed FLUSH, or
+//!    a value some write issued later put there — never an older one, never
+//!    zeros once a write of it was flushed, never bytes no write of that
+//!    sector produced. The restart itself must not fail, panic or hang.
+//!
+//! Policies that keep state across a restart recover it from the stores
+//! when they are built over them; policies without persistent metadata
+//! start cold, so for them every acknowledged-and-flushed byte must be
+//! where a cold start reads it (docs/crash-consistency.md).
+
+pub mod exec;
+pub mod stamp;
+mod states;
+
+use std::panic::AssertUnwindSafe;
+
+use tierlab_core::Op;
+use tierlab_core::policy::Policy;
+use tierlab_stack::{DeviceSpec, StackConfig, StackContext};
+
+pub use states::{StateKind, Violation};
+
+use exec::{Exec, Log};
+use stamp::SECTOR_BYTES;
+
+/// splitmix64: a seeded, dependency-free RNG.
+#[derive(Clone)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, n) (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The stack under test: how to build its policy, and its stores.
+pub struct Stack {
+    /// Builds the policy (for the recorded run, and anew after each crash).
+    pub build: Box<dyn Fn() -> Result<Box<dyn Policy>, String>>,
+    pub device_names: Vec<String>,
+    pub capacities_bytes: Vec<u64>,
+    /// Loses its content at a crash (a RAM store).
+    pub volatile: Vec<bool>,
+    /// The size of the volume the policy presents.
+    pub volume_bytes: u64,
+}
+
+/// The largest stack the checker holds in memory (every store, twice,
+/// plus the recorded writes).
+pub const MAX_STACK_BYTES: u64 = 1 << 30;
+
+impl Stack {
+    /// The stack a config describes (`[[devices]]` and `[policy]`; a
+    /// device with `path = "ram"` is volatile).
+    pub fn from_config(config: &StackConfig) -> Result<Stack, String> {
+        let names = config.device_names();
+        let mut devices = Vec::new();
+        let mut volatile = Vec::new();
+        for (i, t) in config.devices.iter().enumerate() {
+            let cap = t
+                .get("capacity_bytes")
+                .ok_or_else(|| format!("key `devices[{i}].capacity_bytes`: missing (the checker holds each store in memory and needs its size)"))?;
+            let cap: tierlab_stack::Bytes = cap.clone().try_into().map_err(|e| {
+                format!("key `devices[{i}].capacity_bytes`: {e}")
+            })?;
+            volatile.push(t.get("path").and_then(|p| p.as_str()) == Some("ram"));
+            devices.push(DeviceSpec {
+                name: names[i].clone(),
+                capacity_bytes: cap.0,
+                table: t.clone(),
+            });
+        }
+        let total: u64 = devices.iter().map(|d| d.capacity_bytes).sum();
+        if total > MAX_STACK_BYTES {
+            return Err(format!(
+                "the stack's devices hold {total} bytes; the checker keeps every store in memory \
+                 and allows at most {MAX_STACK_BYTES} (1 GiB): give the devices (and the policy) \
+                 smaller capacity_bytes, e.g. with --set"
+            ));
+        }
+        let ctx = StackContext {
+            devices: devices.clone(),
+            tenants: vec![tierlab_stack::TenantSpec {
+                name: "host".into(),
+                ..Default::default()
+            }],
+        };
+        let spec = config.policy.clone();
+        let first = tierlab_stack::build_policy(&spec, &ctx).map_err(|e| e.to_string())?;
+        if !first.moves_data() {
+            return Err(format!(
+                "policy `{}` does not describe its data movement, so its data cannot be \
+                 checked (policies that can: {})",
+                spec.kind,
+                tierlab_stack::policies_that_move_data().join(", ")
+            ));
+        }
+        let volume_bytes = tierlab_stack::volume_bytes(&spec, &ctx).map_err(|e| e.to_string())?;
+        Ok(Stack {
+            build: Box::new(move || tierlab_stack::build_policy(&spec, &ctx).map_err(|e| e.to_string())),
+            device_names: names,
+            capacities_bytes: devices.iter().map(|d| d.capacity_bytes).collect(),
+            volatile,
+            volume_bytes,
+        })
+    }
+}
+
+/// What to run and how many crash states to try.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub seed: u64,
+    /// Host IOs in the recorded workload (writes, reads, FLUSHes).
+    pub host_ios: u64,
+    /// A FLUSH after every this many host IOs on average (0: none).
+    pub flush_every: u64,
+    pub read_percent: u64,
+    /// This share of the IOs (percent) goes to a hot eighth of the region
+    /// (so caches keep data and ATSMF sees an IO concentration).
+    pub hot_percent: u64,
+    /// Host IOs in flight at most.
+    pub iodepth: u64,
+    /// Largest host IO, in the policy's alignment units.
+    pub max_io_units: u64,
+    /// The workload touches [0, region_bytes) of the volume (the whole
+    /// volume if larger).
+    pub region_bytes: u64,
+    /// Crash states to check in all.
+    pub states: u64,
+    /// Device IOs complete 1 ns to this long after submission.
+    pub max_delay_ns: u64,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            seed: 1,
+            host_ios: 2000,
+            flush_every: 25,
+            read_percent: 30,
+            hot_percent: 60,
+            iodepth: 4,
+            max_io_units: 4,
+            region_bytes: 4 << 20,
+            states: 400,
+            max_delay_ns: 200_000,
+        }
+    }
+}
+
+impl Options {
+    /// Refuses options that cannot run, naming the option.
+    pub fn check(&self) -> Result<(), String> {
+        let positive = [
+            ("host_ios", self.host_ios),
+            ("iodepth", self.iodepth),
+            ("max_io_units", self.max_io_units),
+            ("region_bytes", self.region_bytes),
+            ("states", self.states),
+            ("max_delay_ns", self.max_delay_ns),
+        ];
+        for (name, v) in positive {
+            if v == 0 {
+                return Err(format!("{name} is 0; it must be at least 1"));
+            }
+        }
+        for (name, v) in [("read_percent", self.read_percent), ("hot_percent", self.hot_percent)] {
+            if v > 100 {
+                return Err(format!("{name} is {v}; allowed: 0 to 100"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a check did and found.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub policy: String,
+    pub host_writes: u64,
+    pub host_flushes: u64,
+    pub device_writes: u64,
+    pub device_flushes: u64,
+    /// Log events (a crash point is a prefix of them).
+    pub log_events: u64,
+    pub crash_points: u64,
+    /// States checked, per kind (`StateKind::ALL` order).
+    pub states_by_kind: [u64; 4],
+    pub sectors_checked: u64,
+    /// Every violation found (each state reports its first).
+    pub violations: Vec<Violation>,
+}
+
+impl Report {
+    pub fn states(&self) -> u64 {
+        self.states_by_kind.iter().sum()
+    }
+}
+
+/// Steps (events) a run may take before it counts as hung.
+const STEP_BOUND: u64 = 50_000_000;
+
+/// Runs the workload and records it.
+pub fn record(stack: &Stack, opts: &Options) -> Result<(Log, Exec), String> {
+    opts.check()?;
+    let policy = (stack.build)()?;
+    let unit = policy.required_alignment_bytes().max(SECTOR_BYTES as u64);
+    let region = opts.region_bytes.min(stack.volume_bytes) / unit * unit;
+    if region < unit {
+        return Err(format!(
+            "the volume ({} bytes) is smaller than one IO unit ({unit} bytes)",
+            stack.volume_bytes
+        ));
+    }
+    let stores = stack.capacities_bytes.iter().map(|&c| vec![0u8; c as usize]).collect();
+    let mut ex = Exec::new(policy, stores, opts.seed ^ 0x5eed, opts.max_delay_ns).with_log();
+    let mut rng = Rng(opts.seed);
+    let units = region / unit;
+    let mut issued = 0;
+    let mut write_seq = 0;
+    let mut blocked = None; // an IO waiting for an overlapping one to end
+    while issued < opts.host_ios || !ex.host.is_empty() {
+        if let Some(e) = ex.error.take() {
+            return Err(e);
+        }
+        if ex.steps > STEP_BOUND {
+            return Err(format!("the workload did not finish within {STEP_BOUND} events"));
+        }
+        if issued < opts.host_ios && (ex.host.len() as u64) < opts.iodepth {
+            let io = blocked.take().unwrap_or_else(|| {
+                let r = rng.below(100);
+                if opts.flush_every > 0 && rng.below(opts.flush_every) == 0 {
+                    (Op::Flush, 0, 0)
+                } else {
+                    let n = 1 + rng.below(opts.max_io_units.min(units));
+                    // The hot eighth sits a third of the way in.
+                    let hot = (units / 8).max(n);
+                    let (lo, span) = if rng.below(100) < opts.hot_percent {
+                        ((units / 3).min(units - hot), hot)
+                    } else {
+                        (0, units)
+                    };
+                    let first = lo + rng.below(span - n + 1);
+                    let op = if r < opts.read_percent { Op::Read } else { Op::Write };
+                    (op, first * unit, n * unit)
+                }
+            });
+            let (op, off, len) = io;
+            let overlaps = op != Op::Flush
+                && ex.host.values().any(|h| {
+                    h.op != Op::Flush && off < h.offset_bytes + h.size_bytes as u64 && h.offset_bytes < off + len
+                });
+            if !overlaps {
+                let mut buf = vec![0u8; len as usize];
+                let mut seq = 0;
+                if op == Op::Write {
+                    write_seq += 1;
+                    seq = write_seq;
+                    stamp::fill(&mut buf, off / SECTOR_BYTES as u64, seq);
+                }
+                ex.issue(op, off, buf, len as u32, seq);
+                issued += 1;
+                ex.finished.clear();
+                continue;
+            }
+            blocked = Some(io);
+        }
+        if !ex.step() {
+            return Err(format!(
+                "{} host IOs never completed and nothing is left to happen (policy {})",
+                ex.host.len(),
+                ex.policy.name()
+            ));
+        }
+        ex.finished.clear();
+    }
+    if let Some(e) = ex.error.take() {
+        return Err(e);
+    }
+    let log = ex.log.take().unwrap();
+    Ok((log, ex))
+}
+
+/// Records the workload, then checks `opts.states` crash states.
+pub fn check(stack: &Stack, opts: &Options) -> Result<Report, String> {
+    let (log, ex) = record(stack, opts)?;
+    let unit = ex.policy.required_alignment_bytes().max(SECTOR_BYTES as u64);
+    let region = opts.region_bytes.min(stack.volume_bytes) / unit * unit;
+    let mut report = Report {
+        policy: ex.policy.name().to_string(),
+        host_writes: log.host_writes.len() as u64,
+        host_flushes: log.host_flushes.len() as u64,
+        device_writes: log.writes.len() as u64,
+        device_flushes: log.flushes.len() as u64,
+        log_events: log.events.len() as u64,
+        ..Default::default()
+    };
+    drop(ex);
+    states::explore(stack, opts, &log, region, unit, &mut report);
+    Ok(report)
+}
+
+/// Restarts the stack on `stores` and reads [0, region) back through it:
+/// the bytes, or why the restart failed.
+pub(crate) fn restart_and_read(
+    stack: &Stack,
+    stores: Vec<Vec<u8>>,
+    region: u64,
+    unit: u64,
+    seed: u64,
+    max_delay_ns: u64,
+) -> Result<Vec<u8>, String> {
+    let run = || -> Result<Vec<u8>, String> {
+        let policy = (stack.build)().map_err(|e| format!("the restart failed: {e}"))?;
+        let mut ex = Exec::new(policy, stores, seed, max_delay_ns);
+        let chunk = (64 * 1024 / unit).max(1) * unit;
+        let mut image = vec![0u8; region as usize];
+        let mut next = 0u64;
+        let mut owner = std::collections::HashMap::new();
+        loop {
+            while next < region && ex.host.len() < 8 {
+                let len = chunk.min(region - next);
+                let id = ex.issue(Op::Read, next, vec![0u8; len as usize], len as u32, 0);
+                owner.insert(id, next);
+                next += len;
+            }
+            for (id, h) in ex.finished.drain(..) {
+                let at = owner.remove(&id).unwrap() as usize;
+                image[at..at + h.buf.len()].copy_from_slice(&h.buf);
+            }
+            if let Some(e) = ex.error.take() {
+                return Err(format!("after the restart: {e}"));
+            }
+            if next >= region && ex.host.is_empty() {
+                return Ok(image);
+            }
+            if ex.steps > STEP_BOUND {
+                return Err(format!("reading back did not finish within {STEP_BOUND} events"));
+            }
+            if !ex.step() {
+                return Err(format!(
+                    "after the restart {} reads never completed and nothing is left to happen",
+                    ex.host.len()
+                ));
+            }
+        }
+    };
+    match std::panic::catch_unwind(AssertUnwindSafe(run)) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a panic".into());
+            Err(format!("the restarted stack panicked: {msg}"))
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! Crash states from a recorded log, and the check of each.
+//!
+//! Crash points are visited in log order so that what is durable (per
+//! store) and what the host may rely on (per sector) are both kept up to
+//! date incrementally: each grows monotonically with the crash point.
+
+use crate::exec::{Event, Log};
+use crate::stamp::{self, SECTOR_BYTES, Sector};
+use crate::{Options, Report, Rng, Stack, restart_and_read};
+
+/// How the unflushed writes of a crash state were chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StateKind {
+    /// Only what was durable: no unflushed write reached the medium.
+    Durable,
+    /// Every write submitted before the crash reached it.
+    Everything,
+    /// A random subset of the unflushed writes, in random order.
+    Subset,
+    /// A random subset with one write torn at a sector boundary (only its
+    /// first or only its last sectors landed).
+    Torn,
+}
+
+impl StateKind {
+    pub const ALL: [StateKind; 4] = [
+        StateKind::Durable,
+        StateKind::Everything,
+        StateKind::Subset,
+        StateKind::Torn,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StateKind::Durable => "durable",
+            StateKind::Everything => "everything",
+            StateKind::Subset => "subset",
+            StateKind::Torn => "torn",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<StateKind> {
+        StateKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// A crash state whose restarted stack broke the promise.
+#[derive(Clone, Debug)]
+pub struct Violation {
+    /// The crash point: this many log events had happened.
+    pub crash_point: u64,
+    pub kind: StateKind,
+    /// Seeds the state's random choices (with the crash point and kind).
+    pub state_seed: u64,
+    /// The first sector found wrong, if the restart got that far.
+    pub sector: Option<u64>,
+    pub message: String,
+}
+
+/// Durable state of one store, advanced as the crash point moves on.
+struct StoreState {
+    volatile: bool,
+    image: Vec<u8>,
+    /// This store's writes in completion order (completed ones only).
+    by_completion: Vec<usize>,
+    /// How many of `by_completion` are applied to `image`.
+    applied: usize,
+    /// Writes that completed before this log position are durable.
+    durable_before: usize,
+}
+
+fn apply_write(image: &mut [u8], log: &Log, w: usize) {
+    let lw = &log.writes[w];
+    let range = lw.offset_bytes as usize..(lw.offset_bytes + lw.len_bytes) as usize;
+    match &lw.data {
+        Some(d) => image[range].copy_from_slice(d),
+        None => image[range].fill(0),
+    }
+}
+
+/// Applies sectors [from, to) of write `w` only.
+fn apply_sectors(image: &mut [u8], log: &Log, w: usize, from: usize, to: usize) {
+    let lw = &log.writes[w];
+    let (a, b) = (from * SECTOR_BYTES, to * SECTOR_BYTES);
+    let at = lw.offset_bytes as usize;
+    match &lw.data {
+        Some(d) => image[at + a..at + b].copy_from_slice(&d[a..b]),
+        None => image[at + a..at + b].fill(0),
+    }
+}
+
+fn crash_points(log: &Log, opts: &Options) -> Vec<usize> {
+    let n = log.events.len();
+    let want = (opts.states / StateKind::ALL.len() as u64).max(1) as usize;
+    let mut rng = Rng(opts.seed ^ 0xc4a5);
+    let mut points = Vec::new();
+    // Epoch boundaries: just before and just after each FLUSH is done.
+    let mut bounds: Vec<usize> = log
+        .host_flushes
+        .iter()
+        .filter_map(|f| f.done_at)
+        .flat_map(|d| [d, d + 1])
+        .collect();
+    let keep = want / 2;
+    if bounds.len() > keep {
+        // An even sample of them.
+        bounds = (0..keep).map(|i| bounds[i * bounds.len() / keep.max(1)]).collect();
+    }
+    points.extend(bounds);
+    points.push(n); // after everything
+    while points.len() < want {
+        points.push(rng.below(n as u64 + 1) as usize);
+    }
+    points.sort_unstable();
+    points.dedup();
+    points
+}
+
+pub(crate) fn explore(stack: &Stack, opts: &Options, log: &Log, region: u64, unit: u64, report: &mut Report) {
+    let mut stores: Vec<StoreState> = stack
+        .capacities_bytes
+        .iter()
+        .zip(&stack.volatile)
+        .map(|(&cap, &volatile)| StoreState {
+            volatile,
+            image: vec![0u8; cap as usize],
+            by_completion: Vec::new(),
+            applied: 0,
+            durable_before: 0,
+        })
+        .collect();
+    let mut by_completion: Vec<(usize, usize)> = log
+        .writes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, w)| w.completed_at.map(|c| (c, i)))
+        .collect();
+    by_completion.sort_unstable();
+    for (_, w) in by_completion {
+        stores[log.writes[w].device].by_completion.push(w);
+    }
+    let mut acked: Vec<(usize, usize)> = log
+        .host_writes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, w)| w.acked_at.map(|a| (a, i)))
+        .collect();
+    acked.sort_unstable();
+    let mut acked_applied = 0;
+    let region_sectors = (region as usize) / SECTOR_BYTES;
+    // Per sector: the newest write the host may rely on (0: none).
+    let mut required = vec![0u64; region_sectors];
+    let mut covered_before = 0; // host writes acked before this are covered
+    let mut durable = vec![false; log.writes.len()];
+    let mut last_seq_issued = 0u64;
+    let mut at = 0usize; // events applied
+    for k in crash_points(log, opts) {
+        while at < k {
+            match log.events[at] {
+                Event::FlushCompleted(f) => {
+                    let fl = &log.flushes[f];
+                    let s = &mut stores[fl.device];
+                    s.durable_before = s.durable_before.max(fl.submitted_at);
+                    while s.applied < s.by_completion.len() {
+                        let w = s.by_completion[s.applied];
+                        if log.writes[w].completed_at.unwrap() >= s.durable_before {
+                            break;
+                        }
+                        if !s.volatile {
+                            apply_write(&mut s.image, log, w);
+                        }
+                        durable[w] = true;
+                        s.applied += 1;
+                    }
+                }
+                Event::HostFlushDone(f) => {
+                    covered_before = covered_before.max(log.host_flushes[f].issued_at);
+                    while acked_applied < acked.len() && acked[acked_applied].0 < covered_before {
+                        let hw = &log.host_writes[acked[acked_applied].1];
+                        for s in hw.first_sector..hw.first_sector + hw.sectors {
+                            if let Some(r) = required.get_mut(s as usize) {
+                                *r = (*r).max(hw.seq);
+                            }
+                        }
+                        acked_applied += 1;
+                    }
+                }
+                Event::HostWriteIssued(w) => last_seq_issued = log.host_writes[w].seq,
+                _ => {}
+            }
+            at += 1;
+        }
+        report.crash_points += 1;
+        // Writes submitted before the crash that are not durable: those
+        // completed (in completion order), then those in flight.
+        let mut unflushed: Vec<(usize, usize)> = log
+            .writes
+            .iter()
+            .enumerate()
+            .filter(|(i, w)| w.submitted_at < k && !durable[*i])
+            .map(|(i, w)| (w.completed_at.filter(|&c| c < k).unwrap_or(usize::MAX), i))
+            .collect();
+        unflushed.sort_unstable();
+        let unflushed: Vec<usize> = unflushed.into_iter().map(|(_, i)| i).collect();
+        for (ki, kind) in StateKind::ALL.into_iter().enumerate() {
+            let state_seed = opts.seed ^ (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (ki as u64) << 56;
+            let images = build_state(&stores, log, &unflushed, kind, state_seed);
+            report.states_by_kind[ki] += 1;
+            let found = match restart_and_read(stack, images, region, unit, state_seed, opts.max_delay_ns) {
+                Err(message) => Some((None, message)),
+                Ok(image) => {
+                    report.sectors_checked += region_sectors as u64;
+                    check_image(&image, &required, last_seq_issued)
+                }
+            };
+            if let Some((sector, message)) = found {
+                report.violations.push(Violation {
+                    crash_point: k as u64,
+                    kind,
+                    state_seed,
+                    sector,
+                    message,
+                });
+            }
+        }
+    }
+}
+
+fn build_state(
+    stores: &[StoreState],
+    log: &Log,
+    unflushed: &[usize],
+    kind: StateKind,
+    state_seed: u64,
+) -> Vec<Vec<u8>> {
+    let mut rng = Rng(state_seed);
+    let mut images: Vec<Vec<u8>> = stores
+        .iter()
+        .map(|s| if s.volatile { vec![0u8; s.image.len()] } else { s.image.clone() })
+        .collect();
+    let mut chosen: Vec<usize> = match kind {
+        StateKind::Durable => Vec::new(),
+        StateKind::Everything => unflushed.to_vec(),
+        StateKind::Subset | StateKind::Torn => {
+            let mut c: Vec<usize> = unflushed.iter().copied().filter(|_| rng.below(2) == 0).collect();
+            // Fisher-Yates: any order.
+            for i in (1..c.len()).rev() {
+                c.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+            c
+        }
+    };
+    let torn = if kind == StateKind::Torn && !chosen.is_empty() {
+        Some(chosen.remove(rng.below(chosen.len() as u64) as usize))
+    } else {
+        None
+    };
+    for w in chosen {
+        if !stores[log.writes[w].device].volatile {
+            apply_write(&mut images[log.writes[w].device], log, w);
+        }
+    }
+    if let Some(w) = torn {
+        let d = log.writes[w].device;
+        let sectors = (log.writes[w].len_bytes as usize) / SECTOR_BYTES;
+        if !stores[d].volatile && sectors > 0 {
+            let j = 1 + rng.below(sectors as u64) as usize; // sectors that land
+            if rng.below(2) == 0 {
+                apply_sectors(&mut images[d], log, w, 0, j.min(sectors));
+            } else {
+                apply_sectors(&mut images[d], log, w, sectors - j.min(sectors), sectors);
+            }
+        }
+    }
+    images
+}
+
+/// The first sector that breaks the promise, and why.
+fn check_image(image: &[u8], required: &[u64], last_seq_issued: u64) -> Option<(Option<u64>, String)> {
+    for (s, bytes) in image.chunks_exact(SECTOR_BYTES).enumerate() {
+        let need = required[s];
+        let lba = s as u64;
+        let bad = match stamp::decode(bytes, lba) {
+            Sector::Zeros if need > 0 => Some(format!(
+                "reads zeros; write #{need} of it was acknowledged before a completed FLUSH"
+            )),
+            Sector::Zeros => None,
+            Sector::Written { seq } if seq < need => Some(format!(
+                "reads write #{seq}, older than write #{need} acknowledged before a completed FLUSH"
+            )),
+            Sector::Written { seq } if seq > last_seq_issued => Some(format!(
+                "reads write #{seq}, which was not issued before the crash"
+            )),
+            Sector::Written { .. } => None,
+            Sector::Foreign { lba: Some(other) } => Some(format!(
+                "reads sector {other}'s data (a block that belongs elsewhere){}",
+                if need > 0 { format!("; write #{need} was flushed") } else { String::new() }
+            )),
+            Sector::Foreign { lba: None } => Some(format!(
+                "reads bytes no host write produced (garbage, metadata or a torn sector){}",
+                if need > 0 { format!("; write #{need} was flushed") } else { String::new() }
+            )),
+        };
+        if let Some(why) = bad {
+            return Some((Some(lba), format!("sector {lba} (byte {}): {why}", lba * SECTOR_BYTES as u64)));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sector_passes_only_with_a_write_no_older_than_the_flushed_one() {
+        let mut img = vec![0u8; 4 * SECTOR_BYTES];
+        stamp::fill(&mut img[0..512], 0, 5);
+        stamp::fill(&mut img[512..1024], 1, 3);
+        stamp::fill(&mut img[1536..2048], 2, 4); // sector 2's data at sector 3
+        // Sector 0: 5 >= 5; sector 1: 3 < 4 -> older.
+        let r = check_image(&img, &[5, 4, 0, 0], 9).unwrap();
+        assert_eq!(r.0, Some(1));
+        assert!(r.1.contains("older than write #4"), "{}", r.1);
+        // Zeros where a flushed write should be.
+        let r = check_image(&img, &[5, 3, 1, 0], 9).unwrap();
+        assert_eq!(r.0, Some(2));
+        assert!(r.1.contains("zeros"), "{}", r.1);
+        // Another sector's data.
+        let r = check_image(&img, &[5, 3, 0, 0], 9).unwrap();
+        assert_eq!(r.0, Some(3));
+        assert!(r.1.contains("sector 2's data"), "{}", r.1);
+        // A write from after the crash.
+        let r = check_image(&img[..1024], &[0, 0], 4).unwrap();
+        assert_eq!(r.0, Some(0));
+        assert!(check_image(&img[..1024], &[0, 0], 5).is_none());
+    }
+}
