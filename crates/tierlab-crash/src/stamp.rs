@@ -8,7 +8,7 @@
 pub const SECTOR_BYTES: usize = 512;
 
 fn mix(lba: u64, seq: u64) -> u64 {
-    let mut z = lba.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seq.rotate_left(29) ^ 0x7469_6572_6c61_62;
+    let mut z = lba.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seq.rotate_left(29) ^ 0x0074_6965_726c_6162;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

@@ -27,7 +27,9 @@ fn explore_all() {
     ];
     for (name, text) in cases {
         let s = stack(&text);
-        let opts = Options { states: 80, ..Default::default() };
+        let states: u64 = std::env::var("STATES").ok().map_or(80, |v| v.parse().unwrap());
+        let seed: u64 = std::env::var("SEED").ok().map_or(1, |v| v.parse().unwrap());
+        let opts = Options { states, seed, ..Default::default() };
         let t = std::time::Instant::now();
         match check(&s, &opts) {
             Ok(r) => {

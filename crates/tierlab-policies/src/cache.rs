@@ -47,8 +47,14 @@
 //! or flushes it, or when a flush write of it raced the backing trim while
 //! it was dirty (the backing may hold that flush's older data, landed after
 //! the hole: the page must still be written back). The host trim completes
-//! with the backing trim. Host flushes complete at once (the executor syncs
-//! every device after).
+//! with the backing trim.
+//!
+//! Host FLUSH (durability, docs/crash-consistency.md): the cache keeps no
+//! persistent metadata, so a restart starts cold and only the backing
+//! device counts. A FLUSH therefore completes when every page dirty at its
+//! arrival has been written back (at that generation or later; the
+//! executor then syncs every device). Write-through and write-around hold
+//! nothing dirty, so their FLUSH completes at once.
 //!
 //! `drain` flushes every dirty page; `locate` reports a page in the cache
 //! tier (its slot) while its slot holds valid data, else in the backing
@@ -274,6 +280,9 @@ pub struct CacheStats {
     /// for eviction and waiting for their write-back.
     pub drain_dirty_pages: u64,
     pub drain_evicting_pages: u64,
+    /// Host FLUSHes that waited for dirty pages to be written back (the
+    /// others found nothing dirty).
+    pub flush_waits: u64,
 }
 
 impl CacheStats {
@@ -328,6 +337,14 @@ struct Entry {
     /// hold the flush's data rather than the hole, so the trim must not drop
     /// the page while it is dirty.
     trim_raced: bool,
+}
+
+/// A host FLUSH waiting for the pages that were dirty when it arrived to
+/// reach the backing device.
+struct FlushWait {
+    host: u64,
+    /// page -> (incarnation, generation a write-back must have read).
+    pages: HashMap<u64, (u64, u64)>,
 }
 
 /// A host trim whose backing trim is in flight.
@@ -436,6 +453,13 @@ pub struct Cache {
     trims: Vec<TrimInFlight>,
     /// `drain` was called: flush everything, whatever the watermarks.
     draining: bool,
+    /// Host FLUSHes in flight (write-back): each completes when its pages
+    /// are written back.
+    flush_waits: Vec<FlushWait>,
+    /// Test builds only: FLUSH completes at once, as before write-back on
+    /// FLUSH existed (the crash checker must catch it).
+    #[doc(hidden)]
+    pub broken_flush_skips_write_back: bool,
     stats: CacheStats,
 }
 
@@ -552,6 +576,8 @@ impl Cache {
             sets: None,
             trims: Vec::new(),
             draining: false,
+            flush_waits: Vec::new(),
+            broken_flush_skips_write_back: false,
             stats: CacheStats::default(),
         })
     }
@@ -590,7 +616,57 @@ impl Cache {
 
     /// Every dirty page is to be flushed now (not just down to a watermark).
     fn flushing_everything(&self) -> bool {
-        self.flush_all || self.idle_flushing || self.draining
+        self.flush_all || self.idle_flushing || self.draining || !self.flush_waits.is_empty()
+    }
+
+    /// A host FLUSH: every write acknowledged before it must be where a
+    /// restart reads it. Nothing survives in the cache across a restart
+    /// (no persistent cache metadata yet: a restart starts cold), so that
+    /// is the backing device: the FLUSH completes when every page dirty
+    /// now has been written back at this generation or a later one (the
+    /// executor then syncs every device). Write-through and write-around
+    /// hold nothing dirty: their FLUSH completes at once.
+    fn host_flush(&mut self, io: HostIo, out: &mut Outbox) {
+        let pages: HashMap<u64, (u64, u64)> = self
+            .dirty_set
+            .iter()
+            .map(|p| {
+                let e = &self.map[p];
+                (*p, (e.incarnation, e.generation))
+            })
+            .collect();
+        if pages.is_empty() || self.broken_flush_skips_write_back {
+            out.complete.push((io.id, TIER_BACKING));
+            return;
+        }
+        self.stats.flush_waits += 1;
+        self.flush_waits.push(FlushWait { host: io.id, pages });
+        self.try_flush(out);
+    }
+
+    /// Page `page` (incarnation `inc`) reached the backing device at
+    /// `generation`, or left the cache (`None`: trimmed, or dropped once
+    /// clean): FLUSHes waiting for it may complete.
+    fn flush_waits_page_done(&mut self, page: u64, inc: u64, generation: Option<u64>, out: &mut Outbox) {
+        if self.flush_waits.is_empty() {
+            return;
+        }
+        for w in &mut self.flush_waits {
+            if let Some(&(i, need)) = w.pages.get(&page)
+                && i == inc
+                && generation.is_none_or(|g| g >= need)
+            {
+                w.pages.remove(&page);
+            }
+        }
+        self.flush_waits.retain(|w| {
+            if w.pages.is_empty() {
+                out.complete.push((w.host, TIER_BACKING));
+                false
+            } else {
+                true
+            }
+        });
     }
 
     /// A host trim in flight covers `page` entirely.
@@ -737,6 +813,7 @@ impl Cache {
             return;
         };
         debug_assert!(!e.dirty);
+        self.flush_waits_page_done(page, e.incarnation, None, out);
         // Host writes still queued for the slot (write-through) complete
         // now: their backing part carries the data.
         for (host, _) in e.waiting {
@@ -1257,6 +1334,10 @@ impl Cache {
                 continue;
             }
             e.flushing = false;
+            self.flush_waits_page_done(p, inc, Some(generation), out);
+            let Some(e) = self.map.get_mut(&p) else {
+                continue;
+            };
             if e.generation == generation {
                 self.set_dirty(p, false);
                 let e = &self.map[&p];
@@ -1308,6 +1389,7 @@ impl Policy for Cache {
             ("trim_raced_flushes", s.trim_raced_flushes as f64),
             ("drain_dirty_pages", s.drain_dirty_pages as f64),
             ("drain_evicting_pages", s.drain_evicting_pages as f64),
+            ("flush_waits", s.flush_waits as f64),
         ]
     }
 
@@ -1327,9 +1409,14 @@ impl Policy for Cache {
         let first = io.offset_bytes / self.page;
         let end = io.offset_bytes.saturating_add(io.size_bytes as u64);
         let n = end.div_ceil(self.page).saturating_sub(first);
-        // A flush completes at once: the executor syncs every device after
-        // (dirty pages are on the cache device, which it syncs too).
-        if n == 0 || io.op == Op::Flush {
+        if io.op == Op::Flush {
+            self.host_flush(io, out);
+            if cfg!(debug_assertions) {
+                self.check_invariants();
+            }
+            return;
+        }
+        if n == 0 {
             out.complete.push((io.id, TIER_BACKING));
             return;
         }
@@ -1621,6 +1708,15 @@ impl Cache {
     #[doc(hidden)]
     pub fn check_invariants_full(&self) {
         self.check_invariants();
+        // A FLUSH waits only for dirty pages of their current residency.
+        for w in &self.flush_waits {
+            assert!(!w.pages.is_empty(), "FLUSH {} waits for nothing", w.host);
+            for (p, (inc, _)) in &w.pages {
+                let e = self.map.get(p).unwrap_or_else(|| panic!("FLUSH {} waits for page {p}, not cached", w.host));
+                assert_eq!(e.incarnation, *inc, "FLUSH {} waits for an old residency of page {p}", w.host);
+                assert!(e.dirty, "FLUSH {} waits for clean page {p}", w.host);
+            }
+        }
         let cap = self.capacity_pages as usize;
         let mut owner: Vec<Option<u64>> = vec![None; cap];
         for (&p, e) in &self.map {

@@ -780,8 +780,72 @@ fn trims_drop_idle_pages_and_keep_pages_being_flushed() {
         ]
     );
     assert_eq!(ext[0].device_offset_bytes, PAGE / 2);
-    // A host flush completes at once, with no device IO.
+    // Nothing dirty: a host flush completes at once, with no device IO.
     c.on_host_io(0, host(6, Op::Flush, 0, 0), &mut out);
     assert!(out.device_ios.is_empty());
     assert_eq!(out.complete, vec![(6, TIER_BACKING)]);
+}
+
+/// A host FLUSH in write-back mode completes only once every page dirty
+/// when it arrived has been written back (a restart starts cold, so only
+/// the backing device counts); a write arriving after the FLUSH is not
+/// waited for; write-through has nothing dirty and completes at once.
+#[test]
+fn a_flush_completes_after_the_write_back_of_the_pages_dirty_when_it_came() {
+    let mut p = CacheParams::with_capacity(16 * PAGE);
+    p.idle_flush_ms = 0.0;
+    let mut c = Cache::new(&p).unwrap();
+    let mut out = Sim::outbox();
+    let host = |id, op, first: u64, n: u64| HostIo {
+        id,
+        op,
+        offset_bytes: first * PAGE,
+        size_bytes: (n * PAGE) as u32,
+        tenant: 0,
+    };
+    // Pages 0..2 dirty (the slot writes done).
+    c.on_host_io(0, host(1, Op::Write, 0, 2), &mut out);
+    let ios: Vec<_> = out.device_ios.drain(..).collect();
+    out.data.clear();
+    for (d, io) in &ios {
+        c.on_device_completion(1, *d, io.tag, &mut out);
+    }
+    assert_eq!(out.complete, vec![(1, TIER_CACHE)]);
+    out.complete.clear();
+    assert_eq!(c.dirty_pages(), 2);
+    // The FLUSH: not complete; the write-back starts (cache-device reads).
+    c.on_host_io(2, host(2, Op::Flush, 0, 0), &mut out);
+    assert!(out.complete.is_empty(), "FLUSH waits for the write-back");
+    let reads: Vec<_> = out.device_ios.drain(..).collect();
+    out.data.clear();
+    assert!(!reads.is_empty() && reads.iter().all(|(d, io)| *d == CACHE_DEVICE && io.op == Op::Read));
+    // A write after the FLUSH, to page 5: not waited for.
+    c.on_host_io(3, host(3, Op::Write, 5, 1), &mut out);
+    let later: Vec<_> = out.device_ios.drain(..).collect();
+    out.data.clear();
+    for (d, io) in reads {
+        c.on_device_completion(4, d, io.tag, &mut out);
+    }
+    assert!(out.complete.is_empty(), "the backing write has not landed");
+    let writes: Vec<_> = out.device_ios.drain(..).collect();
+    out.data.clear();
+    assert_eq!(writes.len(), 1, "pages 0..2 in one merged write");
+    assert_eq!((writes[0].0, writes[0].1.op), (BACKING_DEVICE, Op::Write));
+    c.on_device_completion(5, writes[0].0, writes[0].1.tag, &mut out);
+    assert_eq!(out.complete, vec![(2, TIER_BACKING)], "FLUSH done with its pages");
+    out.complete.clear();
+    out.device_ios.clear();
+    out.data.clear();
+    for (d, io) in later {
+        c.on_device_completion(6, d, io.tag, &mut out);
+    }
+    assert_eq!(c.stats().flush_waits, 1);
+    // Write-through: nothing dirty, the FLUSH completes at once.
+    let mut p = CacheParams::with_capacity(16 * PAGE);
+    p.write_mode = WriteMode::WriteThrough;
+    let mut c = Cache::new(&p).unwrap();
+    let mut out = Sim::outbox();
+    c.on_host_io(0, host(1, Op::Flush, 0, 0), &mut out);
+    assert!(out.device_ios.is_empty());
+    assert_eq!(out.complete, vec![(1, TIER_BACKING)]);
 }
