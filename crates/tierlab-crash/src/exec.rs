@@ -142,7 +142,12 @@ pub struct Exec {
 }
 
 impl Exec {
-    pub fn new(policy: Box<dyn Policy>, stores: Vec<Vec<u8>>, seed: u64, max_delay_ns: u64) -> Exec {
+    pub fn new(
+        policy: Box<dyn Policy>,
+        stores: Vec<Vec<u8>>,
+        seed: u64,
+        max_delay_ns: u64,
+    ) -> Exec {
         Exec {
             policy,
             stores,
@@ -179,7 +184,14 @@ impl Exec {
 
     /// Hands a host IO to the policy. `write_seq` (for a write) is the
     /// sequence number its data is stamped with, for the log.
-    pub fn issue(&mut self, op: Op, offset_bytes: u64, buf: Vec<u8>, size_bytes: u32, write_seq: u64) -> u64 {
+    pub fn issue(
+        &mut self,
+        op: Op,
+        offset_bytes: u64,
+        buf: Vec<u8>,
+        size_bytes: u32,
+        write_seq: u64,
+    ) -> u64 {
         let id = self.next_host_id;
         self.next_host_id += 1;
         let mut logged = None;
@@ -270,7 +282,10 @@ impl Exec {
     }
 
     fn device_done(&mut self, key: u64) {
-        let mut d = self.devices.remove(&key).expect("a due device IO is in flight");
+        let mut d = self
+            .devices
+            .remove(&key)
+            .expect("a due device IO is in flight");
         let (dev, io) = (d.device, d.io);
         let range = io.offset_bytes as usize..io.end_bytes() as usize;
         match io.op {
@@ -295,11 +310,15 @@ impl Exec {
         }
         match d.owner {
             Owner::Policy(tag) => {
-                self.policy.on_device_completion(self.now_ns, dev, tag, &mut self.out);
+                self.policy
+                    .on_device_completion(self.now_ns, dev, tag, &mut self.out);
                 self.apply();
             }
             Owner::Barrier(host_id) => {
-                let h = self.host.get_mut(&host_id).expect("a barrier's FLUSH is in flight");
+                let h = self
+                    .host
+                    .get_mut(&host_id)
+                    .expect("a barrier's FLUSH is in flight");
                 let left = h.barrier_left.as_mut().unwrap();
                 *left -= 1;
                 if *left == 0 {
@@ -319,7 +338,8 @@ impl Exec {
             (Op::Write, Some(src)) => match self.copy_out(src, io.size_bytes as usize) {
                 Ok(d) => Some(d),
                 Err(e) => {
-                    self.error.get_or_insert(format!("{}: {e}", self.policy.name()));
+                    self.error
+                        .get_or_insert(format!("{}: {e}", self.policy.name()));
                     Some(vec![0; io.size_bytes as usize])
                 }
             },
@@ -374,29 +394,38 @@ impl Exec {
 
     fn copy_out(&self, src: BufRef, len: usize) -> Result<Vec<u8>, String> {
         let (buf, off) = match src {
-            BufRef::Host { host_id, offset_bytes } => (
+            BufRef::Host {
+                host_id,
+                offset_bytes,
+            } => (
                 self.host.get(&host_id).map(|h| &h.buf).ok_or_else(|| {
                     format!("a device write from host IO {host_id}, which is not in flight")
                 })?,
                 offset_bytes,
             ),
             BufRef::Staging { id, offset_bytes } => (
-                self.staging
-                    .get(&id)
-                    .ok_or_else(|| format!("a device write from staging buffer {id}, which does not exist"))?,
+                self.staging.get(&id).ok_or_else(|| {
+                    format!("a device write from staging buffer {id}, which does not exist")
+                })?,
                 offset_bytes,
             ),
             BufRef::Zeros => return Ok(vec![0; len]),
         };
         let off = off as usize;
-        buf.get(off..off + len)
-            .map(|s| s.to_vec())
-            .ok_or_else(|| format!("a device write of {len} bytes at {off} of a {}-byte buffer", buf.len()))
+        buf.get(off..off + len).map(|s| s.to_vec()).ok_or_else(|| {
+            format!(
+                "a device write of {len} bytes at {off} of a {}-byte buffer",
+                buf.len()
+            )
+        })
     }
 
     fn copy_in(&mut self, dst: BufRef, data: &[u8]) {
         match dst {
-            BufRef::Host { host_id, offset_bytes } => {
+            BufRef::Host {
+                host_id,
+                offset_bytes,
+            } => {
                 let off = offset_bytes as usize;
                 let name = self.policy.name().to_string();
                 match self.host.get_mut(&host_id) {
@@ -434,7 +463,13 @@ impl OutboxSink for Exec {
         self.stores[device].len() as u64
     }
 
-    fn submit(&mut self, _now: TimeNs, device: usize, io: DeviceIo, data: Option<BufRef>) -> Result<(), String> {
+    fn submit(
+        &mut self,
+        _now: TimeNs,
+        device: usize,
+        io: DeviceIo,
+        data: Option<BufRef>,
+    ) -> Result<(), String> {
         self.start(device, io, data, Owner::Policy(io.tag));
         Ok(())
     }

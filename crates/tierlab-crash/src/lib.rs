@@ -87,9 +87,10 @@ impl Stack {
             let cap = t
                 .get("capacity_bytes")
                 .ok_or_else(|| format!("key `devices[{i}].capacity_bytes`: missing (the checker holds each store in memory and needs its size)"))?;
-            let cap: tierlab_stack::Bytes = cap.clone().try_into().map_err(|e| {
-                format!("key `devices[{i}].capacity_bytes`: {e}")
-            })?;
+            let cap: tierlab_stack::Bytes = cap
+                .clone()
+                .try_into()
+                .map_err(|e| format!("key `devices[{i}].capacity_bytes`: {e}"))?;
             volatile.push(t.get("path").and_then(|p| p.as_str()) == Some("ram"));
             devices.push(DeviceSpec {
                 name: names[i].clone(),
@@ -124,7 +125,9 @@ impl Stack {
         }
         let volume_bytes = tierlab_stack::volume_bytes(&spec, &ctx).map_err(|e| e.to_string())?;
         Ok(Stack {
-            build: Box::new(move || tierlab_stack::build_policy(&spec, &ctx).map_err(|e| e.to_string())),
+            build: Box::new(move || {
+                tierlab_stack::build_policy(&spec, &ctx).map_err(|e| e.to_string())
+            }),
             device_names: names,
             capacities_bytes: devices.iter().map(|d| d.capacity_bytes).collect(),
             volatile,
@@ -156,6 +159,8 @@ pub struct Options {
     pub states: u64,
     /// Device IOs complete 1 ns to this long after submission.
     pub max_delay_ns: u64,
+    /// Check only this state (crash point, kind): a replay of a violation.
+    pub only: Option<(u64, StateKind)>,
 }
 
 impl Default for Options {
@@ -171,6 +176,7 @@ impl Default for Options {
             region_bytes: 4 << 20,
             states: 400,
             max_delay_ns: 200_000,
+            only: None,
         }
     }
 }
@@ -191,7 +197,10 @@ impl Options {
                 return Err(format!("{name} is 0; it must be at least 1"));
             }
         }
-        for (name, v) in [("read_percent", self.read_percent), ("hot_percent", self.hot_percent)] {
+        for (name, v) in [
+            ("read_percent", self.read_percent),
+            ("hot_percent", self.hot_percent),
+        ] {
             if v > 100 {
                 return Err(format!("{name} is {v}; allowed: 0 to 100"));
             }
@@ -239,7 +248,11 @@ pub fn record(stack: &Stack, opts: &Options) -> Result<(Log, Exec), String> {
             stack.volume_bytes
         ));
     }
-    let stores = stack.capacities_bytes.iter().map(|&c| vec![0u8; c as usize]).collect();
+    let stores = stack
+        .capacities_bytes
+        .iter()
+        .map(|&c| vec![0u8; c as usize])
+        .collect();
     let mut ex = Exec::new(policy, stores, opts.seed ^ 0x5eed, opts.max_delay_ns).with_log();
     let mut rng = Rng(opts.seed);
     let units = region / unit;
@@ -251,7 +264,9 @@ pub fn record(stack: &Stack, opts: &Options) -> Result<(Log, Exec), String> {
             return Err(e);
         }
         if ex.steps > STEP_BOUND {
-            return Err(format!("the workload did not finish within {STEP_BOUND} events"));
+            return Err(format!(
+                "the workload did not finish within {STEP_BOUND} events"
+            ));
         }
         if issued < opts.host_ios && (ex.host.len() as u64) < opts.iodepth {
             let io = blocked.take().unwrap_or_else(|| {
@@ -268,14 +283,20 @@ pub fn record(stack: &Stack, opts: &Options) -> Result<(Log, Exec), String> {
                         (0, units)
                     };
                     let first = lo + rng.below(span - n + 1);
-                    let op = if r < opts.read_percent { Op::Read } else { Op::Write };
+                    let op = if r < opts.read_percent {
+                        Op::Read
+                    } else {
+                        Op::Write
+                    };
                     (op, first * unit, n * unit)
                 }
             });
             let (op, off, len) = io;
             let overlaps = op != Op::Flush
                 && ex.host.values().any(|h| {
-                    h.op != Op::Flush && off < h.offset_bytes + h.size_bytes as u64 && h.offset_bytes < off + len
+                    h.op != Op::Flush
+                        && off < h.offset_bytes + h.size_bytes as u64
+                        && h.offset_bytes < off + len
                 });
             if !overlaps {
                 let mut buf = vec![0u8; len as usize];
@@ -311,7 +332,10 @@ pub fn record(stack: &Stack, opts: &Options) -> Result<(Log, Exec), String> {
 /// Records the workload, then checks `opts.states` crash states.
 pub fn check(stack: &Stack, opts: &Options) -> Result<Report, String> {
     let (log, ex) = record(stack, opts)?;
-    let unit = ex.policy.required_alignment_bytes().max(SECTOR_BYTES as u64);
+    let unit = ex
+        .policy
+        .required_alignment_bytes()
+        .max(SECTOR_BYTES as u64);
     let region = opts.region_bytes.min(stack.volume_bytes) / unit * unit;
     let mut report = Report {
         policy: ex.policy.name().to_string(),
@@ -362,7 +386,9 @@ pub(crate) fn restart_and_read(
                 return Ok(image);
             }
             if ex.steps > STEP_BOUND {
-                return Err(format!("reading back did not finish within {STEP_BOUND} events"));
+                return Err(format!(
+                    "reading back did not finish within {STEP_BOUND} events"
+                ));
             }
             if !ex.step() {
                 return Err(format!(

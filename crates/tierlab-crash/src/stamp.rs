@@ -8,7 +8,8 @@
 pub const SECTOR_BYTES: usize = 512;
 
 fn mix(lba: u64, seq: u64) -> u64 {
-    let mut z = lba.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seq.rotate_left(29) ^ 0x0074_6965_726c_6162;
+    let mut z =
+        lba.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seq.rotate_left(29) ^ 0x0074_6965_726c_6162;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
@@ -68,7 +69,10 @@ mod tests {
         fill(&mut buf, 10, 7);
         assert_eq!(decode(&buf[512..1024], 11), Sector::Written { seq: 7 });
         // The same bytes read at another address are another sector's.
-        assert_eq!(decode(&buf[512..1024], 12), Sector::Foreign { lba: Some(11) });
+        assert_eq!(
+            decode(&buf[512..1024], 12),
+            Sector::Foreign { lba: Some(11) }
+        );
         // One flipped byte anywhere, or half of another write: garbage.
         let mut torn = buf[0..512].to_vec();
         torn[300] ^= 1;

@@ -55,6 +55,14 @@ pub struct Violation {
     /// The first sector found wrong, if the restart got that far.
     pub sector: Option<u64>,
     pub message: String,
+    /// Writes not yet durable at the crash point.
+    pub unflushed_writes: u64,
+    /// After shrinking: the unflushed device writes (indices into the log)
+    /// that still make the state fail, in the order applied…
+    pub writes_applied: Vec<usize>,
+    /// …and the torn write, if the tear is needed: (write, first sector,
+    /// end sector) of the part that landed.
+    pub torn: Option<(usize, u64, u64)>,
 }
 
 /// Durable state of one store, advanced as the crash point moves on.
@@ -91,6 +99,9 @@ fn apply_sectors(image: &mut [u8], log: &Log, w: usize, from: usize, to: usize) 
 
 fn crash_points(log: &Log, opts: &Options) -> Vec<usize> {
     let n = log.events.len();
+    if let Some((p, _)) = opts.only {
+        return vec![(p as usize).min(n)];
+    }
     let want = (opts.states / StateKind::ALL.len() as u64).max(1) as usize;
     let mut rng = Rng(opts.seed ^ 0xc4a5);
     let mut points = Vec::new();
@@ -104,7 +115,9 @@ fn crash_points(log: &Log, opts: &Options) -> Vec<usize> {
     let keep = want / 2;
     if bounds.len() > keep {
         // An even sample of them.
-        bounds = (0..keep).map(|i| bounds[i * bounds.len() / keep.max(1)]).collect();
+        bounds = (0..keep)
+            .map(|i| bounds[i * bounds.len() / keep.max(1)])
+            .collect();
     }
     points.extend(bounds);
     points.push(n); // after everything
@@ -116,7 +129,14 @@ fn crash_points(log: &Log, opts: &Options) -> Vec<usize> {
     points
 }
 
-pub(crate) fn explore(stack: &Stack, opts: &Options, log: &Log, region: u64, unit: u64, report: &mut Report) {
+pub(crate) fn explore(
+    stack: &Stack,
+    opts: &Options,
+    log: &Log,
+    region: u64,
+    unit: u64,
+    report: &mut Report,
+) {
     let mut stores: Vec<StoreState> = stack
         .capacities_bytes
         .iter()
@@ -203,46 +223,87 @@ pub(crate) fn explore(stack: &Stack, opts: &Options, log: &Log, region: u64, uni
         unflushed.sort_unstable();
         let unflushed: Vec<usize> = unflushed.into_iter().map(|(_, i)| i).collect();
         for (ki, kind) in StateKind::ALL.into_iter().enumerate() {
-            let state_seed = opts.seed ^ (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (ki as u64) << 56;
-            let images = build_state(&stores, log, &unflushed, kind, state_seed);
+            if opts
+                .only
+                .is_some_and(|(p, only)| p != k as u64 || only != kind)
+            {
+                continue;
+            }
+            let state_seed =
+                opts.seed ^ (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (ki as u64) << 56;
+            let plan = plan_state(log, &unflushed, kind, state_seed);
             report.states_by_kind[ki] += 1;
-            let found = match restart_and_read(stack, images, region, unit, state_seed, opts.max_delay_ns) {
-                Err(message) => Some((None, message)),
-                Ok(image) => {
-                    report.sectors_checked += region_sectors as u64;
-                    check_image(&image, &required, last_seq_issued)
+            let fails = |plan: &Plan, sectors: &mut u64| {
+                let images = materialize(&stores, log, plan);
+                match restart_and_read(stack, images, region, unit, state_seed, opts.max_delay_ns) {
+                    Err(message) => Some((None, message)),
+                    Ok(image) => {
+                        *sectors += region_sectors as u64;
+                        check_image(&image, &required, last_seq_issued)
+                    }
                 }
             };
-            if let Some((sector, message)) = found {
-                report.violations.push(Violation {
-                    crash_point: k as u64,
-                    kind,
-                    state_seed,
-                    sector,
-                    message,
-                });
+            let Some(mut found) = fails(&plan, &mut report.sectors_checked) else {
+                continue;
+            };
+            // Shrink: drop unflushed writes (and the tear) one at a time
+            // while the state still fails the same way (the same sector,
+            // or the restart itself).
+            let mut plan = plan;
+            let mut scratch = 0;
+            let sector = found.0;
+            let mut same = |p: &Plan| fails(p, &mut scratch).filter(|f| f.0 == sector);
+            if plan.torn.is_some() {
+                let without = Plan {
+                    torn: None,
+                    ..plan.clone()
+                };
+                if let Some(f) = same(&without) {
+                    (plan, found) = (without, f);
+                }
             }
+            let mut i = plan.writes.len();
+            while i > 0 {
+                i -= 1;
+                let mut without = plan.clone();
+                without.writes.remove(i);
+                if let Some(f) = same(&without) {
+                    (plan, found) = (without, f);
+                }
+            }
+            report.violations.push(Violation {
+                crash_point: k as u64,
+                kind,
+                state_seed,
+                sector: found.0,
+                message: found.1,
+                unflushed_writes: unflushed.len() as u64,
+                writes_applied: plan.writes,
+                torn: plan.torn.map(|(w, a, b)| (w, a as u64, b as u64)),
+            });
         }
     }
 }
 
-fn build_state(
-    stores: &[StoreState],
-    log: &Log,
-    unflushed: &[usize],
-    kind: StateKind,
-    state_seed: u64,
-) -> Vec<Vec<u8>> {
+/// Which unflushed writes reach the medium in a state, in order, and the
+/// one torn write (its sectors [from, to) only).
+#[derive(Clone, Debug, Default)]
+struct Plan {
+    writes: Vec<usize>,
+    torn: Option<(usize, usize, usize)>,
+}
+
+fn plan_state(log: &Log, unflushed: &[usize], kind: StateKind, state_seed: u64) -> Plan {
     let mut rng = Rng(state_seed);
-    let mut images: Vec<Vec<u8>> = stores
-        .iter()
-        .map(|s| if s.volatile { vec![0u8; s.image.len()] } else { s.image.clone() })
-        .collect();
-    let mut chosen: Vec<usize> = match kind {
+    let mut writes: Vec<usize> = match kind {
         StateKind::Durable => Vec::new(),
         StateKind::Everything => unflushed.to_vec(),
         StateKind::Subset | StateKind::Torn => {
-            let mut c: Vec<usize> = unflushed.iter().copied().filter(|_| rng.below(2) == 0).collect();
+            let mut c: Vec<usize> = unflushed
+                .iter()
+                .copied()
+                .filter(|_| rng.below(2) == 0)
+                .collect();
             // Fisher-Yates: any order.
             for i in (1..c.len()).rev() {
                 c.swap(i, rng.below(i as u64 + 1) as usize);
@@ -250,33 +311,54 @@ fn build_state(
             c
         }
     };
-    let torn = if kind == StateKind::Torn && !chosen.is_empty() {
-        Some(chosen.remove(rng.below(chosen.len() as u64) as usize))
-    } else {
-        None
-    };
-    for w in chosen {
-        if !stores[log.writes[w].device].volatile {
-            apply_write(&mut images[log.writes[w].device], log, w);
+    let mut torn = None;
+    if kind == StateKind::Torn && !writes.is_empty() {
+        let w = writes.remove(rng.below(writes.len() as u64) as usize);
+        let sectors = (log.writes[w].len_bytes as usize) / SECTOR_BYTES;
+        if sectors > 0 {
+            let j = 1 + rng.below(sectors as u64) as usize; // sectors that land
+            torn = Some(if rng.below(2) == 0 {
+                (w, 0, j)
+            } else {
+                (w, sectors - j, sectors)
+            });
         }
     }
-    if let Some(w) = torn {
-        let d = log.writes[w].device;
-        let sectors = (log.writes[w].len_bytes as usize) / SECTOR_BYTES;
-        if !stores[d].volatile && sectors > 0 {
-            let j = 1 + rng.below(sectors as u64) as usize; // sectors that land
-            if rng.below(2) == 0 {
-                apply_sectors(&mut images[d], log, w, 0, j.min(sectors));
+    Plan { writes, torn }
+}
+
+fn materialize(stores: &[StoreState], log: &Log, plan: &Plan) -> Vec<Vec<u8>> {
+    let mut images: Vec<Vec<u8>> = stores
+        .iter()
+        .map(|s| {
+            if s.volatile {
+                vec![0u8; s.image.len()]
             } else {
-                apply_sectors(&mut images[d], log, w, sectors - j.min(sectors), sectors);
+                s.image.clone()
             }
+        })
+        .collect();
+    for &w in &plan.writes {
+        let d = log.writes[w].device;
+        if !stores[d].volatile {
+            apply_write(&mut images[d], log, w);
+        }
+    }
+    if let Some((w, from, to)) = plan.torn {
+        let d = log.writes[w].device;
+        if !stores[d].volatile {
+            apply_sectors(&mut images[d], log, w, from, to);
         }
     }
     images
 }
 
 /// The first sector that breaks the promise, and why.
-fn check_image(image: &[u8], required: &[u64], last_seq_issued: u64) -> Option<(Option<u64>, String)> {
+fn check_image(
+    image: &[u8],
+    required: &[u64],
+    last_seq_issued: u64,
+) -> Option<(Option<u64>, String)> {
     for (s, bytes) in image.chunks_exact(SECTOR_BYTES).enumerate() {
         let need = required[s];
         let lba = s as u64;
@@ -294,15 +376,26 @@ fn check_image(image: &[u8], required: &[u64], last_seq_issued: u64) -> Option<(
             Sector::Written { .. } => None,
             Sector::Foreign { lba: Some(other) } => Some(format!(
                 "reads sector {other}'s data (a block that belongs elsewhere){}",
-                if need > 0 { format!("; write #{need} was flushed") } else { String::new() }
+                if need > 0 {
+                    format!("; write #{need} was flushed")
+                } else {
+                    String::new()
+                }
             )),
             Sector::Foreign { lba: None } => Some(format!(
                 "reads bytes no host write produced (garbage, metadata or a torn sector){}",
-                if need > 0 { format!("; write #{need} was flushed") } else { String::new() }
+                if need > 0 {
+                    format!("; write #{need} was flushed")
+                } else {
+                    String::new()
+                }
             )),
         };
         if let Some(why) = bad {
-            return Some((Some(lba), format!("sector {lba} (byte {}): {why}", lba * SECTOR_BYTES as u64)));
+            return Some((
+                Some(lba),
+                format!("sector {lba} (byte {}): {why}", lba * SECTOR_BYTES as u64),
+            ));
         }
     }
     None
