@@ -126,6 +126,16 @@ pub trait Policy {
     fn required_alignment_bytes(&self) -> u64 {
         1
     }
+    /// Whether a host FLUSH (`Op::Flush`, completed by the policy, after
+    /// which the executor syncs every store) makes every write
+    /// acknowledged before it durable *where a restart of the policy reads
+    /// it*. A policy whose restart starts cold must put flushed data on its
+    /// backing device (the caches and ATSMF write dirty data back); one
+    /// that cannot yet says false, and `tierlab serve` then makes no
+    /// multi-connection promise (docs/crash-consistency.md).
+    fn flush_is_durable(&self) -> bool {
+        true
+    }
     /// Clean stop: write every byte of host data that lives only on a
     /// fast tier (dirty cache blocks, memory-resident sub-LUNs) to the
     /// backing device, through device IOs in `out` and later calls. No host

@@ -303,3 +303,33 @@ fn bad_options_and_stacks_are_refused_with_the_reason() {
     let e = Stack::from_config(&cfg).err().unwrap();
     assert!(e.contains("at most") && e.contains("--set"), "{e}");
 }
+
+fn atsmf_stack(flush_writes_back: bool) -> Stack {
+    stack(&format!(
+        "{}{}[policy]\nkind = \"atsmf\"\nsub_lun_size_bytes = \"1MiB\"\nmove_chunk_bytes = \"256KiB\"\n\
+         buffer_bytes = \"1MiB\"\nmemory_cap_bytes = \"2MiB\"\nperiod_s = 0.01\ncollect_s = 0.01\n\
+         min_samples = 5\ntop_n = 2\nflush_writes_back = {flush_writes_back}\n",
+        dev("memory", "ram", "3MiB"),
+        dev("flash", "flash.img", "8MiB")
+    ))
+}
+
+#[test]
+fn atsmf_keeps_every_flushed_write_and_its_memory_tier_is_used() {
+    let s = atsmf_stack(true);
+    // The workload's hot region must be promoted, or this proves nothing.
+    let (_, ex) = tierlab_crash::record(&s, &Options::default()).unwrap();
+    let counters: std::collections::HashMap<_, _> = ex.policy.counters().into_iter().collect();
+    assert!(counters["promotions"] >= 1.0 && counters["memory_ios"] > 100.0, "{counters:?}");
+    assert!(counters["flush_back_bytes"] > 0.0, "FLUSHes wrote memory data back: {counters:?}");
+    assert_clean("atsmf", &s, 7);
+}
+
+/// ATSMF with `flush_writes_back = false` (the paper's design: memory is
+/// not made durable by a FLUSH): the checker must catch it.
+#[test]
+fn the_checker_catches_atsmf_without_the_flush_write_back() {
+    let r = check(&atsmf_stack(false), &Options { states: 40, ..Default::default() }).unwrap();
+    assert!(!r.violations.is_empty(), "{r:?}");
+    assert!(r.violations.iter().any(|v| v.message.contains("acknowledged before a completed FLUSH")));
+}

@@ -1514,6 +1514,13 @@ impl Policy for Hswd {
         true
     }
 
+    /// Not yet: a restart starts with an empty persistent cache (its
+    /// metadata area is not written), so data acknowledged into the
+    /// cache is not where a restart reads it (docs/crash-consistency.md).
+    fn flush_is_durable(&self) -> bool {
+        false
+    }
+
     /// Whole blocks only: IOs are widened to whole blocks, and a
     /// partial-block write is not read-modify-written (see the module
     /// docs), which is exact in timing but not in data.

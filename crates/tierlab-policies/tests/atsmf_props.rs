@@ -204,6 +204,8 @@ struct Totals {
     drain_cancelled_promotions: u64,
     strict_runs: u64,
     capped_runs: u64,
+    flush_waits: u64,
+    flush_back_bytes: u64,
 }
 
 fn sweep(n: u64, salt: u64, make: impl Fn(&mut Rng) -> Case) -> Totals {
@@ -221,6 +223,8 @@ fn sweep(n: u64, salt: u64, make: impl Fn(&mut Rng) -> Case) -> Totals {
         t.drain_memory_sub_luns += counter(&a, "drain_memory_sub_luns");
         t.drain_moving_sub_luns += counter(&a, "drain_moving_sub_luns");
         t.drain_cancelled_promotions += counter(&a, "drain_cancelled_promotions");
+        t.flush_waits += counter(&a, "flush_waits");
+        t.flush_back_bytes += counter(&a, "flush_back_bytes");
         t.strict_runs += u64::from(case.strict);
         t.capped_runs += u64::from(case.p.memory_cap_bytes.is_some());
     }
@@ -243,6 +247,8 @@ fn atsmf_never_loses_reorders_or_serves_stale_data() {
             t.trims_during_move,
             t.strict_runs,
             t.capped_runs,
+            t.flush_waits,
+            t.flush_back_bytes,
             r.zero_reads,
             r.writes_after_trim,
             r.flushes,

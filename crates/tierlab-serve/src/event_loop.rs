@@ -52,6 +52,8 @@ struct Pending {
     /// WRITE_ZEROES: the part of the range not yet handed to the stack.
     zero_next_bytes: u64,
     zero_end_bytes: u64,
+    /// FUA: the policy's FLUSH for this write was issued.
+    fua_policy_flushed: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -555,6 +557,7 @@ impl Loop {
             parts: 1,
             zero_next_bytes: 0,
             zero_end_bytes: 0,
+            fua_policy_flushed: false,
         };
         let conn_id = self.conns[&token].id;
         match r.command {
@@ -731,7 +734,29 @@ impl Loop {
     }
 
     /// Answers now, or after a barrier that syncs every store (FLUSH, FUA).
+    /// A FUA write first goes through a FLUSH of the policy: the policy
+    /// must put it where a restart reads it (a write-back cache writes it
+    /// back; a barrier alone would only sync the cache device).
     fn durable_then_answer(&mut self, p: usize) -> Result<(), String> {
+        let pw = self.pending[p].as_mut().expect("pending");
+        if pw.fua && pw.kind != Kind::Flush && !pw.fua_policy_flushed {
+            pw.fua_policy_flushed = true;
+            pw.parts += 1;
+            self.host_ios += 1;
+            let core = &mut self.server.core;
+            let flush = HostRequest {
+                op: Op::Flush,
+                offset_bytes: 0,
+                size_bytes: 0,
+                tenant: 0,
+                buf: Vec::new(),
+                user: p as u64,
+                // Not a host IO of its own in the metrics.
+                record: false,
+            };
+            core.issue(core.now_ns(), flush)?;
+            return Ok(());
+        }
         let pw = self.pending[p].as_ref().expect("pending");
         if pw.fua || pw.kind == Kind::Flush {
             let core = &mut self.server.core;

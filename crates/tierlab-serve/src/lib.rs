@@ -266,8 +266,6 @@ impl Server {
             ));
         }
         let tier_names = policy.tier_names();
-        let volatile_next_to_persistent =
-            backends.iter().any(|b| b.is_memory()) && backends.iter().any(|b| !b.is_memory());
         let export = Export {
             name: opts.export_name.clone(),
             description: format!(
@@ -281,13 +279,12 @@ impl Server {
             ),
             size_bytes,
             read_only: opts.read_only,
-            // Every FLUSH (and FUA) fdatasyncs every backing store of the
-            // one shared stack, so a flush on one connection covers writes
-            // acknowledged on all of them — unless RAM holds host data next
-            // to persistent stores (ATSMF's memory tier, a RAM cache): a
-            // FLUSH does not make that durable (yet: persistent state is
-            // the next step), so the promise is not made.
-            can_multi_conn: !volatile_next_to_persistent,
+            // Every FLUSH (and FUA) goes to the policy of the one shared
+            // stack, then fdatasyncs every backing store, so a flush on one
+            // connection covers writes acknowledged on all of them — where
+            // the policy's FLUSH makes data durable at all
+            // (`Policy::flush_is_durable`: not yet HSWD's).
+            can_multi_conn: policy.flush_is_durable(),
             block_min_bytes: block_min,
             block_preferred_bytes: block_min.max(4096),
             block_max_bytes: BLOCK_MAX_BYTES,

@@ -140,6 +140,13 @@ pub struct AtsmfParams {
     /// Memory buffer for writes during moves (placed after the slots).
     #[serde(default = "d_buffer")]
     pub buffer_bytes: ByteCount,
+    /// A host FLUSH writes every sector acknowledged in memory back to
+    /// flash before it completes (memory is volatile: without this a
+    /// FLUSH does not make memory-resident writes durable). Costs nothing
+    /// on a workload without FLUSHes (every trace the paper replays);
+    /// docs/crash-consistency.md measures it with them.
+    #[serde(default = "d_true")]
+    pub flush_writes_back: bool,
 }
 
 fn d_sub_lun() -> ByteCount {
@@ -236,6 +243,22 @@ struct SubLun {
     /// Host writes and trims in flight to its current place: a move copies
     /// only once they have landed (later writes go to the move buffer).
     host_writes_in_flight: u32,
+    /// Its part of a FLUSH write-back round (memory sub-LUNs only).
+    flush_back: FlushBack,
+}
+
+/// A memory sub-LUN's part of a FLUSH write-back round. Its dirty sectors
+/// are read from the slot only when no host write to it is in flight, and
+/// new host writes wait until those reads have landed, so a read never
+/// races a write of the same bytes (the slot may be rewritten as soon as
+/// the reads have landed in staging).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FlushBack {
+    Idle,
+    /// Waiting for its host writes in flight to land.
+    Draining,
+    /// Slot reads in flight.
+    Reading(u32),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -284,6 +307,15 @@ enum Rec {
         write_sub: u32,
         slot: u32,
     },
+    /// A host write or trim into memory slot `slot`: sectors [first, end)
+    /// of the slot become dirty (newer than flash) when it lands.
+    SlotWrite {
+        pi: u32,
+        sub: u32,
+        slot: u32,
+        first: u64,
+        end: u64,
+    },
     /// A part of a host IO written into the move buffer of sub-LUN `sub`.
     BufferWrite {
         pending: u32,
@@ -316,6 +348,17 @@ enum Rec {
     },
     SyncWrite {
         sub: u32,
+        staging: u64,
+    },
+    /// FLUSH write-back: dirty sectors of a memory sub-LUN read from its
+    /// slot, then written to flash.
+    FlushBackRead {
+        sub: u32,
+        in_sub: u64,
+        len: u32,
+        staging: u64,
+    },
+    FlushBackWrite {
         staging: u64,
     },
     Free,
@@ -399,6 +442,11 @@ struct Stats {
     drain_memory_sub_luns: u64,
     drain_moving_sub_luns: u64,
     drain_cancelled_promotions: u64,
+    /// Host FLUSHes that waited for memory data to be written back, the
+    /// write-back rounds that ran for them, and the bytes they wrote.
+    flush_waits: u64,
+    flush_back_rounds: u64,
+    flush_back_bytes: u64,
 }
 
 pub struct Atsmf {
@@ -449,6 +497,21 @@ pub struct Atsmf {
     decisions: String,
     /// `drain` was called: demote everything, promote nothing.
     drain_called: bool,
+    /// Per memory slot: sectors acknowledged in memory and not yet on
+    /// flash (allocated on first use), and whether any bit is set.
+    slot_dirty: Vec<Vec<u64>>,
+    slot_dirty_any: Vec<bool>,
+    /// Host FLUSHes (pending indices) waiting for the next write-back
+    /// round, and those the running round will complete.
+    flushes_waiting: Vec<u32>,
+    flushes_in_round: Vec<u32>,
+    /// Write-back IOs of the running round in flight (reads and writes),
+    /// and sub-LUNs of the round still draining their host writes.
+    flush_back_in_flight: u32,
+    flush_back_draining: u32,
+    /// Host write parts to a sub-LUN whose write-back reads are in flight:
+    /// (pending index, the host IO, offset, size), dispatched when they land.
+    held_writes: Vec<(u32, HostIo, u64, u64)>,
 }
 
 const DECISION_HEADER: &str = "time_s,period,decision,concentration_id,first_sub_lun,size_sub_luns,ios,periods_a,pduration_s,sub_luns_to_move,prefetch_sub_luns,avef_us,avef_with_mg_us,avem_us,ave_mg_time_s,x_us_s,y_us_s\n";
@@ -586,6 +649,7 @@ impl Atsmf {
                     mv: 0,
                     queued: None,
                     host_writes_in_flight: 0,
+                    flush_back: FlushBack::Idle,
                 };
                 n_subs as usize
             ],
@@ -621,6 +685,13 @@ impl Atsmf {
             last_period_host_ios: 0,
             decisions: String::from(DECISION_HEADER),
             drain_called: false,
+            slot_dirty: vec![Vec::new(); cap_slots as usize],
+            slot_dirty_any: vec![false; cap_slots as usize],
+            flushes_waiting: Vec::new(),
+            flushes_in_round: Vec::new(),
+            flush_back_in_flight: 0,
+            flush_back_draining: 0,
+            held_writes: Vec::new(),
             p,
         })
     }
@@ -782,13 +853,28 @@ impl Atsmf {
                 };
                 self.submit(out, FLASH_DEVICE, op, offset, size, rec, host_buf(offset));
             }
+            // Held while its write-back drains or reads (no starvation:
+            // the writes in flight land, the reads follow, then these go).
+            Place::Memory if changes && s.flush_back != FlushBack::Idle => {
+                self.held_writes.push((pi, *io, offset, size));
+            }
             Place::Memory => {
                 self.subs[sub as usize].host_writes_in_flight += changes as u32;
                 self.slot_refs[s.slot as usize] += 1;
-                let rec = Rec::Host {
-                    pi,
-                    write_sub,
-                    slot: s.slot,
+                let rec = if changes {
+                    Rec::SlotWrite {
+                        pi,
+                        sub,
+                        slot: s.slot,
+                        first: in_sub / SECTOR_BYTES,
+                        end: (in_sub + size).div_ceil(SECTOR_BYTES),
+                    }
+                } else {
+                    Rec::Host {
+                        pi,
+                        write_sub,
+                        slot: s.slot,
+                    }
                 };
                 self.submit(
                     out,
@@ -896,6 +982,11 @@ impl Atsmf {
         if write_sub != NO_SUB {
             let e = &mut self.subs[write_sub as usize];
             e.host_writes_in_flight -= 1;
+            if e.host_writes_in_flight == 0 && e.flush_back == FlushBack::Draining {
+                self.flush_back_draining -= 1;
+                self.flush_back_reads(write_sub, out);
+            }
+            let e = &mut self.subs[write_sub as usize];
             if e.host_writes_in_flight == 0 && matches!(e.place, Place::Promoting | Place::Demoting)
             {
                 let mi = e.mv as usize;
@@ -953,6 +1044,11 @@ impl Atsmf {
     }
 
     fn start_moves(&mut self, now_ns: TimeNs, out: &mut Outbox) {
+        // A FLUSH waiting or writing back holds new moves: a move would
+        // change where the data it writes back lives.
+        if self.flush_blocks_moves() {
+            return;
+        }
         loop {
             let running = self.moves.iter().filter(|m| m.is_some()).count();
             if running >= self.p.max_concurrent_moves as usize {
@@ -1121,7 +1217,13 @@ impl Atsmf {
         match mv.dir {
             Dir::Promote => {
                 e.place = Place::Memory;
+                let slot = e.slot;
                 self.stats.promotions += 1;
+                // Writes during the promotion were synced into the slot
+                // from the buffer: newer than flash.
+                if mv.buffered.iter().any(|&w| w != 0) {
+                    self.mark_dirty_bits(slot, &mv.buffered);
+                }
                 if self.drain_called {
                     // Promoted while draining: straight back to flash.
                     self.enqueue(sub, Dir::Demote);
@@ -1129,6 +1231,9 @@ impl Atsmf {
             }
             Dir::Demote => {
                 e.place = Place::Flash;
+                // The copy and the sync put everything on flash.
+                self.slot_dirty_any[e.slot as usize] = false;
+                self.slot_dirty[e.slot as usize].iter_mut().for_each(|w| *w = 0);
                 // Reads of the slot still in flight keep it until they finish.
                 if self.slot_refs[e.slot as usize] == 0 {
                     self.free_slots.insert(e.slot);
@@ -1143,6 +1248,160 @@ impl Atsmf {
         if self.move_times_ns.len() > 32 {
             self.move_times_ns.pop_front();
         }
+        self.try_flush_back(now_ns, out);
+        self.start_moves(now_ns, out);
+    }
+
+    // ---- FLUSH write-back ----
+
+    fn flush_blocks_moves(&self) -> bool {
+        !self.flushes_waiting.is_empty() || !self.flushes_in_round.is_empty()
+    }
+
+    fn mark_dirty(&mut self, slot: u32, first: u64, end: u64) {
+        let words = (self.sub_lun_bytes / SECTOR_BYTES).div_ceil(64) as usize;
+        let bits = &mut self.slot_dirty[slot as usize];
+        if bits.is_empty() {
+            bits.resize(words, 0);
+        }
+        for i in first..end {
+            Move::set(bits, i);
+        }
+        self.slot_dirty_any[slot as usize] = true;
+    }
+
+    fn mark_dirty_bits(&mut self, slot: u32, from: &[u64]) {
+        let bits = &mut self.slot_dirty[slot as usize];
+        if bits.is_empty() {
+            bits.resize(from.len(), 0);
+        }
+        for (w, f) in bits.iter_mut().zip(from) {
+            *w |= f;
+        }
+        self.slot_dirty_any[slot as usize] = true;
+    }
+
+    /// A host FLUSH: complete now if memory holds nothing newer than flash
+    /// and nothing moves (the flash flush as before), else wait for a
+    /// write-back round.
+    fn host_flush(&mut self, now_ns: TimeNs, pi: u32, out: &mut Outbox) {
+        let dirty = self.slot_dirty_any.iter().any(|&d| d);
+        if !self.p.flush_writes_back || (!dirty && !self.any_move_running() && !self.flush_blocks_moves()) {
+            self.flush_to_flash(pi, out);
+            return;
+        }
+        self.stats.flush_waits += 1;
+        self.flushes_waiting.push(pi);
+        self.try_flush_back(now_ns, out);
+    }
+
+    fn flush_to_flash(&mut self, pi: u32, out: &mut Outbox) {
+        let rec = Rec::Host {
+            pi,
+            write_sub: NO_SUB,
+            slot: NO_SLOT,
+        };
+        self.submit(out, FLASH_DEVICE, Op::Flush, 0, 0, rec, None);
+    }
+
+    /// Starts a write-back round for the FLUSHes waiting, once no move
+    /// runs and no round does: every dirty sector of every memory slot is
+    /// read and written to flash; the round's FLUSHes complete when all of
+    /// it has landed. A write acknowledged later marks its sectors again
+    /// for the next round.
+    fn try_flush_back(&mut self, now_ns: TimeNs, out: &mut Outbox) {
+        if self.flushes_waiting.is_empty() || !self.flushes_in_round.is_empty() || self.any_move_running() {
+            return;
+        }
+        self.flushes_in_round = std::mem::take(&mut self.flushes_waiting);
+        self.stats.flush_back_rounds += 1;
+        for sub in 0..self.subs.len() as u32 {
+            let e = self.subs[sub as usize];
+            if e.place != Place::Memory || !self.slot_dirty_any[e.slot as usize] {
+                continue;
+            }
+            if e.host_writes_in_flight > 0 {
+                self.subs[sub as usize].flush_back = FlushBack::Draining;
+                self.flush_back_draining += 1;
+            } else {
+                self.flush_back_reads(sub, out);
+            }
+        }
+        self.end_flush_back_round(now_ns, out);
+    }
+
+    /// Reads the dirty sectors of memory sub-LUN `sub` from its slot (each
+    /// read's completion writes them to flash).
+    fn flush_back_reads(&mut self, sub: u32, out: &mut Outbox) {
+        let e = self.subs[sub as usize];
+        debug_assert!(e.place == Place::Memory && e.host_writes_in_flight == 0);
+        self.slot_dirty_any[e.slot as usize] = false;
+        let runs = take_runs(&mut self.slot_dirty[e.slot as usize]);
+        let chunk = self.p.move_chunk_bytes.0;
+        let mut reads = 0;
+        for (first, end) in runs {
+            let (mut at, run_end) = (first * SECTOR_BYTES, (end * SECTOR_BYTES).min(self.sub_len(sub)));
+            while at < run_end {
+                let n = (run_end - at).min(chunk);
+                let staging = self.staging();
+                self.flush_back_in_flight += 1;
+                reads += 1;
+                self.stats.flush_back_bytes += n;
+                // The slot is held like a read of it.
+                self.slot_refs[e.slot as usize] += 1;
+                let rec = Rec::FlushBackRead {
+                    sub,
+                    in_sub: at,
+                    len: n as u32,
+                    staging,
+                };
+                let buf = Some(BufRef::Staging {
+                    id: staging,
+                    offset_bytes: 0,
+                });
+                let slot_at = e.slot as u64 * self.sub_lun_bytes + at;
+                self.submit(out, MEMORY_DEVICE, Op::Read, slot_at, n, rec, buf);
+                at += n;
+            }
+        }
+        self.subs[sub as usize].flush_back = if reads > 0 {
+            FlushBack::Reading(reads)
+        } else {
+            FlushBack::Idle
+        };
+    }
+
+    /// A write-back read of `sub` landed: when its last has, the writes
+    /// held for it go on.
+    fn flush_back_read_done(&mut self, now_ns: TimeNs, sub: u32, out: &mut Outbox) {
+        let FlushBack::Reading(n) = self.subs[sub as usize].flush_back else {
+            unreachable!("a write-back read of a sub-LUN not reading");
+        };
+        if n > 1 {
+            self.subs[sub as usize].flush_back = FlushBack::Reading(n - 1);
+            return;
+        }
+        self.subs[sub as usize].flush_back = FlushBack::Idle;
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held_writes)
+            .into_iter()
+            .partition(|h| (h.2 / self.sub_lun_bytes) as u32 == sub);
+        self.held_writes = rest;
+        for (pi, io, offset, size) in mine {
+            self.dispatch_part(out, pi, &io, offset, size);
+        }
+        let _ = now_ns;
+    }
+
+    /// When the round's write-back has landed: its FLUSHes go on to the
+    /// flash flush; moves and the next round may start.
+    fn end_flush_back_round(&mut self, now_ns: TimeNs, out: &mut Outbox) {
+        if self.flush_back_in_flight > 0 || self.flush_back_draining > 0 || self.flushes_in_round.is_empty() {
+            return;
+        }
+        for pi in std::mem::take(&mut self.flushes_in_round) {
+            self.flush_to_flash(pi, out);
+        }
+        self.try_flush_back(now_ns, out);
         self.start_moves(now_ns, out);
     }
 
@@ -1415,8 +1674,9 @@ impl Policy for Atsmf {
             }
         };
         if io.op == Op::Flush || io.size_bytes == 0 || io.offset_bytes >= self.lun_bytes {
-            // Flushes go to flash (memory has nothing to persist); an IO
-            // past the LUN goes there too, so the device reports the error.
+            // Flushes go to flash, after memory data is written back there
+            // (`host_flush`); an IO past the LUN goes there too, so the
+            // device reports the error.
             self.pending[pi as usize] = Pending {
                 host_id: io.id,
                 arrived_ns: now_ns,
@@ -1424,6 +1684,13 @@ impl Policy for Atsmf {
                 touched_flash: true,
                 during_move: self.any_move_running(),
             };
+            if io.op == Op::Flush {
+                self.host_flush(now_ns, pi, out);
+                if cfg!(debug_assertions) {
+                    self.check_invariants();
+                }
+                return;
+            }
             let rec = Rec::Host {
                 pi,
                 write_sub: NO_SUB,
@@ -1479,6 +1746,40 @@ impl Policy for Atsmf {
                 write_sub,
                 slot,
             } => self.host_part_done(now_ns, pi, write_sub, slot, out),
+            Rec::SlotWrite {
+                pi,
+                sub,
+                slot,
+                first,
+                end,
+            } => {
+                // Acknowledged in memory: newer than flash until written
+                // back (before `host_part_done` completes it, so a FLUSH
+                // arriving after the acknowledgement sees it).
+                self.mark_dirty(slot, first, end);
+                self.host_part_done(now_ns, pi, sub, slot, out)
+            }
+            Rec::FlushBackRead {
+                sub,
+                in_sub,
+                len,
+                staging,
+            } => {
+                let slot = self.subs[sub as usize].slot;
+                self.slot_refs[slot as usize] -= 1;
+                let buf = Some(BufRef::Staging {
+                    id: staging,
+                    offset_bytes: 0,
+                });
+                let at = sub as u64 * self.sub_lun_bytes + in_sub;
+                self.submit(out, FLASH_DEVICE, Op::Write, at, len as u64, Rec::FlushBackWrite { staging }, buf);
+                self.flush_back_read_done(now_ns, sub, out);
+            }
+            Rec::FlushBackWrite { staging } => {
+                out.release.push(staging);
+                self.flush_back_in_flight -= 1;
+                self.end_flush_back_round(now_ns, out);
+            }
             Rec::BufferRead { pi, region, .. } => {
                 let r = region as usize;
                 self.buffer_refs[r] -= 1;
@@ -1612,6 +1913,9 @@ impl Policy for Atsmf {
             ("judgments", s.judgments as f64),
             ("deferred", s.deferred as f64),
             ("demotions_held", s.demotions_held as f64),
+            ("flush_waits", s.flush_waits as f64),
+            ("flush_back_rounds", s.flush_back_rounds as f64),
+            ("flush_back_bytes", s.flush_back_bytes as f64),
             ("avef_us", m.avef_us),
             ("avef_with_mg_us", m.avef_with_mg_us),
             ("avem_us", m.avem_us),
@@ -1625,6 +1929,10 @@ impl Policy for Atsmf {
 
     fn moves_data(&self) -> bool {
         true
+    }
+
+    fn flush_is_durable(&self) -> bool {
+        self.p.flush_writes_back
     }
 
     /// Whole sectors: the move buffer marks 512-byte sectors as buffered
@@ -1778,6 +2086,9 @@ impl Atsmf {
                 "a promotion queued while draining"
             );
         }
+        // A write-back round runs only with no move, and holds them off.
+        assert!(self.flush_back_in_flight == 0 || !self.flushes_in_round.is_empty());
+        assert!(self.flushes_in_round.is_empty() || running == 0, "a move runs during a FLUSH write-back");
     }
 
     /// Every invariant, at a cost linear in the sub-LUNs, slots and IOs in
@@ -1845,6 +2156,7 @@ impl Atsmf {
         let mut writes = vec![0u32; self.subs.len()];
         // Per move: buffer writes, copy chunks, sync IOs in flight.
         let mut move_ios = vec![(0u32, 0u32, 0u32); self.moves.len()];
+        let mut flush_back = 0u32;
         let mut free_recs = vec![false; self.recs.len()];
         for &r in &self.free_recs {
             assert!(!free_recs[r as usize], "tag {r} freed twice");
@@ -1869,6 +2181,15 @@ impl Atsmf {
                         writes[write_sub as usize] += 1;
                     }
                 }
+                Rec::SlotWrite { sub, slot, .. } => {
+                    slot_refs[slot as usize] += 1;
+                    writes[sub as usize] += 1;
+                }
+                Rec::FlushBackRead { sub, .. } => {
+                    slot_refs[self.subs[sub as usize].slot as usize] += 1;
+                    flush_back += 1;
+                }
+                Rec::FlushBackWrite { .. } => flush_back += 1,
                 Rec::BufferWrite { sub, .. } => move_ios[mv_of(sub)].0 += 1,
                 Rec::BufferRead { sub, region, .. } => {
                     buffer_refs[region as usize] += 1;
@@ -1889,6 +2210,27 @@ impl Atsmf {
                 Rec::SyncRead { sub, .. } | Rec::SyncWrite { sub, .. } => {
                     move_ios[mv_of(sub)].2 += 1
                 }
+            }
+        }
+        assert_eq!(flush_back, self.flush_back_in_flight, "FLUSH write-back IOs in flight");
+        let draining = self.subs.iter().filter(|s| s.flush_back == FlushBack::Draining).count();
+        assert_eq!(draining as u32, self.flush_back_draining, "sub-LUNs draining for a write-back");
+        for (pi, _, offset, _) in &self.held_writes {
+            let sub = (offset / self.sub_lun_bytes) as usize;
+            assert!(self.subs[sub].flush_back != FlushBack::Idle, "a write held for sub-LUN {sub}, which writes nothing back");
+            assert!(self.pending[*pi as usize].parts_left > 0);
+        }
+        if self.flushes_in_round.is_empty() {
+            assert!(self.subs.iter().all(|s| s.flush_back == FlushBack::Idle) && self.held_writes.is_empty());
+        }
+        // Dirty sectors only in slots of memory sub-LUNs (a demotion
+        // cleared its slot's).
+        for slot in 0..n_slots {
+            if self.slot_dirty_any[slot] {
+                assert!(
+                    holder[slot].is_some_and(|sub| self.subs[sub as usize].place != Place::Flash),
+                    "slot {slot} has dirty sectors but holds no sub-LUN"
+                );
             }
         }
         for slot in 0..n_slots {
