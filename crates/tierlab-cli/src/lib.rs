@@ -5,6 +5,7 @@
 mod analyze_cmd;
 mod bench_cmd;
 mod cache_cmd;
+mod crashcheck_cmd;
 mod demo_cmd;
 mod emulate_cmd;
 mod gen_bench;
@@ -64,6 +65,8 @@ enum Command {
     Emulate(emulate_cmd::EmulateArgs),
     /// Serve a stack (ATSMF, HSWD, a cache, RAID of files, ...) as a block device over NBD (docs/serve.md).
     Serve(serve_cmd::ServeArgs),
+    /// Check that a stack keeps every write acknowledged before a FLUSH through any crash (docs/crash-consistency.md).
+    Crashcheck(crashcheck_cmd::CrashcheckArgs),
 }
 
 /// Runs the CLI with explicit arguments (the first is the program name).
@@ -97,6 +100,7 @@ where
         Command::Qos(cmd) => qos_cmd::run(cmd),
         Command::Emulate(args) => emulate_cmd::run(args),
         Command::Serve(args) => serve_cmd::run(args),
+        Command::Crashcheck(args) => crashcheck_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

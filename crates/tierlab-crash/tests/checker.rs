@@ -320,8 +320,14 @@ fn atsmf_keeps_every_flushed_write_and_its_memory_tier_is_used() {
     // The workload's hot region must be promoted, or this proves nothing.
     let (_, ex) = tierlab_crash::record(&s, &Options::default()).unwrap();
     let counters: std::collections::HashMap<_, _> = ex.policy.counters().into_iter().collect();
-    assert!(counters["promotions"] >= 1.0 && counters["memory_ios"] > 100.0, "{counters:?}");
-    assert!(counters["flush_back_bytes"] > 0.0, "FLUSHes wrote memory data back: {counters:?}");
+    assert!(
+        counters["promotions"] >= 1.0 && counters["memory_ios"] > 100.0,
+        "{counters:?}"
+    );
+    assert!(
+        counters["flush_back_bytes"] > 0.0,
+        "FLUSHes wrote memory data back: {counters:?}"
+    );
     assert_clean("atsmf", &s, 7);
 }
 
@@ -329,7 +335,18 @@ fn atsmf_keeps_every_flushed_write_and_its_memory_tier_is_used() {
 /// not made durable by a FLUSH): the checker must catch it.
 #[test]
 fn the_checker_catches_atsmf_without_the_flush_write_back() {
-    let r = check(&atsmf_stack(false), &Options { states: 40, ..Default::default() }).unwrap();
+    let r = check(
+        &atsmf_stack(false),
+        &Options {
+            states: 40,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert!(!r.violations.is_empty(), "{r:?}");
-    assert!(r.violations.iter().any(|v| v.message.contains("acknowledged before a completed FLUSH")));
+    assert!(
+        r.violations
+            .iter()
+            .any(|v| v.message.contains("acknowledged before a completed FLUSH"))
+    );
 }

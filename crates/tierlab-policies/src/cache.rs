@@ -647,7 +647,13 @@ impl Cache {
     /// Page `page` (incarnation `inc`) reached the backing device at
     /// `generation`, or left the cache (`None`: trimmed, or dropped once
     /// clean): FLUSHes waiting for it may complete.
-    fn flush_waits_page_done(&mut self, page: u64, inc: u64, generation: Option<u64>, out: &mut Outbox) {
+    fn flush_waits_page_done(
+        &mut self,
+        page: u64,
+        inc: u64,
+        generation: Option<u64>,
+        out: &mut Outbox,
+    ) {
         if self.flush_waits.is_empty() {
             return;
         }
@@ -1712,8 +1718,15 @@ impl Cache {
         for w in &self.flush_waits {
             assert!(!w.pages.is_empty(), "FLUSH {} waits for nothing", w.host);
             for (p, (inc, _)) in &w.pages {
-                let e = self.map.get(p).unwrap_or_else(|| panic!("FLUSH {} waits for page {p}, not cached", w.host));
-                assert_eq!(e.incarnation, *inc, "FLUSH {} waits for an old residency of page {p}", w.host);
+                let e = self
+                    .map
+                    .get(p)
+                    .unwrap_or_else(|| panic!("FLUSH {} waits for page {p}, not cached", w.host));
+                assert_eq!(
+                    e.incarnation, *inc,
+                    "FLUSH {} waits for an old residency of page {p}",
+                    w.host
+                );
                 assert!(e.dirty, "FLUSH {} waits for clean page {p}", w.host);
             }
         }

@@ -818,7 +818,12 @@ fn a_flush_completes_after_the_write_back_of_the_pages_dirty_when_it_came() {
     assert!(out.complete.is_empty(), "FLUSH waits for the write-back");
     let reads: Vec<_> = out.device_ios.drain(..).collect();
     out.data.clear();
-    assert!(!reads.is_empty() && reads.iter().all(|(d, io)| *d == CACHE_DEVICE && io.op == Op::Read));
+    assert!(
+        !reads.is_empty()
+            && reads
+                .iter()
+                .all(|(d, io)| *d == CACHE_DEVICE && io.op == Op::Read)
+    );
     // A write after the FLUSH, to page 5: not waited for.
     c.on_host_io(3, host(3, Op::Write, 5, 1), &mut out);
     let later: Vec<_> = out.device_ios.drain(..).collect();
@@ -832,7 +837,11 @@ fn a_flush_completes_after_the_write_back_of_the_pages_dirty_when_it_came() {
     assert_eq!(writes.len(), 1, "pages 0..2 in one merged write");
     assert_eq!((writes[0].0, writes[0].1.op), (BACKING_DEVICE, Op::Write));
     c.on_device_completion(5, writes[0].0, writes[0].1.tag, &mut out);
-    assert_eq!(out.complete, vec![(2, TIER_BACKING)], "FLUSH done with its pages");
+    assert_eq!(
+        out.complete,
+        vec![(2, TIER_BACKING)],
+        "FLUSH done with its pages"
+    );
     out.complete.clear();
     out.device_ios.clear();
     out.data.clear();

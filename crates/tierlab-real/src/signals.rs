@@ -83,7 +83,11 @@ impl StopSignals {
                     if sig < 0 {
                         continue; // the tick (EAGAIN) or EINTR
                     }
-                    let name = if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+                    let name = if sig == libc::SIGINT {
+                        "SIGINT"
+                    } else {
+                        "SIGTERM"
+                    };
                     if first {
                         first = false;
                         eprintln!(
@@ -91,7 +95,9 @@ impl StopSignals {
                         );
                         stop.store(true, Ordering::SeqCst);
                     } else {
-                        eprintln!("{what}: {name} again: aborting without finishing the write-back");
+                        eprintln!(
+                            "{what}: {name} again: aborting without finishing the write-back"
+                        );
                         std::process::exit(130);
                     }
                 }

@@ -539,7 +539,10 @@ fn a_fua_write_through_a_write_back_cache_is_on_the_backing_device_when_acknowle
     let plain_at = 1 << 20;
     let plain = pattern(21, PAGE);
     assert_eq!(a.write(plain_at, &plain), 0);
-    assert!(backing.volatile(plain_at, PAGE) != plain, "negative control: a plain write stays in the cache");
+    assert!(
+        backing.volatile(plain_at, PAGE) != plain,
+        "negative control: a plain write stays in the cache"
+    );
     let fua_at = 2 << 20;
     let fua = pattern(22, PAGE);
     assert_eq!(a.write_flags(CMD_FLAG_FUA, fua_at, &fua), 0);

@@ -1233,7 +1233,9 @@ impl Atsmf {
                 e.place = Place::Flash;
                 // The copy and the sync put everything on flash.
                 self.slot_dirty_any[e.slot as usize] = false;
-                self.slot_dirty[e.slot as usize].iter_mut().for_each(|w| *w = 0);
+                self.slot_dirty[e.slot as usize]
+                    .iter_mut()
+                    .for_each(|w| *w = 0);
                 // Reads of the slot still in flight keep it until they finish.
                 if self.slot_refs[e.slot as usize] == 0 {
                     self.free_slots.insert(e.slot);
@@ -1286,7 +1288,9 @@ impl Atsmf {
     /// write-back round.
     fn host_flush(&mut self, now_ns: TimeNs, pi: u32, out: &mut Outbox) {
         let dirty = self.slot_dirty_any.iter().any(|&d| d);
-        if !self.p.flush_writes_back || (!dirty && !self.any_move_running() && !self.flush_blocks_moves()) {
+        if !self.p.flush_writes_back
+            || (!dirty && !self.any_move_running() && !self.flush_blocks_moves())
+        {
             self.flush_to_flash(pi, out);
             return;
         }
@@ -1310,7 +1314,10 @@ impl Atsmf {
     /// it has landed. A write acknowledged later marks its sectors again
     /// for the next round.
     fn try_flush_back(&mut self, now_ns: TimeNs, out: &mut Outbox) {
-        if self.flushes_waiting.is_empty() || !self.flushes_in_round.is_empty() || self.any_move_running() {
+        if self.flushes_waiting.is_empty()
+            || !self.flushes_in_round.is_empty()
+            || self.any_move_running()
+        {
             return;
         }
         self.flushes_in_round = std::mem::take(&mut self.flushes_waiting);
@@ -1340,7 +1347,10 @@ impl Atsmf {
         let chunk = self.p.move_chunk_bytes.0;
         let mut reads = 0;
         for (first, end) in runs {
-            let (mut at, run_end) = (first * SECTOR_BYTES, (end * SECTOR_BYTES).min(self.sub_len(sub)));
+            let (mut at, run_end) = (
+                first * SECTOR_BYTES,
+                (end * SECTOR_BYTES).min(self.sub_len(sub)),
+            );
             while at < run_end {
                 let n = (run_end - at).min(chunk);
                 let staging = self.staging();
@@ -1395,7 +1405,10 @@ impl Atsmf {
     /// When the round's write-back has landed: its FLUSHes go on to the
     /// flash flush; moves and the next round may start.
     fn end_flush_back_round(&mut self, now_ns: TimeNs, out: &mut Outbox) {
-        if self.flush_back_in_flight > 0 || self.flush_back_draining > 0 || self.flushes_in_round.is_empty() {
+        if self.flush_back_in_flight > 0
+            || self.flush_back_draining > 0
+            || self.flushes_in_round.is_empty()
+        {
             return;
         }
         for pi in std::mem::take(&mut self.flushes_in_round) {
@@ -1772,7 +1785,15 @@ impl Policy for Atsmf {
                     offset_bytes: 0,
                 });
                 let at = sub as u64 * self.sub_lun_bytes + in_sub;
-                self.submit(out, FLASH_DEVICE, Op::Write, at, len as u64, Rec::FlushBackWrite { staging }, buf);
+                self.submit(
+                    out,
+                    FLASH_DEVICE,
+                    Op::Write,
+                    at,
+                    len as u64,
+                    Rec::FlushBackWrite { staging },
+                    buf,
+                );
                 self.flush_back_read_done(now_ns, sub, out);
             }
             Rec::FlushBackWrite { staging } => {
@@ -2088,7 +2109,10 @@ impl Atsmf {
         }
         // A write-back round runs only with no move, and holds them off.
         assert!(self.flush_back_in_flight == 0 || !self.flushes_in_round.is_empty());
-        assert!(self.flushes_in_round.is_empty() || running == 0, "a move runs during a FLUSH write-back");
+        assert!(
+            self.flushes_in_round.is_empty() || running == 0,
+            "a move runs during a FLUSH write-back"
+        );
     }
 
     /// Every invariant, at a cost linear in the sub-LUNs, slots and IOs in
@@ -2212,16 +2236,32 @@ impl Atsmf {
                 }
             }
         }
-        assert_eq!(flush_back, self.flush_back_in_flight, "FLUSH write-back IOs in flight");
-        let draining = self.subs.iter().filter(|s| s.flush_back == FlushBack::Draining).count();
-        assert_eq!(draining as u32, self.flush_back_draining, "sub-LUNs draining for a write-back");
+        assert_eq!(
+            flush_back, self.flush_back_in_flight,
+            "FLUSH write-back IOs in flight"
+        );
+        let draining = self
+            .subs
+            .iter()
+            .filter(|s| s.flush_back == FlushBack::Draining)
+            .count();
+        assert_eq!(
+            draining as u32, self.flush_back_draining,
+            "sub-LUNs draining for a write-back"
+        );
         for (pi, _, offset, _) in &self.held_writes {
             let sub = (offset / self.sub_lun_bytes) as usize;
-            assert!(self.subs[sub].flush_back != FlushBack::Idle, "a write held for sub-LUN {sub}, which writes nothing back");
+            assert!(
+                self.subs[sub].flush_back != FlushBack::Idle,
+                "a write held for sub-LUN {sub}, which writes nothing back"
+            );
             assert!(self.pending[*pi as usize].parts_left > 0);
         }
         if self.flushes_in_round.is_empty() {
-            assert!(self.subs.iter().all(|s| s.flush_back == FlushBack::Idle) && self.held_writes.is_empty());
+            assert!(
+                self.subs.iter().all(|s| s.flush_back == FlushBack::Idle)
+                    && self.held_writes.is_empty()
+            );
         }
         // Dirty sectors only in slots of memory sub-LUNs (a demotion
         // cleared its slot's).

@@ -1,0 +1,196 @@
+//! `tierlab crashcheck CONFIG`: does the stack keep what it acknowledged
+//! through a power cut? Records a workload over in-memory stores, rebuilds
+//! the stores as crashes could leave them, restarts the stack on each and
+//! checks every sector (docs/crash-consistency.md).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use tierlab_crash::{Options, Report, Stack, StateKind};
+use tierlab_stack::StackConfig;
+
+use crate::CliResult;
+
+#[derive(Args)]
+pub struct CrashcheckArgs {
+    /// Stack configuration (TOML): `[[devices]]` (each with capacity_bytes;
+    /// `path = "ram"` is volatile) and `[policy]`. The stores are held in
+    /// memory: at most 1 GiB in all.
+    pub config: PathBuf,
+    /// Seeds the workload, the device timing and every crash state.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Host IOs in the recorded workload.
+    #[arg(long, default_value_t = 2000)]
+    pub host_ios: u64,
+    /// A FLUSH after every this many host IOs on average (0: none).
+    #[arg(long, default_value_t = 25)]
+    pub flush_every: u64,
+    #[arg(long, default_value_t = 30)]
+    pub read_percent: u64,
+    /// Share of IOs (percent) to a hot eighth of the region.
+    #[arg(long, default_value_t = 60)]
+    pub hot_percent: u64,
+    /// Host IOs in flight at most.
+    #[arg(long, default_value_t = 4)]
+    pub iodepth: u64,
+    /// Largest host IO, in the policy's alignment units.
+    #[arg(long, default_value_t = 4)]
+    pub max_io_units: u64,
+    /// The workload's region of the volume (e.g. 4MiB; the whole volume if larger).
+    #[arg(long, default_value = "4MiB", value_parser = parse_size)]
+    pub region_bytes: u64,
+    /// Crash states to check (four per crash point: durable, everything, subset, torn).
+    #[arg(long, default_value_t = 400)]
+    pub states: u64,
+    /// Replay one state: CRASH_POINT:KIND (as a violation prints it).
+    #[arg(long, value_name = "POINT:KIND", value_parser = parse_replay)]
+    pub replay: Option<(u64, StateKind)>,
+    /// Write crashcheck.json (the report and every violation) here.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Override a config key, e.g. --set policy.capacity_bytes=1MiB (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    tierlab_trace::units::parse_size_bytes(s)
+}
+
+fn parse_replay(s: &str) -> Result<(u64, StateKind), String> {
+    let kinds = StateKind::ALL.map(|k| k.as_str()).join(", ");
+    let (p, k) = s
+        .split_once(':')
+        .ok_or_else(|| format!("`{s}`: expected CRASH_POINT:KIND, e.g. 812:torn"))?;
+    let p = p
+        .parse()
+        .map_err(|_| format!("`{p}`: the crash point is a whole number"))?;
+    let k = StateKind::parse(k).ok_or_else(|| format!("`{k}`: the kind is one of {kinds}"))?;
+    Ok((p, k))
+}
+
+pub fn run(args: CrashcheckArgs) -> CliResult {
+    let (config, _) = StackConfig::load(&args.config, &args.set)?;
+    let stack =
+        Stack::from_config(&config).map_err(|e| format!("{}: {e}", args.config.display()))?;
+    let opts = Options {
+        seed: args.seed,
+        host_ios: args.host_ios,
+        flush_every: args.flush_every,
+        read_percent: args.read_percent,
+        hot_percent: args.hot_percent,
+        iodepth: args.iodepth,
+        max_io_units: args.max_io_units,
+        region_bytes: args.region_bytes,
+        states: args.states,
+        only: args.replay,
+        ..Options::default()
+    };
+    let report = tierlab_crash::check(&stack, &opts)
+        .map_err(|e| format!("{}: {e}", args.config.display()))?;
+    print_report(&report);
+    let replay_base = replay_command(&args);
+    for v in report.violations.iter().take(5) {
+        println!(
+            "  VIOLATION at crash point {} ({}): {}\n    needs {} of its {} unflushed writes{}; replay: {replay_base} --replay {}:{}",
+            v.crash_point,
+            v.kind.as_str(),
+            v.message,
+            v.writes_applied.len(),
+            v.unflushed_writes,
+            if v.torn.is_some() {
+                " and a torn write"
+            } else {
+                ""
+            },
+            v.crash_point,
+            v.kind.as_str()
+        );
+    }
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let path = dir.join("crashcheck.json");
+        let json = report_json(&args, &report, &replay_base);
+        std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if !report.violations.is_empty() {
+        return Err(format!(
+            "{}: {} of {} crash states lose acknowledged data (or fail to restart)",
+            args.config.display(),
+            report.violations.len(),
+            report.states()
+        )
+        .into());
+    }
+    Ok(())
+}
+
+fn print_report(r: &Report) {
+    let kinds: Vec<String> = StateKind::ALL
+        .iter()
+        .zip(r.states_by_kind)
+        .map(|(k, n)| format!("{} {n}", k.as_str()))
+        .collect();
+    println!(
+        "{}: {} host writes, {} FLUSHes, {} device writes, {} device flushes ({} log events)",
+        r.policy, r.host_writes, r.host_flushes, r.device_writes, r.device_flushes, r.log_events
+    );
+    println!(
+        "checked {} crash states at {} crash points ({}), {} sectors read back: {} violations",
+        r.states(),
+        r.crash_points,
+        kinds.join(", "),
+        r.sectors_checked,
+        r.violations.len()
+    );
+}
+
+/// The command line that replays this run (a violation adds --replay).
+fn replay_command(a: &CrashcheckArgs) -> String {
+    let mut c = format!(
+        "tierlab crashcheck {} --seed {} --host-ios {} --flush-every {} --read-percent {} --hot-percent {} --iodepth {} --max-io-units {} --region-bytes {}",
+        a.config.display(),
+        a.seed,
+        a.host_ios,
+        a.flush_every,
+        a.read_percent,
+        a.hot_percent,
+        a.iodepth,
+        a.max_io_units,
+        a.region_bytes
+    );
+    for s in &a.set {
+        c.push_str(&format!(" --set {s}"));
+    }
+    c
+}
+
+fn report_json(a: &CrashcheckArgs, r: &Report, replay: &str) -> serde_json::Value {
+    serde_json::json!({
+        "config": a.config.display().to_string(),
+        "policy": r.policy,
+        "seed": a.seed,
+        "host_writes": r.host_writes,
+        "host_flushes": r.host_flushes,
+        "device_writes": r.device_writes,
+        "device_flushes": r.device_flushes,
+        "log_events": r.log_events,
+        "crash_points": r.crash_points,
+        "states": r.states(),
+        "states_by_kind": StateKind::ALL.iter().zip(r.states_by_kind).map(|(k, n)| (k.as_str().to_string(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
+        "sectors_checked": r.sectors_checked,
+        "violations": r.violations.iter().map(|v| serde_json::json!({
+            "crash_point": v.crash_point,
+            "kind": v.kind.as_str(),
+            "state_seed": v.state_seed,
+            "sector": v.sector,
+            "message": v.message,
+            "unflushed_writes": v.unflushed_writes,
+            "writes_applied": v.writes_applied,
+            "torn": v.torn,
+            "replay": format!("{replay} --replay {}:{}", v.crash_point, v.kind.as_str()),
+        })).collect::<Vec<_>>(),
+    })
+}
