@@ -2265,10 +2265,10 @@ impl Atsmf {
         }
         // Dirty sectors only in slots of memory sub-LUNs (a demotion
         // cleared its slot's).
-        for slot in 0..n_slots {
+        for (slot, held) in holder.iter().enumerate() {
             if self.slot_dirty_any[slot] {
                 assert!(
-                    holder[slot].is_some_and(|sub| self.subs[sub as usize].place != Place::Flash),
+                    held.is_some_and(|sub| self.subs[sub as usize].place != Place::Flash),
                     "slot {slot} has dirty sectors but holds no sub-LUN"
                 );
             }
