@@ -2,9 +2,10 @@
 //! (the simulator, the real executor, `tierlab serve`) calls, so the
 //! checks and the order of effects cannot drift apart between them.
 //!
-//! Order: device IOs (in the policy's order; a write's data is taken when
-//! it is submitted, so before any staging buffer is released), then host
-//! completions, timers, actions, and last the staging buffers released.
+//! Order: staging buffers the policy filled, device IOs (in the policy's
+//! order; a write's data is taken when it is submitted, so before any
+//! staging buffer is released), then host completions, timers, actions,
+//! and last the staging buffers released.
 
 use crate::policy::{Action, BufRef, Outbox};
 use crate::{DeviceIo, Op, TimeNs};
@@ -107,6 +108,8 @@ pub trait OutboxSink {
     fn cap_tenant(&mut self, tenant: u32, iops: Option<f64>) -> Result<(), Self::Error>;
     /// The policy no longer needs staging buffer `id`.
     fn release(&mut self, _staging_id: u64) {}
+    /// Staging buffer `id` now holds `bytes` (made by the policy).
+    fn fill(&mut self, _staging_id: u64, _bytes: Vec<u8>) {}
 }
 
 impl Outbox {
@@ -129,6 +132,10 @@ impl Outbox {
         now_ns: TimeNs,
         sink: &mut S,
     ) -> Result<(), S::Error> {
+        // Policy-made bytes first: the device writes below take them.
+        for (id, bytes) in self.fills.drain(..) {
+            sink.fill(id, bytes);
+        }
         let devices = sink.device_count();
         for i in 0..self.device_ios.len() {
             let (device, io) = self.device_ios[i];

@@ -60,6 +60,10 @@ pub struct Outbox {
     pub data: Vec<(usize, u64, BufRef)>,
     /// Staging buffers the policy no longer needs.
     pub release: Vec<u64>,
+    /// (staging buffer, bytes): bytes the policy made itself (metadata
+    /// pages) put into a staging buffer before this call's device IOs are
+    /// submitted. Filled only when `wants_data`.
+    pub fills: Vec<(u64, Vec<u8>)>,
     /// Set by an executor that moves real data; policies then describe
     /// every device IO's data. Never cleared.
     pub wants_data: bool,
@@ -82,6 +86,7 @@ impl Outbox {
         self.actions.clear();
         self.data.clear();
         self.release.clear();
+        self.fills.clear();
     }
 
     pub fn is_empty(&self) -> bool {
@@ -91,6 +96,51 @@ impl Outbox {
             && self.actions.is_empty()
             && self.data.is_empty()
             && self.release.is_empty()
+            && self.fills.is_empty()
+    }
+}
+
+/// The backing stores as a policy sees them while it opens them
+/// (`Policy::open`): synchronous reads and writes before any IO runs.
+/// Devices are indexed as in the stack; errors are messages naming the
+/// device.
+pub trait Stores {
+    fn capacity_bytes(&self, device: usize) -> u64;
+    fn read_at(&mut self, device: usize, offset_bytes: u64, buf: &mut [u8]) -> Result<(), String>;
+    fn write_at(&mut self, device: usize, offset_bytes: u64, data: &[u8]) -> Result<(), String>;
+    /// Makes the writes so far durable.
+    fn sync(&mut self, device: usize) -> Result<(), String>;
+}
+
+/// In-memory stores (tests, the crash checker).
+impl Stores for Vec<Vec<u8>> {
+    fn capacity_bytes(&self, device: usize) -> u64 {
+        self[device].len() as u64
+    }
+    fn read_at(&mut self, device: usize, offset_bytes: u64, buf: &mut [u8]) -> Result<(), String> {
+        let at = offset_bytes as usize;
+        let src = self[device].get(at..at + buf.len()).ok_or_else(|| {
+            format!(
+                "device {device}: a read of {} bytes at {at} is past its end",
+                buf.len()
+            )
+        })?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+    fn write_at(&mut self, device: usize, offset_bytes: u64, data: &[u8]) -> Result<(), String> {
+        let at = offset_bytes as usize;
+        let dst = self[device].get_mut(at..at + data.len()).ok_or_else(|| {
+            format!(
+                "device {device}: a write of {} bytes at {at} is past its end",
+                data.len()
+            )
+        })?;
+        dst.copy_from_slice(data);
+        Ok(())
+    }
+    fn sync(&mut self, _device: usize) -> Result<(), String> {
+        Ok(())
     }
 }
 
@@ -135,6 +185,17 @@ pub trait Policy {
     /// multi-connection promise (docs/crash-consistency.md).
     fn flush_is_durable(&self) -> bool {
         true
+    }
+    /// Opens the policy over backing stores that may hold its persistent
+    /// state from an earlier run: recovers it (metadata, an interrupted
+    /// operation to finish or roll back), or formats fresh stores. Called
+    /// by a data-moving executor once, before the first IO; a simulation
+    /// never calls it. A policy without persistent state starts cold: the
+    /// default does nothing. Stores made for another configuration are an
+    /// error that says what differs, never silently reinterpreted.
+    fn open(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
+        let _ = stores;
+        Ok(())
     }
     /// Clean stop: write every byte of host data that lives only on a
     /// fast tier (dirty cache blocks, memory-resident sub-LUNs) to the

@@ -518,4 +518,8 @@ impl OutboxSink for Exec {
     fn release(&mut self, staging_id: u64) {
         self.staging.remove(&staging_id);
     }
+
+    fn fill(&mut self, staging_id: u64, bytes: Vec<u8>) {
+        self.staging.insert(staging_id, bytes);
+    }
 }

@@ -236,10 +236,19 @@ impl Report {
 /// Steps (events) a run may take before it counts as hung.
 const STEP_BOUND: u64 = 50_000_000;
 
+/// A recorded workload: the log, the executor at its end, and the stores
+/// as the policy's `open` left them before the first IO (durable: the
+/// base of every crash state).
+pub struct Recording {
+    pub log: Log,
+    pub exec: Exec,
+    pub initial: Vec<Vec<u8>>,
+}
+
 /// Runs the workload and records it.
-pub fn record(stack: &Stack, opts: &Options) -> Result<(Log, Exec), String> {
+pub fn record(stack: &Stack, opts: &Options) -> Result<Recording, String> {
     opts.check()?;
-    let policy = (stack.build)()?;
+    let mut policy = (stack.build)()?;
     let unit = policy.required_alignment_bytes().max(SECTOR_BYTES as u64);
     let region = opts.region_bytes.min(stack.volume_bytes) / unit * unit;
     if region < unit {
@@ -248,11 +257,16 @@ pub fn record(stack: &Stack, opts: &Options) -> Result<(Log, Exec), String> {
             stack.volume_bytes
         ));
     }
-    let stores = stack
+    let mut stores: Vec<Vec<u8>> = stack
         .capacities_bytes
         .iter()
         .map(|&c| vec![0u8; c as usize])
         .collect();
+    // Fresh stores: the policy formats them (synced, so durable).
+    policy
+        .open(&mut stores)
+        .map_err(|e| format!("opening fresh stores: {e}"))?;
+    let initial = stores.clone();
     let mut ex = Exec::new(policy, stores, opts.seed ^ 0x5eed, opts.max_delay_ns).with_log();
     let mut rng = Rng(opts.seed);
     let units = region / unit;
@@ -326,12 +340,19 @@ pub fn record(stack: &Stack, opts: &Options) -> Result<(Log, Exec), String> {
         return Err(e);
     }
     let log = ex.log.take().unwrap();
-    Ok((log, ex))
+    Ok(Recording {
+        log,
+        exec: ex,
+        initial,
+    })
 }
-
 /// Records the workload, then checks `opts.states` crash states.
 pub fn check(stack: &Stack, opts: &Options) -> Result<Report, String> {
-    let (log, ex) = record(stack, opts)?;
+    let Recording {
+        log,
+        exec: ex,
+        initial,
+    } = record(stack, opts)?;
     let unit = ex
         .policy
         .required_alignment_bytes()
@@ -347,7 +368,7 @@ pub fn check(stack: &Stack, opts: &Options) -> Result<Report, String> {
         ..Default::default()
     };
     drop(ex);
-    states::explore(stack, opts, &log, region, unit, &mut report);
+    states::explore(stack, opts, &log, initial, region, unit, &mut report);
     Ok(report)
 }
 
@@ -362,7 +383,11 @@ pub(crate) fn restart_and_read(
     max_delay_ns: u64,
 ) -> Result<Vec<u8>, String> {
     let run = || -> Result<Vec<u8>, String> {
-        let policy = (stack.build)().map_err(|e| format!("the restart failed: {e}"))?;
+        let mut policy = (stack.build)().map_err(|e| format!("the restart failed: {e}"))?;
+        let mut stores = stores;
+        policy
+            .open(&mut stores)
+            .map_err(|e| format!("recovery failed: {e}"))?;
         let mut ex = Exec::new(policy, stores, seed, max_delay_ns);
         let chunk = (64 * 1024 / unit).max(1) * unit;
         let mut image = vec![0u8; region as usize];

@@ -133,17 +133,17 @@ pub(crate) fn explore(
     stack: &Stack,
     opts: &Options,
     log: &Log,
+    initial: Vec<Vec<u8>>,
     region: u64,
     unit: u64,
     report: &mut Report,
 ) {
-    let mut stores: Vec<StoreState> = stack
-        .capacities_bytes
-        .iter()
+    let mut stores: Vec<StoreState> = initial
+        .into_iter()
         .zip(&stack.volatile)
-        .map(|(&cap, &volatile)| StoreState {
+        .map(|(image, &volatile)| StoreState {
             volatile,
-            image: vec![0u8; cap as usize],
+            image,
             by_completion: Vec::new(),
             applied: 0,
             durable_before: 0,

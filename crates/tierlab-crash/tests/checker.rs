@@ -318,8 +318,9 @@ fn atsmf_stack(flush_writes_back: bool) -> Stack {
 fn atsmf_keeps_every_flushed_write_and_its_memory_tier_is_used() {
     let s = atsmf_stack(true);
     // The workload's hot region must be promoted, or this proves nothing.
-    let (_, ex) = tierlab_crash::record(&s, &Options::default()).unwrap();
-    let counters: std::collections::HashMap<_, _> = ex.policy.counters().into_iter().collect();
+    let rec = tierlab_crash::record(&s, &Options::default()).unwrap();
+    let counters: std::collections::HashMap<_, _> =
+        rec.exec.policy.counters().into_iter().collect();
     assert!(
         counters["promotions"] >= 1.0 && counters["memory_ios"] > 100.0,
         "{counters:?}"

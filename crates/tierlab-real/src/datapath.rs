@@ -182,6 +182,20 @@ impl Core {
         }
     }
 
+    /// Opens the policy over the backing stores (`Policy::open`: recovers
+    /// its persistent state, or formats fresh stores). Call once, before
+    /// the first IO.
+    pub fn open_policy(&mut self) -> Result<(), String> {
+        let backends = Arc::clone(&self.backends);
+        let mut stores = OpenStores {
+            backends: &backends,
+            names: &self.names,
+        };
+        self.policy
+            .open(&mut stores)
+            .map_err(|e| format!("opening policy {}: {e}", self.policy.name()))
+    }
+
     /// Model timing: device IOs complete only when the backing store and
     /// `models[device]` are both done. One model per backing store, each
     /// at least as large.
@@ -852,5 +866,54 @@ impl OutboxSink for Core {
 
     fn release(&mut self, staging_id: u64) {
         self.staging.remove(&staging_id);
+    }
+
+    fn fill(&mut self, staging_id: u64, bytes: Vec<u8>) {
+        self.staging.insert(staging_id, bytes);
+    }
+}
+
+/// The backing stores, synchronously, for `Policy::open`.
+struct OpenStores<'a> {
+    backends: &'a [Box<dyn Backend>],
+    names: &'a [String],
+}
+
+impl OpenStores<'_> {
+    fn err(&self, d: usize, what: &str, e: std::io::Error) -> String {
+        format!(
+            "device {} ({}): {what}: {e}",
+            self.names[d],
+            self.backends[d].describe()
+        )
+    }
+}
+
+impl tierlab_core::policy::Stores for OpenStores<'_> {
+    fn capacity_bytes(&self, device: usize) -> u64 {
+        self.backends[device].capacity_bytes()
+    }
+    fn read_at(&mut self, d: usize, offset_bytes: u64, buf: &mut [u8]) -> Result<(), String> {
+        self.backends[d].read_at(buf, offset_bytes).map_err(|e| {
+            self.err(
+                d,
+                &format!("reading {} bytes at {offset_bytes}", buf.len()),
+                e,
+            )
+        })
+    }
+    fn write_at(&mut self, d: usize, offset_bytes: u64, data: &[u8]) -> Result<(), String> {
+        self.backends[d].write_at(data, offset_bytes).map_err(|e| {
+            self.err(
+                d,
+                &format!("writing {} bytes at {offset_bytes}", data.len()),
+                e,
+            )
+        })
+    }
+    fn sync(&mut self, d: usize) -> Result<(), String> {
+        self.backends[d]
+            .flush()
+            .map_err(|e| self.err(d, "syncing", e))
     }
 }

@@ -443,7 +443,9 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         io_engine: io.description.clone(),
         ..info
     };
-    let core = Core::new(policy, backends, names, io, recorder, interval_ns);
+    let mut core = Core::new(policy, backends, names, io, recorder, interval_ns);
+    // Recover the policy's persistent state from the stores (or format).
+    core.open_policy()?;
     let mut exec = Exec {
         core,
         tenants,

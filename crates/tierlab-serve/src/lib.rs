@@ -309,6 +309,8 @@ impl Server {
                 .map_err(|e| format!("--model-timing: {e}"))?;
             core = core.with_models(models)?;
         }
+        // Recover the policy's persistent state from the stores (or format).
+        core.open_policy()?;
 
         let poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
         let waker =

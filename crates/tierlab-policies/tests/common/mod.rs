@@ -503,6 +503,16 @@ impl Sim {
     /// Takes what the policy asked for: device IOs (with their data),
     /// releases, completions, timers.
     pub fn apply<P: Target + ?Sized>(&mut self, policy: &P, out: &mut Outbox) {
+        // Policy-made bytes (metadata pages): no host data, so modelled as
+        // zero units; a write from them must never reach a home.
+        for (id, bytes) in std::mem::take(&mut out.fills) {
+            if self.released.contains(&id) {
+                self.fail(format!("staging buffer {id} filled after its release"));
+            }
+            let units = (bytes.len() as u64).div_ceil(self.g.unit_bytes);
+            self.staging
+                .insert(id, (0..units).map(|j| (j, Data::Zero)).collect());
+        }
         let ios = std::mem::take(&mut out.device_ios);
         let mut descs = std::mem::take(&mut out.data);
         let u = self.g.unit_bytes;
