@@ -68,6 +68,9 @@ pub struct Stack {
     pub capacities_bytes: Vec<u64>,
     /// Loses its content at a crash (a RAM store).
     pub volatile: Vec<bool>,
+    /// A shingled (SMR) store and its band size: a write a crash
+    /// interrupts lands a prefix and destroys the rest of its band.
+    pub shingled_band_bytes: Vec<Option<u64>>,
     /// The size of the volume the policy presents.
     pub volume_bytes: u64,
 }
@@ -114,6 +117,22 @@ impl Stack {
             }],
         };
         let spec = config.policy.clone();
+        // HSWD's NRegion is a shingled disk: a band write a crash
+        // interrupts destroys the rest of the band (docs/crash-consistency.md).
+        let mut shingled_band_bytes = vec![None; devices.len()];
+        if spec.kind == "hswd" && devices.len() > 1 {
+            let band = match spec.params.get("band_bytes") {
+                Some(v) => {
+                    let b: tierlab_stack::Bytes = v
+                        .clone()
+                        .try_into()
+                        .map_err(|e| format!("key `policy.band_bytes`: {e}"))?;
+                    b.0
+                }
+                None => 32 << 20,
+            };
+            shingled_band_bytes[1] = Some(band);
+        }
         let first = tierlab_stack::build_policy(&spec, &ctx).map_err(|e| e.to_string())?;
         if !first.moves_data() {
             return Err(format!(
@@ -131,6 +150,7 @@ impl Stack {
             device_names: names,
             capacities_bytes: devices.iter().map(|d| d.capacity_bytes).collect(),
             volatile,
+            shingled_band_bytes,
             volume_bytes,
         })
     }

@@ -68,6 +68,9 @@ pub struct Violation {
 /// Durable state of one store, advanced as the crash point moves on.
 struct StoreState {
     volatile: bool,
+    /// A shingled (SMR) store: a write interrupted by a crash destroys the
+    /// rest of its band (the tracks after the head overlap them).
+    shingled_band_bytes: Option<u64>,
     image: Vec<u8>,
     /// This store's writes in completion order (completed ones only).
     by_completion: Vec<usize>,
@@ -97,7 +100,7 @@ fn apply_sectors(image: &mut [u8], log: &Log, w: usize, from: usize, to: usize) 
     }
 }
 
-fn crash_points(log: &Log, opts: &Options) -> Vec<usize> {
+fn crash_points(log: &Log, opts: &Options, shingled: &[bool]) -> Vec<usize> {
     let n = log.events.len();
     if let Some((p, _)) = opts.only {
         return vec![(p as usize).min(n)];
@@ -120,6 +123,15 @@ fn crash_points(log: &Log, opts: &Options) -> Vec<usize> {
             .collect();
     }
     points.extend(bounds);
+    // While each write to a shingled store is in flight: the state a
+    // journal must make safe (a torn band).
+    points.extend(
+        log.writes
+            .iter()
+            .filter(|w| shingled[w.device])
+            .map(|w| w.submitted_at + 1)
+            .take(want / 4),
+    );
     points.push(n); // after everything
     while points.len() < want {
         points.push(rng.below(n as u64 + 1) as usize);
@@ -141,8 +153,10 @@ pub(crate) fn explore(
     let mut stores: Vec<StoreState> = initial
         .into_iter()
         .zip(&stack.volatile)
-        .map(|(image, &volatile)| StoreState {
+        .zip(&stack.shingled_band_bytes)
+        .map(|((image, &volatile), &shingled_band_bytes)| StoreState {
             volatile,
+            shingled_band_bytes,
             image,
             by_completion: Vec::new(),
             applied: 0,
@@ -174,7 +188,12 @@ pub(crate) fn explore(
     let mut durable = vec![false; log.writes.len()];
     let mut last_seq_issued = 0u64;
     let mut at = 0usize; // events applied
-    for k in crash_points(log, opts) {
+    let shingled: Vec<bool> = stack
+        .shingled_band_bytes
+        .iter()
+        .map(Option::is_some)
+        .collect();
+    for k in crash_points(log, opts, &shingled) {
         while at < k {
             match log.events[at] {
                 Event::FlushCompleted(f) => {
@@ -231,7 +250,7 @@ pub(crate) fn explore(
             }
             let state_seed =
                 opts.seed ^ (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (ki as u64) << 56;
-            let plan = plan_state(log, &unflushed, kind, state_seed);
+            let plan = plan_state(&stores, log, &unflushed, kind, state_seed);
             report.states_by_kind[ki] += 1;
             let fails = |plan: &Plan, sectors: &mut u64| {
                 let images = materialize(&stores, log, plan);
@@ -293,7 +312,13 @@ struct Plan {
     torn: Option<(usize, usize, usize)>,
 }
 
-fn plan_state(log: &Log, unflushed: &[usize], kind: StateKind, state_seed: u64) -> Plan {
+fn plan_state(
+    stores: &[StoreState],
+    log: &Log,
+    unflushed: &[usize],
+    kind: StateKind,
+    state_seed: u64,
+) -> Plan {
     let mut rng = Rng(state_seed);
     let mut writes: Vec<usize> = match kind {
         StateKind::Durable => Vec::new(),
@@ -313,11 +338,18 @@ fn plan_state(log: &Log, unflushed: &[usize], kind: StateKind, state_seed: u64) 
     };
     let mut torn = None;
     if kind == StateKind::Torn && !writes.is_empty() {
-        let w = writes.remove(rng.below(writes.len() as u64) as usize);
+        // A write to a shingled store is the one to tear, if there is one.
+        let pick = writes
+            .iter()
+            .position(|&w| stores[log.writes[w].device].shingled_band_bytes.is_some())
+            .unwrap_or_else(|| rng.below(writes.len() as u64) as usize);
+        let w = writes.remove(pick);
         let sectors = (log.writes[w].len_bytes as usize) / SECTOR_BYTES;
         if sectors > 0 {
             let j = 1 + rng.below(sectors as u64) as usize; // sectors that land
-            torn = Some(if rng.below(2) == 0 {
+            // A shingled disk writes in order: only a prefix can land.
+            let shingled = stores[log.writes[w].device].shingled_band_bytes.is_some();
+            torn = Some(if shingled || rng.below(2) == 0 {
                 (w, 0, j)
             } else {
                 (w, sectors - j, sectors)
@@ -348,6 +380,16 @@ fn materialize(stores: &[StoreState], log: &Log, plan: &Plan) -> Vec<Vec<u8>> {
         let d = log.writes[w].device;
         if !stores[d].volatile {
             apply_sectors(&mut images[d], log, w, from, to);
+            if let Some(band) = stores[d].shingled_band_bytes
+                && to * SECTOR_BYTES < log.writes[w].len_bytes as usize
+            {
+                // The write stopped mid-band: the rest of the band is lost.
+                let stop = log.writes[w].offset_bytes as usize + to * SECTOR_BYTES;
+                let band = band as usize;
+                let end = (stop / band + 1) * band;
+                let end = end.min(images[d].len());
+                images[d][stop..end].fill(0xA5);
+            }
         }
     }
     images

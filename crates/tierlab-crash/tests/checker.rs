@@ -126,6 +126,7 @@ fn the_checker_catches_a_cache_whose_flush_skips_the_write_back() {
         device_names: vec!["cache".into(), "disk".into()],
         capacities_bytes: vec![1 << 20, 4 << 20],
         volatile: vec![true, false],
+        shingled_band_bytes: vec![None, None],
         volume_bytes: 4 << 20,
     };
     let opts = Options {
@@ -241,6 +242,7 @@ fn the_checker_catches_writes_acknowledged_before_they_completed() {
         device_names: vec!["disk".into()],
         capacities_bytes: vec![4 << 20],
         volatile: vec![false],
+        shingled_band_bytes: vec![None],
         volume_bytes: 4 << 20,
     };
     let r = check(
@@ -350,4 +352,76 @@ fn the_checker_catches_atsmf_without_the_flush_write_back() {
             .iter()
             .any(|v| v.message.contains("acknowledged before a completed FLUSH"))
     );
+}
+
+fn hswd_stack(mapping: &str) -> Stack {
+    stack(&format!(
+        "{}{}[policy]\nkind = \"hswd\"\npcache_bytes = \"2MiB\"\nband_bytes = \"256KiB\"\nmapping = \"{mapping}\"\n\
+         clean_start_pct = 60\nclean_stop_pct = 30\n",
+        dev("pcache", "pcache.img", "3MiB"),
+        dev("smr", "smr.img", "8MiB")
+    ))
+}
+
+#[test]
+fn hswd_keeps_every_flushed_write_through_rmws_fully_and_set_associative() {
+    for (mapping, seed) in [("fully", 8), ("set", 9)] {
+        let s = hswd_stack(mapping);
+        // RMWs must run during the workload, or this proves little.
+        let rec = tierlab_crash::record(&s, &Options::default()).unwrap();
+        let counters: std::collections::HashMap<_, _> =
+            rec.exec.policy.counters().into_iter().collect();
+        assert!(
+            counters["rmw_count"] >= 3.0 && counters["commits"] > 10.0,
+            "{mapping}: {counters:?}"
+        );
+        assert_clean(&format!("hswd {mapping}"), &s, seed);
+    }
+}
+
+/// HSWD with one persistence step removed, each: the checker must catch it.
+#[test]
+fn the_checker_catches_each_hswd_persistence_step_removed() {
+    use tierlab_policies::hswd::{Broken, Hswd, HswdParams, Mapping};
+    for broken in [
+        Broken::SkipCommitFlush,
+        Broken::SkipJournal,
+        Broken::AckBeforeCommit,
+    ] {
+        let s = Stack {
+            build: Box::new(move || {
+                let mut p = HswdParams::with_pcache(2 << 20);
+                p.band_bytes = tierlab_policies::cache::ByteCount(256 << 10);
+                p.mapping = Mapping::Fully;
+                p.clean_start_pct = 60.0;
+                p.clean_stop_pct = 30.0;
+                let mut h = Hswd::new(&p, 8 << 20)?;
+                h.broken = broken;
+                Ok(Box::new(h) as Box<dyn Policy>)
+            }),
+            device_names: vec!["pcache".into(), "smr".into()],
+            capacities_bytes: vec![3 << 20, 8 << 20],
+            volatile: vec![false, false],
+            shingled_band_bytes: vec![None, Some(256 << 10)],
+            volume_bytes: 8 << 20,
+        };
+        let r = check(
+            &s,
+            &Options {
+                states: states(400),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        eprintln!(
+            "{broken:?}: {} of {} states violate",
+            r.violations.len(),
+            r.states()
+        );
+        assert!(
+            !r.violations.is_empty(),
+            "{broken:?} was not caught in {} states",
+            r.states()
+        );
+    }
 }

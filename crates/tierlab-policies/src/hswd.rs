@@ -105,11 +105,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use serde::Deserialize;
-use tierlab_core::policy::{BufRef, Extent, HostIo, Outbox, Policy};
+use tierlab_core::policy::{BufRef, Extent, HostIo, Outbox, Policy, Stores};
 use tierlab_core::{DeviceIo, NS_PER_MS, Op, TimeNs};
 
 use crate::cache::ByteCount;
 use crate::extent::push_extent;
+use crate::hswd_meta::{self, Geometry, Header, Journal};
 
 pub const PCACHE_DEVICE: usize = 0;
 pub const NREGION_DEVICE: usize = 1;
@@ -125,6 +126,9 @@ const ID_BITS: u32 = 40;
 const PAGE_BITS: u32 = 22;
 const ID_MASK: u64 = (1 << ID_BITS) - 1;
 const PAGE_MASK: u64 = (1 << PAGE_BITS) - 1;
+/// Staging ids of metadata page writes (apart from the RMWs' band ids):
+/// `Metadata(id)` writes from staging buffer `META_STAGING | id`.
+pub const META_STAGING: u64 = 1 << 41;
 
 /// Where a device IO's data comes from or goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -326,18 +330,20 @@ impl Layout {
                 p.clean_stop_pct, p.clean_start_pct
             ));
         }
-        if !(1..=META_PAGE).contains(&p.metadata_entry_bytes) {
+        if !(hswd_meta::MIN_ENTRY_BYTES..=META_PAGE / 2).contains(&p.metadata_entry_bytes) {
             return Err(format!(
-                "metadata_entry_bytes: {} is not between 1 and 4096",
-                p.metadata_entry_bytes
+                "metadata_entry_bytes: {} is not between {} (block number + commit sequence) and 2048",
+                p.metadata_entry_bytes,
+                hswd_meta::MIN_ENTRY_BYTES
             ));
         }
         if !(p.idle_clean_ms.is_finite() && p.idle_clean_ms >= 0.0) {
             return Err(format!("idle_clean_ms: {} is not >= 0", p.idle_clean_ms));
         }
         let blocks = blocks_per_set * sets;
-        let entries_per_page = META_PAGE / p.metadata_entry_bytes;
-        let metadata_bytes = META_PAGE * (1 + blocks.div_ceil(entries_per_page));
+        // Header + entry pages, each in two copies (hswd_meta).
+        let pages = 1 + hswd_meta::entry_pages(blocks, p.metadata_entry_bytes);
+        let metadata_bytes = 2 * pages * META_PAGE;
         let data_offset = metadata_bytes.div_ceil(block) * block;
         let rcache = data_offset + blocks * block;
         Ok(Layout {
@@ -377,8 +383,19 @@ pub struct HswdStats {
     pub rmw_empty: u64,
     /// RMWs started by idle-time cleaning.
     pub idle_rmw_count: u64,
+    /// Metadata page writes (entry pages by commits, header pages by
+    /// RMWs) and their bytes.
     pub metadata_writes: u64,
     pub metadata_bytes: u64,
+    /// Metadata commits (a PCache flush, then the changed entry pages),
+    /// and device flushes the policy issued (commits and RMW steps).
+    pub commits: u64,
+    pub device_flushes: u64,
+    /// At `open`: cached blocks recovered from the metadata area, RMWs
+    /// finished from the RCache copy, and whether the area was formatted.
+    pub recovered_blocks: u64,
+    pub journal_replays: u64,
+    pub formatted: u64,
     /// Host-read blocks of the band under RMW, read while it ran.
     pub rmw_band_read_blocks: u64,
     /// Host-written blocks of the band under RMW, written while it ran.
@@ -417,6 +434,10 @@ struct Entry {
     /// Host write parts queued behind the one in flight (or behind the
     /// RMW's read): (host, page).
     waiting: VecDeque<(u64, u64)>,
+    /// Its metadata entry has been written by a completed commit: a write
+    /// to it is acknowledged when its data lands (before that, the write
+    /// waits for the next commit).
+    committed: bool,
 }
 
 /// A host trim of NRegion bytes [offset_bytes, end_bytes).
@@ -467,42 +488,101 @@ enum Rec {
         slot: u64,
         new_block: bool,
     },
-    /// Entry pages of a host write's new blocks.
-    HostMeta {
-        host: u64,
-    },
     /// A host trim's NRegion trim.
     Trim {
         host: u64,
     },
-    /// Background metadata (freed entries, journal record).
-    BgMeta,
+    /// A commit's PCache flush, and its entry page writes.
+    CommitFlush,
+    CommitPage,
     RmwBandRead,
     RmwBlockRead {
         slot: u64,
         block: u64,
     },
-    RmwStage,
-    RmwBandWrite,
+    /// An RMW step's IO: a header (journal) write, a flush, the RCache
+    /// write, the band write.
+    RmwStep,
 }
 
 struct HostPending {
     parts: u32,
     tier: u16,
     arrival_ns: TimeNs,
-    /// Slot writes of newly allocated blocks still in flight, and the
-    /// metadata pages to write once they all landed.
-    meta_wait: u32,
-    meta_pages: BTreeSet<u64>,
 }
 
+/// An RMW's steps; each waits for the previous one's IOs. Staging is made
+/// crash-safe by the journal record in the header page: it is cleared
+/// (and that made durable) before the RCache is overwritten, and set (and
+/// made durable) only once the RCache copy is durable, before the band on
+/// the disk is touched; the band write is made durable before the merged
+/// entries are cleared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
     BandRead,
     BlockReads,
     /// Waiting for RCache readers of the previous RMW, then staging.
     Stage,
+    /// Header write: no band staged (skipped when none is).
+    JournalClear,
+    JournalClearFlush,
+    RcacheWrite,
+    RcacheFlush,
+    /// Header write: this band is staged in the RCache.
+    JournalSet,
+    JournalSetFlush,
     BandWrite,
+    /// NRegion flush: the band is durable before its entries are cleared.
+    BandFlush,
+}
+
+/// The metadata commit running now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CommitState {
+    Idle,
+    Flushing,
+    /// Entry page writes in flight.
+    Writing(u32),
+}
+
+/// What the metadata area holds or is about to: the persistent half of
+/// HSWD (hswd_meta has the format).
+struct Durable {
+    /// Per slot: (block + 1, commit sequence) as its entry should read
+    /// (0: free). Set when a new block's first write lands, cleared when
+    /// the block leaves the cache.
+    entries: Vec<(u64, u64)>,
+    /// Per metadata page (0: header): the sequence of its newest copy and
+    /// which copy holds it (the next write goes to the other).
+    page_seq: Vec<u64>,
+    page_copy: Vec<u8>,
+    /// The journal as the newest header says.
+    journal: Option<Journal>,
+    /// Entry pages changed since the last commit started.
+    dirty_pages: BTreeSet<u64>,
+    commit: CommitState,
+    /// The sequence the next commit writes into entries.
+    next_commit: u64,
+    /// New entries (block, slot) and host write parts (host) waiting for
+    /// the next commit, and those of the running one.
+    new_next: Vec<(u64, u64)>,
+    new_running: Vec<(u64, u64)>,
+    hosts_next: Vec<u64>,
+    hosts_running: Vec<u64>,
+    /// Slots whose block left the cache: their cleared entry waits for the
+    /// next commit (`clear_next`), is in the running one (`clear_running`),
+    /// or is written and waits for the next commit's flush to make it
+    /// durable (`clear_written`) — only then may the slot take another
+    /// block, so no crash can find the old entry over new data.
+    clear_next: Vec<u64>,
+    clear_running: Vec<u64>,
+    clear_written: Vec<u64>,
+    /// Slots released by the running commit's flush.
+    release_at_flush: Vec<u64>,
+    /// The running commit's entry pages, their bytes taken when it
+    /// started (None in simulation, which moves no data).
+    pages_running: Vec<(u64, Option<Vec<u8>>)>,
+    next_meta_staging: u64,
 }
 
 struct Rmw {
@@ -539,7 +619,6 @@ pub struct Hswd {
     rcache_band: Option<u64>,
     rcache_pins: u32,
     next_rmw: u64,
-    next_meta: u64,
     /// Order counter for FIFO keys and LRU stamps.
     clock: u64,
     last_host_ns: TimeNs,
@@ -556,6 +635,25 @@ pub struct Hswd {
     window_sum_ns: u128,
     window_ios: u64,
     window_means_ns: Vec<f64>,
+    nregion_blocks: u64,
+    durable: Durable,
+    #[doc(hidden)]
+    pub broken: Broken,
+}
+
+/// Test builds of HSWD with one persistence step removed: the crash
+/// checker must catch each (tierlab-crash's tests).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Broken {
+    #[default]
+    None,
+    /// A commit writes its entry pages without flushing the data first.
+    SkipCommitFlush,
+    /// An RMW rewrites the band without the journal record.
+    SkipJournal,
+    /// A write to a new block is acknowledged before a commit wrote its entry.
+    AckBeforeCommit,
 }
 
 /// Host IOs per window of `Hswd::window_means_ms`.
@@ -597,7 +695,6 @@ impl Hswd {
             rcache_band: None,
             rcache_pins: 0,
             next_rmw: 0,
-            next_meta: 0,
             clock: 0,
             last_host_ns: 0,
             timer_armed: false,
@@ -609,6 +706,35 @@ impl Hswd {
             window_sum_ns: 0,
             window_ios: 0,
             window_means_ns: Vec::new(),
+            nregion_blocks: nregion_bytes / layout.block_bytes,
+            broken: Broken::None,
+            durable: Durable {
+                entries: vec![(0, 0); layout.blocks as usize],
+                page_seq: vec![
+                    0;
+                    (1 + hswd_meta::entry_pages(layout.blocks, p.metadata_entry_bytes))
+                        as usize
+                ],
+                page_copy: vec![
+                    1;
+                    (1 + hswd_meta::entry_pages(layout.blocks, p.metadata_entry_bytes))
+                        as usize
+                ],
+                journal: None,
+                dirty_pages: BTreeSet::new(),
+                commit: CommitState::Idle,
+                next_commit: 1,
+                new_next: Vec::new(),
+                new_running: Vec::new(),
+                hosts_next: Vec::new(),
+                hosts_running: Vec::new(),
+                clear_next: Vec::new(),
+                clear_running: Vec::new(),
+                clear_written: Vec::new(),
+                release_at_flush: Vec::new(),
+                pages_running: Vec::new(),
+                next_meta_staging: 0,
+            },
             layout,
         })
     }
@@ -743,8 +869,6 @@ impl Hswd {
             }
         }
         let bb = self.layout.block_bytes;
-        let mut freed_pages = BTreeSet::new();
-        let mut sets_freed = BTreeSet::new();
         for b in self.cached_blocks_in(t.offset_bytes.div_ceil(bb), t.end_bytes / bb) {
             let band = b / self.band_blocks;
             if !self.map[&b].mergeable() {
@@ -759,22 +883,10 @@ impl Hswd {
             self.refile(band);
             let set = self.set_of_band(band);
             self.sets[set].used -= 1;
-            freed_pages.insert(self.meta_page_of_slot(slot));
-            if self.pins[slot as usize] == 0 {
-                self.sets[set].free.push(slot);
-            } else {
-                self.free_on_unpin[slot as usize] = true;
-            }
-            sets_freed.insert(set);
+            // The slot is free once its cleared entry is durable.
+            self.clear_entry(slot);
         }
-        // The freed entries reach the metadata in the background, as after
-        // an RMW.
-        self.write_meta(&freed_pages, None, out);
-        for set in sets_freed {
-            if !self.sets[set].waiters.is_empty() {
-                self.serve_waiters(set, out);
-            }
-        }
+        self.try_commit(out);
         self.host_part_done(host, TIER_NREGION, now_ns, out);
     }
 
@@ -794,7 +906,7 @@ impl Hswd {
     }
 
     fn meta_page_of_slot(&self, slot: u64) -> u64 {
-        1 + slot * self.entry_bytes / META_PAGE
+        1 + slot / hswd_meta::entries_per_page(self.entry_bytes)
     }
 
     fn submit(&mut self, out: &mut Outbox, device: usize, io: DeviceIo, rec: Rec) {
@@ -818,8 +930,11 @@ impl Hswd {
                 offset_bytes,
             },
             HswdBuffer::Staging(id) => BufRef::Staging { id, offset_bytes },
-            // Metadata pages carry no host data: zeros will do.
-            HswdBuffer::Metadata(_) => BufRef::Zeros,
+            // Metadata pages: the bytes the policy made (`write_meta_page`).
+            HswdBuffer::Metadata(id) => BufRef::Staging {
+                id: META_STAGING | id,
+                offset_bytes: 0,
+            },
         };
         out.data_for(device, io.tag, buf);
     }
@@ -833,33 +948,183 @@ impl Hswd {
         }
     }
 
-    /// Writes metadata pages (merged into runs of adjacent pages).
-    fn write_meta(&mut self, pages: &BTreeSet<u64>, host: Option<u64>, out: &mut Outbox) -> u32 {
-        let mut runs: Vec<(u64, u64)> = Vec::new();
-        for &p in pages {
-            match runs.last_mut() {
-                Some((f, n)) if *f + *n == p => *n += 1,
-                _ => runs.push((p, 1)),
+    fn geometry(&self) -> Geometry {
+        Geometry {
+            block_bytes: self.layout.block_bytes,
+            band_bytes: self.layout.band_bytes,
+            blocks: self.layout.blocks,
+            sets: self.layout.sets,
+            entry_bytes: self.entry_bytes,
+            nregion_bytes: self.nregion_bytes,
+        }
+    }
+
+    /// The bytes of entry page `page` as `durable.entries` says.
+    fn entry_page_bytes(&self, page: u64, seq: u64) -> Vec<u8> {
+        let per = hswd_meta::entries_per_page(self.entry_bytes);
+        let first = ((page - 1) * per) as usize;
+        let end = (first + per as usize).min(self.durable.entries.len());
+        hswd_meta::encode_entries(
+            page,
+            seq,
+            self.entry_bytes,
+            &self.durable.entries[first..end],
+        )
+    }
+
+    /// Writes metadata page `page` (its bytes made by `bytes` from the
+    /// page's next sequence) into the copy not holding its newest version.
+    fn write_meta_page(&mut self, page: u64, bytes: Option<Vec<u8>>, rec: Rec, out: &mut Outbox) {
+        let p = page as usize;
+        let seq = self.durable.page_seq[p] + 1;
+        let copy = 1 - self.durable.page_copy[p];
+        self.durable.page_seq[p] = seq;
+        self.durable.page_copy[p] = copy;
+        let id = self.durable.next_meta_staging;
+        self.durable.next_meta_staging = (id + 1) & ID_MASK;
+        if out.wants_data {
+            let bytes = bytes.expect("page bytes when data moves");
+            debug_assert_eq!(
+                hswd_meta::decode_header(&bytes).map(|x| x.1).or_else(|_| {
+                    hswd_meta::decode_entries(&bytes, page, self.entry_bytes, 0).map(|x| x.1)
+                }),
+                Ok(seq)
+            );
+            out.fills.push((META_STAGING | id, bytes));
+        }
+        let io = Self::io(
+            encode_tag(HswdBuffer::Metadata(id), 0),
+            Op::Write,
+            hswd_meta::copy_offset(page, copy),
+            META_PAGE,
+        );
+        self.stats.metadata_writes += 1;
+        self.stats.metadata_bytes += META_PAGE;
+        self.submit(out, PCACHE_DEVICE, io, rec);
+        if out.wants_data {
+            // The write took its bytes when submitted.
+            out.release.push(META_STAGING | id);
+        }
+    }
+
+    /// Writes the header page with `journal`.
+    fn write_header(&mut self, journal: Option<Journal>, out: &mut Outbox) {
+        self.durable.journal = journal;
+        let bytes = out.wants_data.then(|| {
+            let h = Header {
+                geometry: self.geometry(),
+                journal,
+            };
+            hswd_meta::encode_header(&h, self.durable.page_seq[0] + 1)
+        });
+        self.write_meta_page(0, bytes, Rec::RmwStep, out);
+    }
+
+    /// A device flush (PCache or NRegion).
+    fn flush_device(&mut self, device: usize, rec: Rec, out: &mut Outbox) {
+        let id = self.durable.next_meta_staging;
+        self.durable.next_meta_staging = (id + 1) & ID_MASK;
+        self.stats.device_flushes += 1;
+        let io = Self::io(encode_tag(HswdBuffer::Metadata(id), 0), Op::Flush, 0, 0);
+        self.submit(out, device, io, rec);
+    }
+
+    /// Block `b` left the cache from `slot`: its entry is cleared (at the
+    /// next commit) and the slot is released once that is durable.
+    fn clear_entry(&mut self, slot: u64) {
+        self.durable.entries[slot as usize] = (0, 0);
+        let page = self.meta_page_of_slot(slot);
+        self.durable.dirty_pages.insert(page);
+        self.durable.clear_next.push(slot);
+    }
+
+    /// Starts a commit if one is due and none runs: first a PCache flush
+    /// (the data of every new entry, and the previous commit's pages, are
+    /// durable after it), then the changed entry pages — their bytes taken
+    /// now, so no entry whose data landed later is written before its data
+    /// is durable.
+    fn try_commit(&mut self, out: &mut Outbox) {
+        let d = &mut self.durable;
+        if d.commit != CommitState::Idle
+            || (d.dirty_pages.is_empty()
+                && d.hosts_next.is_empty()
+                && d.clear_next.is_empty()
+                && d.clear_written.is_empty()
+                && d.new_next.is_empty())
+        {
+            return;
+        }
+        d.commit = CommitState::Flushing;
+        d.next_commit += 1;
+        d.new_running = std::mem::take(&mut d.new_next);
+        d.hosts_running = std::mem::take(&mut d.hosts_next);
+        d.clear_running = std::mem::take(&mut d.clear_next);
+        d.release_at_flush = std::mem::take(&mut d.clear_written);
+        let pages = std::mem::take(&mut d.dirty_pages);
+        self.durable.pages_running = pages
+            .into_iter()
+            .map(|page| {
+                let seq = self.durable.page_seq[page as usize] + 1;
+                (
+                    page,
+                    out.wants_data.then(|| self.entry_page_bytes(page, seq)),
+                )
+            })
+            .collect();
+        self.stats.commits += 1;
+        if self.broken == Broken::SkipCommitFlush {
+            self.commit_flushed(self.last_host_ns, out);
+            return;
+        }
+        self.flush_device(PCACHE_DEVICE, Rec::CommitFlush, out);
+    }
+
+    /// The commit's flush completed: release the slots whose cleared
+    /// entries it made durable, then write the changed pages.
+    fn commit_flushed(&mut self, now_ns: TimeNs, out: &mut Outbox) {
+        let mut sets = BTreeSet::new();
+        for slot in std::mem::take(&mut self.durable.release_at_flush) {
+            let set = (slot / self.layout.blocks_per_set) as usize;
+            if self.pins[slot as usize] == 0 {
+                self.sets[set].free.push(slot);
+            } else {
+                self.free_on_unpin[slot as usize] = true;
+            }
+            sets.insert(set);
+        }
+        let pages = std::mem::take(&mut self.durable.pages_running);
+        let n = pages.len() as u32;
+        for (page, bytes) in pages {
+            self.write_meta_page(page, bytes, Rec::CommitPage, out);
+        }
+        self.durable.commit = CommitState::Writing(n);
+        if n == 0 {
+            self.commit_done(now_ns, out);
+        }
+        for set in sets {
+            if !self.sets[set].waiters.is_empty() {
+                self.serve_waiters(set, out);
             }
         }
-        for &(first, n) in &runs {
-            let id = self.next_meta;
-            self.next_meta = (self.next_meta + 1) & ID_MASK;
-            let io = Self::io(
-                encode_tag(HswdBuffer::Metadata(id), 0),
-                Op::Write,
-                first * META_PAGE,
-                n * META_PAGE,
-            );
-            self.stats.metadata_writes += 1;
-            self.stats.metadata_bytes += n * META_PAGE;
-            let rec = match host {
-                Some(host) => Rec::HostMeta { host },
-                None => Rec::BgMeta,
-            };
-            self.submit(out, PCACHE_DEVICE, io, rec);
+    }
+
+    /// The commit's pages are written: its new entries are committed, its
+    /// host writes acknowledged, its cleared slots wait for the next flush.
+    fn commit_done(&mut self, now_ns: TimeNs, out: &mut Outbox) {
+        self.durable.commit = CommitState::Idle;
+        for (b, slot) in std::mem::take(&mut self.durable.new_running) {
+            if let Some(e) = self.map.get_mut(&b)
+                && e.slot == slot
+            {
+                e.committed = true;
+            }
         }
-        runs.len() as u32
+        let cleared = std::mem::take(&mut self.durable.clear_running);
+        self.durable.clear_written.extend(cleared);
+        for host in std::mem::take(&mut self.durable.hosts_running) {
+            self.host_part_done(host, 0, now_ns, out);
+        }
+        self.try_commit(out);
     }
 
     // ---- band selection order -------------------------------------------
@@ -1129,6 +1394,7 @@ impl Hswd {
                 write_inflight: false,
                 rmw_reading: false,
                 waiting: VecDeque::new(),
+                committed: false,
             },
         );
         self.clock += 1;
@@ -1139,11 +1405,6 @@ impl Hswd {
             info.last_access = stamp;
         }
         self.refile(band);
-        let meta_page = self.meta_page_of_slot(slot);
-        if let Some(h) = self.hosts.get_mut(&host) {
-            h.meta_wait += 1;
-            h.meta_pages.insert(meta_page);
-        }
         self.slot_write(host, page, block, true, out);
         true
     }
@@ -1331,7 +1592,26 @@ impl Hswd {
                     self.rmw = Some(r);
                     return;
                 }
-                r.step = Step::BandWrite;
+                if self.durable.journal.is_some() {
+                    // The RCache still backs an older journal record: clear
+                    // it durably before overwriting the RCache.
+                    r.step = Step::JournalClear;
+                    r.pending = 1;
+                    self.write_header(None, out);
+                } else {
+                    r.step = Step::JournalClearFlush;
+                    self.rmw = Some(r);
+                    return self.rmw_advance(now_ns, out);
+                }
+            }
+            Step::JournalClear => {
+                r.step = Step::JournalClearFlush;
+                r.pending = 1;
+                self.flush_device(PCACHE_DEVICE, Rec::RmwStep, out);
+            }
+            Step::JournalClearFlush => {
+                r.step = Step::RcacheWrite;
+                r.pending = 1;
                 let len = self.band_len_bytes(r.band);
                 self.stats.rmw_io_bytes += len;
                 let io = Self::io(
@@ -1340,44 +1620,60 @@ impl Hswd {
                     self.layout.rcache_offset_bytes,
                     len,
                 );
-                self.submit(out, PCACHE_DEVICE, io, Rec::RmwStage);
+                self.submit(out, PCACHE_DEVICE, io, Rec::RmwStep);
+            }
+            Step::RcacheWrite => {
+                r.step = Step::RcacheFlush;
+                r.pending = 1;
+                self.flush_device(PCACHE_DEVICE, Rec::RmwStep, out);
+            }
+            Step::RcacheFlush if self.broken == Broken::SkipJournal => {
+                r.step = Step::JournalSetFlush;
+                self.rmw = Some(r);
+                return self.rmw_advance(now_ns, out);
+            }
+            Step::RcacheFlush => {
                 // The journal record: band r.band is staged in the RCache.
-                let header: BTreeSet<u64> = [0].into();
-                r.pending = 1 + self.write_meta(&header, None, out);
-                // write_meta's IOs are BgMeta; count them for this step.
-                let tags: Vec<u64> = out
-                    .device_ios
-                    .iter()
-                    .rev()
-                    .take(r.pending as usize - 1)
-                    .map(|(_, io)| io.tag)
-                    .collect();
-                for t in tags {
-                    self.inflight.insert((PCACHE_DEVICE, t), Rec::RmwStage);
+                r.step = Step::JournalSet;
+                r.pending = 1;
+                let journal = Journal {
+                    band: r.band,
+                    len_bytes: self.band_len_bytes(r.band),
+                };
+                self.write_header(Some(journal), out);
+            }
+            Step::JournalSet => {
+                r.step = Step::JournalSetFlush;
+                r.pending = 1;
+                self.flush_device(PCACHE_DEVICE, Rec::RmwStep, out);
+            }
+            Step::JournalSetFlush => {
+                // Staged and journaled: now rewrite the band on the disk
+                // (uncached reads of the band go to the RCache meanwhile).
+                r.step = Step::BandWrite;
+                r.pending = 1;
+                self.rcache_band = Some(r.band);
+                let len = self.band_len_bytes(r.band);
+                self.stats.rmw_io_bytes += len;
+                let io = Self::io(
+                    encode_tag(HswdBuffer::Staging(r.id), 0),
+                    Op::Write,
+                    r.band * self.layout.band_bytes,
+                    len,
+                );
+                self.submit(out, NREGION_DEVICE, io, Rec::RmwStep);
+                // The band write took its bytes: the staging buffer is no
+                // longer needed.
+                if out.wants_data {
+                    out.release.push(r.id);
                 }
             }
             Step::BandWrite => {
-                if self.rcache_band != Some(r.band) {
-                    // Staged: now rewrite the band on the disk.
-                    self.rcache_band = Some(r.band);
-                    let len = self.band_len_bytes(r.band);
-                    self.stats.rmw_io_bytes += len;
-                    let io = Self::io(
-                        encode_tag(HswdBuffer::Staging(r.id), 0),
-                        Op::Write,
-                        r.band * self.layout.band_bytes,
-                        len,
-                    );
-                    self.submit(out, NREGION_DEVICE, io, Rec::RmwBandWrite);
-                    // The band write took its bytes: the staging buffer
-                    // is no longer needed.
-                    if out.wants_data {
-                        out.release.push(r.id);
-                    }
-                    r.pending = 1;
-                    self.rmw = Some(r);
-                    return;
-                }
+                r.step = Step::BandFlush;
+                r.pending = 1;
+                self.flush_device(NREGION_DEVICE, Rec::RmwStep, out);
+            }
+            Step::BandFlush => {
                 self.rcache_band = None;
                 self.finish_rmw(r, now_ns, out);
                 return;
@@ -1391,8 +1687,6 @@ impl Hswd {
         if r.merged.is_empty() {
             self.stats.rmw_empty += 1;
         }
-        let mut freed_pages = BTreeSet::new();
-        freed_pages.insert(0); // clear the journal record
         for &(b, slot, generation) in &r.merged {
             let Some(e) = self.map.get(&b) else { continue };
             if e.generation != generation || e.write_inflight || e.slot != slot {
@@ -1404,16 +1698,13 @@ impl Hswd {
             if let Some(info) = self.bands.get_mut(&r.band) {
                 info.blocks.remove(&b);
             }
-            let set = r.set;
-            self.sets[set].used -= 1;
-            freed_pages.insert(self.meta_page_of_slot(slot));
-            if self.pins[slot as usize] == 0 {
-                self.sets[set].free.push(slot);
-            } else {
-                self.free_on_unpin[slot as usize] = true;
-            }
+            self.sets[r.set].used -= 1;
+            // The band is durable on the disk: the entry may go, and the
+            // slot once that is durable. (The journal record stays until
+            // the next RMW clears it: replaying it rewrites the same bytes.)
+            self.clear_entry(slot);
         }
-        self.write_meta(&freed_pages, None, out);
+        self.try_commit(out);
         self.stats.idle_rmw_count += u64::from(r.idle);
         // File the band again if blocks remain (new writes, skipped blocks).
         self.refile(r.band);
@@ -1487,6 +1778,11 @@ impl Policy for Hswd {
             ("idle_rmw_count", s.idle_rmw_count as f64),
             ("metadata_writes", s.metadata_writes as f64),
             ("metadata_bytes", s.metadata_bytes as f64),
+            ("commits", s.commits as f64),
+            ("device_flushes", s.device_flushes as f64),
+            ("recovered_blocks", s.recovered_blocks as f64),
+            ("journal_replays", s.journal_replays as f64),
+            ("formatted", s.formatted as f64),
             ("rmw_band_read_blocks", s.rmw_band_read_blocks as f64),
             ("rmw_band_write_blocks", s.rmw_band_write_blocks as f64),
             ("rmw_rewritten_blocks", s.rmw_rewritten_blocks as f64),
@@ -1514,11 +1810,14 @@ impl Policy for Hswd {
         true
     }
 
-    /// Not yet: a restart starts with an empty persistent cache (its
-    /// metadata area is not written), so data acknowledged into the
-    /// cache is not where a restart reads it (docs/crash-consistency.md).
+    /// Yes: every acknowledged write's data and entry are on the PCache,
+    /// which `open` recovers (docs/crash-consistency.md).
     fn flush_is_durable(&self) -> bool {
-        false
+        true
+    }
+
+    fn open(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
+        self.recover(stores)
     }
 
     /// Whole blocks only: IOs are widened to whole blocks, and a
@@ -1559,8 +1858,6 @@ impl Policy for Hswd {
                 parts: 1,
                 tier: 0,
                 arrival_ns: now_ns,
-                meta_wait: 0,
-                meta_pages: BTreeSet::new(),
             },
         );
         if n > 0 {
@@ -1568,8 +1865,9 @@ impl Policy for Hswd {
                 Op::Read => self.read(io.id, first, n, out),
                 Op::Write => self.write(io.id, first, n, out),
                 Op::Trim => self.trim(io.id, io.offset_bytes, end, out),
-                // Every acknowledged write is on the PCache already, which
-                // the executor syncs after the flush completes.
+                // Every acknowledged write is on the PCache with its entry
+                // written (a commit ran before it was acknowledged): the
+                // executor's sync after the flush makes both durable.
                 Op::Flush => {}
             }
         }
@@ -1611,27 +1909,43 @@ impl Policy for Hswd {
                 new_block,
             } => {
                 self.unpin(slot, out);
+                let mut committed = true;
                 if let Some(e) = self.map.get_mut(&block) {
                     e.valid = true;
                     e.write_inflight = false;
-                }
-                self.next_slot_write(block, out);
-                if new_block {
-                    let pages = self.hosts.get_mut(&host).and_then(|h| {
-                        h.meta_wait -= 1;
-                        (h.meta_wait == 0).then(|| std::mem::take(&mut h.meta_pages))
-                    });
-                    if let Some(pages) = pages {
-                        let n = self.write_meta(&pages, Some(host), out);
-                        self.hosts.get_mut(&host).unwrap().parts += n;
+                    committed = e.committed || self.broken == Broken::AckBeforeCommit;
+                    if new_block && e.slot == slot {
+                        // The block's first data landed: its entry goes
+                        // into the next commit (after a flush of this data).
+                        let cseq = self.durable.next_commit;
+                        self.durable.entries[slot as usize] = (block + 1, cseq);
+                        let page = self.meta_page_of_slot(slot);
+                        self.durable.dirty_pages.insert(page);
+                        self.durable.new_next.push((block, slot));
                     }
                 }
-                self.host_part_done(host, 0, now_ns, out);
+                self.next_slot_write(block, out);
+                if committed {
+                    self.host_part_done(host, 0, now_ns, out);
+                } else {
+                    // Acknowledged once a commit has written its entry.
+                    self.durable.hosts_next.push(host);
+                    self.try_commit(out);
+                }
             }
-            Rec::HostMeta { host } => self.host_part_done(host, 0, now_ns, out),
             Rec::Trim { host } => self.trim_done(host, now_ns, out),
-            Rec::BgMeta => {}
-            Rec::RmwBandRead | Rec::RmwStage | Rec::RmwBandWrite => self.rmw_part_done(now_ns, out),
+            Rec::CommitFlush => self.commit_flushed(now_ns, out),
+            Rec::CommitPage => {
+                let CommitState::Writing(n) = self.durable.commit else {
+                    unreachable!("a commit page write outside a commit");
+                };
+                if n == 1 {
+                    self.commit_done(now_ns, out);
+                } else {
+                    self.durable.commit = CommitState::Writing(n - 1);
+                }
+            }
+            Rec::RmwBandRead | Rec::RmwStep => self.rmw_part_done(now_ns, out),
             Rec::RmwBlockRead { slot, block } => {
                 self.unpin(slot, out);
                 if let Some(e) = self.map.get_mut(&block) {
@@ -1677,10 +1991,15 @@ impl Policy for Hswd {
     /// Nothing in flight, no RMW, nothing cached: the NRegion holds every
     /// block's newest data.
     fn is_drained(&self) -> bool {
+        let d = &self.durable;
         self.inflight.is_empty()
             && self.rmw.is_none()
             && self.map.is_empty()
             && self.hosts.is_empty()
+            && d.commit == CommitState::Idle
+            && d.dirty_pages.is_empty()
+            && d.clear_next.is_empty()
+            && d.clear_written.is_empty()
     }
 
     /// Per block, where `read` would go now (see the module docs): the
@@ -1748,6 +2067,197 @@ impl Policy for Hswd {
 }
 
 impl Hswd {
+    /// `Policy::open`: reads the metadata area; formats it if it was never
+    /// written; refuses one made for another geometry; finishes an RMW
+    /// whose journal record is durable by writing the RCache copy to its
+    /// band (the band may be half rewritten); rebuilds the cache's maps
+    /// from the entries (every recovered block is dirty and committed).
+    fn recover(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
+        assert!(
+            self.map.is_empty() && self.hosts.is_empty() && self.inflight.is_empty(),
+            "open before any IO"
+        );
+        let need = self.layout.device_bytes;
+        let have = stores.capacity_bytes(PCACHE_DEVICE);
+        if have < need {
+            return Err(format!(
+                "the PCache device holds {have} bytes; this layout needs {need}"
+            ));
+        }
+        let read = |stores: &mut dyn Stores, page: u64, copy: u8| -> Result<Vec<u8>, String> {
+            let mut b = vec![0u8; META_PAGE as usize];
+            stores.read_at(PCACHE_DEVICE, hswd_meta::copy_offset(page, copy), &mut b)?;
+            Ok(b)
+        };
+        let (a, b) = (read(stores, 0, 0)?, read(stores, 0, 1)?);
+        let Some((copy, header, seq)) =
+            hswd_meta::newest(hswd_meta::decode_header(&a), hswd_meta::decode_header(&b))
+        else {
+            return self.format(stores);
+        };
+        if header.geometry != self.geometry() {
+            return Err(format!(
+                "the PCache device holds an HSWD cache made for another configuration ({}); \
+                 refusing to reinterpret it: use the configuration it was made with, or a new \
+                 (or emptied) PCache device to start with an empty cache",
+                header.geometry.differences(&self.geometry())
+            ));
+        }
+        self.durable.page_seq[0] = seq;
+        self.durable.page_copy[0] = copy;
+        self.durable.journal = header.journal;
+        // The entries: per block the claim with the highest commit sequence.
+        let per = hswd_meta::entries_per_page(self.entry_bytes);
+        let pages = self.durable.page_seq.len() as u64;
+        let mut claims: HashMap<u64, (u64, u64)> = HashMap::new();
+        let mut losers = Vec::new();
+        let mut max_cseq = 0;
+        for page in 1..pages {
+            let first = (page - 1) * per;
+            let n = per.min(self.layout.blocks - first) as usize;
+            let (a, b) = (read(stores, page, 0)?, read(stores, page, 1)?);
+            let decode = |x: &[u8]| hswd_meta::decode_entries(x, page, self.entry_bytes, n);
+            let Some((copy, entries, seq)) = hswd_meta::newest(decode(&a), decode(&b)) else {
+                continue; // never written: every slot free
+            };
+            self.durable.page_seq[page as usize] = seq;
+            self.durable.page_copy[page as usize] = copy;
+            for (i, (block_plus_one, cseq)) in entries.into_iter().enumerate() {
+                if block_plus_one == 0 {
+                    continue;
+                }
+                let (slot, block) = (first + i as u64, block_plus_one - 1);
+                let set = (slot / self.layout.blocks_per_set) as usize;
+                if block >= self.nregion_blocks || self.set_of_band(block / self.band_blocks) != set
+                {
+                    return Err(format!(
+                        "metadata page {page} maps slot {slot} to block {block}, which is {}: \
+                         the metadata area does not belong to this configuration",
+                        if block >= self.nregion_blocks {
+                            "past the NRegion".to_string()
+                        } else {
+                            format!("not in the slot's set {set}")
+                        }
+                    ));
+                }
+                max_cseq = max_cseq.max(cseq);
+                match claims.get(&block) {
+                    Some(&(_, oc)) if oc >= cseq => losers.push(slot),
+                    Some(&(other, _)) => {
+                        losers.push(other);
+                        claims.insert(block, (slot, cseq));
+                    }
+                    None => {
+                        claims.insert(block, (slot, cseq));
+                    }
+                }
+            }
+        }
+        // An RMW journaled but maybe not finished: write the staged band.
+        if let Some(j) = header.journal {
+            if j.len_bytes > self.layout.band_bytes
+                || j.band * self.layout.band_bytes + j.len_bytes > self.nregion_bytes
+            {
+                return Err(format!(
+                    "the journal record stages {} bytes of band {}, which do not fit the NRegion",
+                    j.len_bytes, j.band
+                ));
+            }
+            let mut staged = vec![0u8; j.len_bytes as usize];
+            stores.read_at(PCACHE_DEVICE, self.layout.rcache_offset_bytes, &mut staged)?;
+            stores.write_at(NREGION_DEVICE, j.band * self.layout.band_bytes, &staged)?;
+            stores.sync(NREGION_DEVICE)?;
+            self.stats.journal_replays += 1;
+        }
+        // Rebuild the maps.
+        let mut recovered: Vec<(u64, u64, u64)> = claims
+            .into_iter()
+            .map(|(b, (slot, c))| (slot, b, c))
+            .collect();
+        recovered.sort_unstable();
+        let mut taken = vec![false; self.layout.blocks as usize];
+        for &(slot, block, cseq) in &recovered {
+            self.durable.entries[slot as usize] = (block + 1, cseq);
+            taken[slot as usize] = true;
+            self.map.insert(
+                block,
+                Entry {
+                    slot,
+                    generation: 0,
+                    valid: true,
+                    write_inflight: false,
+                    rmw_reading: false,
+                    waiting: VecDeque::new(),
+                    committed: true,
+                },
+            );
+            let band = block / self.band_blocks;
+            self.bands.entry(band).or_default().blocks.insert(block);
+            let set = self.set_of_band(band);
+            self.sets[set].used += 1;
+        }
+        // A losing claim's slot is released only once its cleared entry is
+        // durable (the first commit), like any freed slot.
+        for &slot in &losers {
+            taken[slot as usize] = true;
+            self.clear_entry(slot);
+        }
+        let per_set = self.layout.blocks_per_set;
+        for (i, set) in self.sets.iter_mut().enumerate() {
+            let i = i as u64;
+            set.free = (i * per_set..(i + 1) * per_set)
+                .rev()
+                .filter(|&s| !taken[s as usize])
+                .collect();
+        }
+        let mut bands: Vec<u64> = self.bands.keys().copied().collect();
+        bands.sort_unstable();
+        for band in bands {
+            self.clock += 1;
+            let stamp = self.clock;
+            self.bands.get_mut(&band).unwrap().last_access = stamp;
+            self.refile(band);
+        }
+        for set in 0..self.sets.len() {
+            if self.sets[set].used >= self.start_blocks {
+                self.queue_clean(set);
+            }
+        }
+        self.durable.next_commit = max_cseq + 1;
+        self.stats.recovered_blocks = recovered.len() as u64;
+        if cfg!(debug_assertions) {
+            self.check_invariants_full();
+        }
+        Ok(())
+    }
+
+    /// A never-written metadata area: the header and every entry page
+    /// (all slots free) in copy 0, copy 1 zeroed (no stale page from an
+    /// earlier use of the device can ever look newer), synced.
+    fn format(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
+        let header = Header {
+            geometry: self.geometry(),
+            journal: None,
+        };
+        let zeros = vec![0u8; META_PAGE as usize];
+        stores.write_at(
+            PCACHE_DEVICE,
+            hswd_meta::copy_offset(0, 0),
+            &hswd_meta::encode_header(&header, 1),
+        )?;
+        stores.write_at(PCACHE_DEVICE, hswd_meta::copy_offset(0, 1), &zeros)?;
+        for page in 1..self.durable.page_seq.len() as u64 {
+            let bytes = self.entry_page_bytes(page, 1);
+            stores.write_at(PCACHE_DEVICE, hswd_meta::copy_offset(page, 0), &bytes)?;
+            stores.write_at(PCACHE_DEVICE, hswd_meta::copy_offset(page, 1), &zeros)?;
+        }
+        stores.sync(PCACHE_DEVICE)?;
+        self.durable.page_seq.iter_mut().for_each(|s| *s = 1);
+        self.durable.page_copy.iter_mut().for_each(|c| *c = 0);
+        self.stats.formatted = 1;
+        Ok(())
+    }
+
     /// Cheap invariants, checked after every handler in debug builds.
     fn check_invariants(&self) {
         assert!(self.map.len() as u64 <= self.layout.blocks);
@@ -1855,15 +2365,65 @@ impl Hswd {
                 "set {i}: queued flag"
             );
         }
+        // Slots whose cleared entry is on its way to being durable.
+        let d = &self.durable;
+        let mut releasing = vec![false; blocks];
+        for &slot in d
+            .clear_next
+            .iter()
+            .chain(&d.clear_running)
+            .chain(&d.clear_written)
+            .chain(&d.release_at_flush)
+        {
+            let s = slot as usize;
+            assert!(
+                !releasing[s] && owner[s].is_none() && !free[s],
+                "slot {s} released twice or in use"
+            );
+            releasing[s] = true;
+        }
+        // The entries say what the cache holds: a block's slot from its
+        // first landed write on, nothing for other slots.
+        for (s, &(block_plus_one, _)) in d.entries.iter().enumerate() {
+            match owner[s] {
+                Some(b) if self.map[&b].valid => {
+                    assert_eq!(block_plus_one, b + 1, "slot {s}: entry vs block {b}")
+                }
+                _ => assert_eq!(
+                    block_plus_one, 0,
+                    "slot {s}: an entry for a slot holding no landed block"
+                ),
+            }
+        }
+        match d.commit {
+            CommitState::Idle => assert!(
+                d.new_running.is_empty()
+                    && d.hosts_running.is_empty()
+                    && d.clear_running.is_empty()
+            ),
+            CommitState::Flushing | CommitState::Writing(_) => {}
+        }
         for s in 0..blocks {
             assert_eq!(pins[s], self.pins[s], "slot {s}: pins vs IOs in flight");
             assert!(
-                owner[s].is_some() || free[s] || self.free_on_unpin[s],
+                owner[s].is_some() || free[s] || self.free_on_unpin[s] || releasing[s],
                 "slot {s} is lost: neither held, free nor to be freed"
             );
             assert!(
                 !self.free_on_unpin[s] || pins[s] > 0,
                 "slot {s} waits for no unpin"
+            );
+        }
+        for (i, set) in self.sets.iter().enumerate() {
+            let held = (0..blocks)
+                .filter(|&s| {
+                    s as u64 / per_set == i as u64 && (releasing[s] || self.free_on_unpin[s])
+                })
+                .count() as u64;
+            assert_eq!(
+                set.used + set.free.len() as u64 + held,
+                per_set,
+                "set {i}: used + free + being released"
             );
         }
         for (&band, info) in &self.bands {

@@ -6,6 +6,7 @@ pub mod cache;
 pub mod extent;
 pub mod flashcache;
 pub mod hswd;
+pub mod hswd_meta;
 pub mod linear;
 pub mod qos;
 

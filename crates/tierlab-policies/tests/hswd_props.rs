@@ -6,7 +6,8 @@
 //! on top, through RMW, cleaning, RCache reads, set and fully associative
 //! mappings and all three band selections:
 //! - every device IO's tag names the buffer its description names
-//!   ([`decode_tag`]; metadata writes carry zeros), and HSWD's invariants
+//!   ([`decode_tag`]; metadata writes come from the pages the policy
+//!   made, `Outbox::fills`), and HSWD's invariants
 //!   hold after every event (`Hswd::check_invariants_full`);
 //! - the NRegion only ever receives whole-band writes (the last band may be
 //!   short); metadata writes stay inside the metadata area, data never goes
@@ -28,8 +29,8 @@ use tierlab_core::policy::{BufRef, Policy};
 use tierlab_core::{DeviceIo, Op};
 use tierlab_policies::cache::ByteCount;
 use tierlab_policies::hswd::{
-    BandSelection, Hswd, HswdBuffer, HswdParams, HswdStats, Mapping, NREGION_DEVICE, PCACHE_DEVICE,
-    TIER_NREGION, TIER_PCACHE, TIER_RCACHE, decode_tag,
+    BandSelection, Hswd, HswdBuffer, HswdParams, HswdStats, META_STAGING, Mapping, NREGION_DEVICE,
+    PCACHE_DEVICE, TIER_NREGION, TIER_PCACHE, TIER_RCACHE, decode_tag,
 };
 
 const PAGE: u64 = 4096;
@@ -49,6 +50,8 @@ impl Target for Hswd {
         let Some(buf) = buf else {
             return match (device, io.op) {
                 (NREGION_DEVICE, Op::Trim) => Ok(()),
+                // Commits and RMW steps flush either device.
+                (PCACHE_DEVICE | NREGION_DEVICE, Op::Flush) => Ok(()),
                 _ => Err(format!(
                     "{io:?} to device {device}: an IO HSWD never issues"
                 )),
@@ -70,7 +73,13 @@ impl Target for Hswd {
                     offset_bytes,
                 },
             ) => id == s && offset_bytes == idx * PAGE,
-            (HswdBuffer::Metadata(_), BufRef::Zeros) => true,
+            (
+                HswdBuffer::Metadata(id),
+                BufRef::Staging {
+                    id: s,
+                    offset_bytes: 0,
+                },
+            ) => s == META_STAGING | id,
             _ => false,
         };
         if !consistent {
@@ -79,11 +88,14 @@ impl Target for Hswd {
             ));
         }
         let meta_end = layout.metadata_bytes;
+        let metadata = matches!(tag_buf, HswdBuffer::Metadata(_));
         match (io.op, buf) {
-            (Op::Write, BufRef::Zeros) if device != PCACHE_DEVICE || io.end_bytes() > meta_end => {
+            (Op::Write, _)
+                if metadata && (device != PCACHE_DEVICE || io.end_bytes() > meta_end) =>
+            {
                 Err(format!("metadata write {io:?} outside the metadata area"))
             }
-            (Op::Write, BufRef::Zeros) => Ok(()),
+            (Op::Write, _) if metadata => Ok(()),
             (Op::Write, _) if device == PCACHE_DEVICE && io.offset_bytes < meta_end => {
                 Err(format!("data write {io:?} into the metadata area"))
             }
@@ -206,7 +218,7 @@ fn random_policy(rng: &mut Rng, selection: BandSelection, strict: bool) -> (Hswd
     let stop = 1 + rng.below(100);
     p.clean_stop_pct = stop as f64;
     p.clean_start_pct = (stop + rng.below(101 - stop)) as f64;
-    p.metadata_entry_bytes = [16, 64, 512, 4096][rng.below(4) as usize];
+    p.metadata_entry_bytes = [16, 64, 512, 2048][rng.below(4) as usize];
     p.idle_clean_ms = if rng.chance(30) { 0.05 } else { 0.0 };
     let w = Workload::new(
         150 + rng.below(250),
