@@ -87,4 +87,5 @@ def serve_start(
     record: str | None = None,
     io_engine: str = "auto",
     io_threads: int = 32,
+    write_back_on_stop: bool = False,
 ) -> Served: ...

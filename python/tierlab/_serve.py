@@ -82,6 +82,7 @@ def serve(
     io_engine: str = "auto",
     io_threads: int = 32,
     base_dir: Optional[str | os.PathLike[str]] = None,
+    write_back_on_stop: bool = False,
 ) -> Iterator[Served]:
     """Serves the stack of ``config`` over NBD while the ``with`` block runs.
 
@@ -125,6 +126,7 @@ def serve(
         record=None if record is None else os.fspath(record),
         io_engine=io_engine,
         io_threads=int(io_threads),
+        write_back_on_stop=bool(write_back_on_stop),
     )
     served = Served(
         uri=handle.uri,

@@ -41,8 +41,13 @@ pub struct CrashcheckArgs {
     #[arg(long, default_value = "4MiB", value_parser = parse_size)]
     pub region_bytes: u64,
     /// Crash states to check (four per crash point: durable, everything, subset, torn).
+    /// Ignored with --surprise-every.
     #[arg(long, default_value_t = 400)]
     pub states: u64,
+    /// Surprise shutdown instead of random states: at every N-th device
+    /// write, every write before it landed and none after (1: every write).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub surprise_every: u64,
     /// Replay one state: CRASH_POINT:KIND (as a violation prints it).
     #[arg(long, value_name = "POINT:KIND", value_parser = parse_replay)]
     pub replay: Option<(u64, StateKind)>,
@@ -85,6 +90,7 @@ pub fn run(args: CrashcheckArgs) -> CliResult {
         region_bytes: args.region_bytes,
         states: args.states,
         only: args.replay,
+        surprise_every: args.surprise_every,
         ..Options::default()
     };
     let report = tierlab_crash::check(&stack, &opts)
@@ -161,6 +167,9 @@ fn replay_command(a: &CrashcheckArgs) -> String {
         a.max_io_units,
         a.region_bytes
     );
+    if a.surprise_every > 0 {
+        c.push_str(&format!(" --surprise-every {}", a.surprise_every));
+    }
     for s in &a.set {
         c.push_str(&format!(" --set {s}"));
     }

@@ -52,6 +52,11 @@ pub struct ServeArgs {
     /// Override a config key, e.g. --set policy.capacity_bytes=64MiB (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// At stop, write every cached byte back to the backing device even
+    /// when the policy's cache survives a restart (HSWD); without it such a
+    /// cache is flushed and comes back warm.
+    #[arg(long)]
+    pub write_back_on_stop: bool,
     /// Log each connection on stderr.
     #[arg(long, short)]
     pub verbose: bool,
@@ -82,6 +87,7 @@ pub fn run(args: ServeArgs) -> CliResult {
         io_engine: args.io_engine,
         io_threads: args.io_threads,
         verbose: args.verbose,
+        write_back_on_stop: args.write_back_on_stop,
     };
     // Before any thread starts, so none of them takes SIGINT/SIGTERM (the
     // guard restores the mask when serving ends: the CLI also runs inside
@@ -115,8 +121,8 @@ pub fn run(args: ServeArgs) -> CliResult {
     println!("  IO engine: {}", server.io_engine());
     if !e.can_multi_conn {
         println!(
-            "  note: RAM holds data next to persistent stores; FLUSH does not make what RAM \
-             holds durable (a clean stop writes it back), so CAN_MULTI_CONN is not advertised"
+            "  note: this policy's FLUSH does not make acknowledged data durable where a \
+             restart reads it (docs/crash-consistency.md), so CAN_MULTI_CONN is not advertised"
         );
     }
     if !skipped.is_empty() {

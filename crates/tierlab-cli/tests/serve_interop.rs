@@ -262,8 +262,11 @@ fn nbdinfo_and_map(stack: &'static Stack) {
         "flashcache" => &["policy.dirty_thresh_pct=100"],
         _ => &[],
     };
+    // The stop writes everything back (also HSWD's warm cache), so the
+    // slow image alone holds the data afterwards.
     let mut srv = lab.start_with(Opts {
         set,
+        write_back_on_stop: true,
         ..Opts::default()
     });
     let label = format!("{} (fresh volume)", stack.name);

@@ -197,6 +197,13 @@ pub trait Policy {
         let _ = stores;
         Ok(())
     }
+    /// Whether everything the policy holds survives a restart through
+    /// `open` (data and metadata on persistent stores, as HSWD's PCache):
+    /// then a clean stop of `tierlab serve` need only make it durable (a
+    /// FLUSH), not write it back, and the restart comes up warm.
+    fn restarts_warm(&self) -> bool {
+        false
+    }
     /// Clean stop: write every byte of host data that lives only on a
     /// fast tier (dirty cache blocks, memory-resident sub-LUNs) to the
     /// backing device, through device IOs in `out` and later calls. No host

@@ -181,6 +181,10 @@ pub struct Options {
     pub max_delay_ns: u64,
     /// Check only this state (crash point, kind): a replay of a violation.
     pub only: Option<(u64, StateKind)>,
+    /// Surprise shutdown instead of random states: at every this-many-th
+    /// device write, a state where every write before it landed and none
+    /// after (1: at every write; 0: off).
+    pub surprise_every: u64,
 }
 
 impl Default for Options {
@@ -197,6 +201,7 @@ impl Default for Options {
             states: 400,
             max_delay_ns: 200_000,
             only: None,
+            surprise_every: 0,
         }
     }
 }
@@ -241,7 +246,7 @@ pub struct Report {
     pub log_events: u64,
     pub crash_points: u64,
     /// States checked, per kind (`StateKind::ALL` order).
-    pub states_by_kind: [u64; 4],
+    pub states_by_kind: [u64; 5],
     pub sectors_checked: u64,
     /// Every violation found (each state reports its first).
     pub violations: Vec<Violation>,

@@ -20,10 +20,22 @@ pub enum StateKind {
     /// A random subset with one write torn at a sector boundary (only its
     /// first or only its last sectors landed).
     Torn,
+    /// Surprise shutdown (Open CAS's test): every device write before the
+    /// crash point landed, in submission order, and none after — as when
+    /// every store fails from one write on and the process dies.
+    Prefix,
 }
 
 impl StateKind {
-    pub const ALL: [StateKind; 4] = [
+    pub const ALL: [StateKind; 5] = [
+        StateKind::Durable,
+        StateKind::Everything,
+        StateKind::Subset,
+        StateKind::Torn,
+        StateKind::Prefix,
+    ];
+    /// The kinds each crash point of a random exploration gets.
+    pub const RANDOM: [StateKind; 4] = [
         StateKind::Durable,
         StateKind::Everything,
         StateKind::Subset,
@@ -36,6 +48,7 @@ impl StateKind {
             StateKind::Everything => "everything",
             StateKind::Subset => "subset",
             StateKind::Torn => "torn",
+            StateKind::Prefix => "prefix",
         }
     }
 
@@ -105,7 +118,19 @@ fn crash_points(log: &Log, opts: &Options, shingled: &[bool]) -> Vec<usize> {
     if let Some((p, _)) = opts.only {
         return vec![(p as usize).min(n)];
     }
-    let want = (opts.states / StateKind::ALL.len() as u64).max(1) as usize;
+    if opts.surprise_every > 0 {
+        // Surprise shutdown: before each Nth device write, then the end.
+        let mut points: Vec<usize> = log
+            .writes
+            .iter()
+            .step_by(opts.surprise_every as usize)
+            .map(|w| w.submitted_at)
+            .collect();
+        points.push(n);
+        points.dedup();
+        return points;
+    }
+    let want = (opts.states / StateKind::RANDOM.len() as u64).max(1) as usize;
     let mut rng = Rng(opts.seed ^ 0xc4a5);
     let mut points = Vec::new();
     // Epoch boundaries: just before and just after each FLUSH is done.
@@ -239,9 +264,19 @@ pub(crate) fn explore(
             .filter(|(i, w)| w.submitted_at < k && !durable[*i])
             .map(|(i, w)| (w.completed_at.filter(|&c| c < k).unwrap_or(usize::MAX), i))
             .collect();
-        unflushed.sort_unstable();
+        if opts.surprise_every > 0 {
+            unflushed.sort_unstable_by_key(|&(_, i)| i); // submission order
+        } else {
+            unflushed.sort_unstable();
+        }
         let unflushed: Vec<usize> = unflushed.into_iter().map(|(_, i)| i).collect();
-        for (ki, kind) in StateKind::ALL.into_iter().enumerate() {
+        let kinds: &[StateKind] = if opts.surprise_every > 0 {
+            &[StateKind::Prefix]
+        } else {
+            &StateKind::RANDOM
+        };
+        for &kind in kinds {
+            let ki = StateKind::ALL.iter().position(|&x| x == kind).unwrap();
             if opts
                 .only
                 .is_some_and(|(p, only)| p != k as u64 || only != kind)
@@ -322,7 +357,7 @@ fn plan_state(
     let mut rng = Rng(state_seed);
     let mut writes: Vec<usize> = match kind {
         StateKind::Durable => Vec::new(),
-        StateKind::Everything => unflushed.to_vec(),
+        StateKind::Everything | StateKind::Prefix => unflushed.to_vec(),
         StateKind::Subset | StateKind::Torn => {
             let mut c: Vec<usize> = unflushed
                 .iter()

@@ -425,3 +425,38 @@ fn the_checker_catches_each_hswd_persistence_step_removed() {
         );
     }
 }
+
+/// Surprise shutdown (Open CAS's test, on the recorded workload): at every
+/// device write N, the stores hold every write before N and none after;
+/// the restarted stack must still read every flushed write.
+#[test]
+fn surprise_shutdown_at_every_write_loses_nothing_flushed() {
+    let every: u64 = std::env::var("TIERLAB_CRASH_SURPRISE_EVERY").ok().map_or(4, |v| v.parse().unwrap());
+    let stacks: Vec<(&str, Stack)> = vec![
+        ("passthrough", stack(&dev("disk", "disk.img", "4MiB"))),
+        ("cache write-back", cache_stack("write-back", "ram")),
+        ("atsmf", atsmf_stack(true)),
+        ("hswd", hswd_stack("fully")),
+    ];
+    for (name, s) in stacks {
+        let opts = Options {
+            surprise_every: every,
+            ..Default::default()
+        };
+        let t = std::time::Instant::now();
+        let r = check(&s, &opts).unwrap();
+        eprintln!(
+            "{name}: surprise shutdown at {} of {} device writes ({} host writes) in {:.1} s: {} violations",
+            r.states(),
+            r.device_writes,
+            r.host_writes,
+            t.elapsed().as_secs_f64(),
+            r.violations.len()
+        );
+        assert!(r.device_writes >= 1000, "{name}: a workload of {} device writes", r.device_writes);
+        assert!(r.states() as f64 >= r.device_writes as f64 / every as f64, "{name}");
+        if let Some(v) = r.violations.first() {
+            panic!("{name}: {} violations; first at {}: {}", r.violations.len(), v.crash_point, v.message);
+        }
+    }
+}

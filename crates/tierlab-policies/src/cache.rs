@@ -1388,6 +1388,7 @@ impl Policy for Cache {
             ("flush_ios", s.flush_ios as f64),
             ("flush_bytes", s.flush_bytes as f64),
             ("dirty_bytes", s.dirty_bytes as f64),
+            ("resident_bytes", (self.map.len() as u64 * self.page) as f64),
             ("trims", s.trims as f64),
             ("trimmed_pages", s.trimmed_pages as f64),
             ("trimmed_dirty_pages", s.trimmed_dirty_pages as f64),

@@ -1820,6 +1820,11 @@ impl Policy for Hswd {
         self.recover(stores)
     }
 
+    /// The PCache (data, entries, journal) is what `open` recovers.
+    fn restarts_warm(&self) -> bool {
+        true
+    }
+
     /// Whole blocks only: IOs are widened to whole blocks, and a
     /// partial-block write is not read-modify-written (see the module
     /// docs), which is exact in timing but not in data.

@@ -1008,7 +1008,7 @@ impl Drop for Served {
 /// Binds `tierlab serve` for a config (a path, or a dict as JSON) and runs
 /// it in a thread; the `Served` handle stops it.
 #[pyfunction]
-#[pyo3(signature = (path=None, text=None, json=None, overrides=Vec::new(), base_dir=None, unix=None, tcp=None, export="tierlab".to_string(), read_only=false, model_timing=false, out=None, stats_interval_s=10.0, record=None, io_engine="auto".to_string(), io_threads=32))]
+#[pyo3(signature = (path=None, text=None, json=None, overrides=Vec::new(), base_dir=None, unix=None, tcp=None, export="tierlab".to_string(), read_only=false, model_timing=false, out=None, stats_interval_s=10.0, record=None, io_engine="auto".to_string(), io_threads=32, write_back_on_stop=false))]
 #[allow(clippy::too_many_arguments)]
 fn serve_start(
     py: Python<'_>,
@@ -1027,6 +1027,7 @@ fn serve_start(
     record: Option<PathBuf>,
     io_engine: String,
     io_threads: usize,
+    write_back_on_stop: bool,
 ) -> PyResult<Served> {
     let (config, base) = match (path, text, json) {
         (Some(p), None, None) => {
@@ -1074,6 +1075,7 @@ fn serve_start(
             .map_err(|e: String| PyValueError::new_err(e))?,
         io_threads,
         verbose: false,
+        write_back_on_stop,
     };
     // The stack is not `Send` (policies need not be): it is built on the
     // thread that runs it, which reports back what clients need.

@@ -68,6 +68,9 @@ enum Phase {
     Done,
 }
 
+/// `Finished::user` of a warm stop's FLUSH (no pending request).
+const STOP_FLUSH: u64 = u64::MAX;
+
 struct Loop {
     server: Server,
     conns: HashMap<Token, Conn>,
@@ -86,6 +89,10 @@ struct Loop {
     phase: Phase,
     stop_requests: u32,
     stop_at_ns: TimeNs,
+    /// A warm stop's FLUSH of the policy is in flight.
+    stop_flush_pending: bool,
+    /// The stop only flushes (the policy restarts warm), no write-back.
+    warm_stop: bool,
     next_stats_ns: TimeNs,
     stats_interval_ns: TimeNs,
     interrupted: bool,
@@ -129,6 +136,8 @@ pub(crate) fn run(mut server: Server) -> Result<ServeReport, String> {
         phase: Phase::Serving,
         stop_requests: 0,
         stop_at_ns: 0,
+        stop_flush_pending: false,
+        warm_stop: false,
         next_stats_ns: stats_interval_ns,
         stats_interval_ns,
         interrupted: false,
@@ -710,6 +719,10 @@ impl Loop {
 
     /// A host IO the stack finished.
     fn finished(&mut self, f: Finished) -> Result<(), String> {
+        if f.user == STOP_FLUSH {
+            self.stop_flush_pending = false;
+            return Ok(());
+        }
         let p = f.user as usize;
         let pw = self.pending[p]
             .as_mut()
@@ -948,13 +961,39 @@ impl Loop {
                     && self.server.core.host_in_flight() == 0
                 {
                     self.phase = Phase::Draining;
-                    self.server.core.drain(now)?;
+                    self.warm_stop = self.server.core.policy.restarts_warm()
+                        && !self.server.opts.write_back_on_stop;
+                    if self.warm_stop {
+                        // The cache survives a restart: make it durable (a
+                        // FLUSH of the policy), do not write it back.
+                        self.stop_flush_pending = true;
+                        let flush = HostRequest {
+                            op: Op::Flush,
+                            offset_bytes: 0,
+                            size_bytes: 0,
+                            tenant: 0,
+                            buf: Vec::new(),
+                            user: STOP_FLUSH,
+                            record: false,
+                        };
+                        self.server.core.issue(now, flush)?;
+                    } else {
+                        self.server.core.drain(now)?;
+                    }
                 }
                 Ok(false)
             }
             Phase::Draining => {
-                if self.server.core.drained() {
+                let done = if self.warm_stop {
+                    // Its flush answered and nothing of it still in flight
+                    // (an RMW or a commit runs to its end).
+                    !self.stop_flush_pending && !self.server.core.busy()
+                } else {
+                    self.server.core.drained()
+                };
+                if done {
                     self.report.drain_s = (now - self.stop_at_ns) as f64 / NS_PER_S as f64;
+                    self.report.warm_stop = self.warm_stop;
                     let b = self.server.core.flush_backends(now)?;
                     self.phase = Phase::Syncing(b);
                 }

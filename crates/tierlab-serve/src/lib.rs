@@ -92,6 +92,11 @@ pub struct ServeOptions {
     pub io_threads: usize,
     /// Log connections and stop progress on stderr.
     pub verbose: bool,
+    /// At a clean stop, write every cached byte back to the backing device
+    /// even when the policy's cache survives a restart
+    /// (`Policy::restarts_warm`, HSWD); without it such a cache is only
+    /// flushed and comes back warm.
+    pub write_back_on_stop: bool,
 }
 
 impl Default for ServeOptions {
@@ -106,6 +111,7 @@ impl Default for ServeOptions {
             io_engine: EngineKind::Auto,
             io_threads: 32,
             verbose: false,
+            write_back_on_stop: false,
         }
     }
 }

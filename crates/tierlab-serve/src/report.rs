@@ -34,8 +34,12 @@ pub struct ServeReport {
     /// Requests that arrived after a stop began, answered ESHUTDOWN.
     pub requests_refused_stopping: u64,
     pub serving_s: f64,
-    /// Seconds from the stop request to the policy holding no dirty data.
+    /// Seconds from the stop request to the policy holding no dirty data
+    /// (or, at a warm stop, to its FLUSH done).
     pub drain_s: f64,
+    /// The stop only flushed the policy, whose cache survives a restart
+    /// (`Policy::restarts_warm`; `--write-back-on-stop` turns it off).
+    pub warm_stop: bool,
     /// Host IOs written by `--record`.
     pub recorded_ios: u64,
     /// Why the server stopped: `SIGINT`, `SIGTERM` or `stop requested`.

@@ -501,17 +501,19 @@ fn atsmf_flush_makes_writes_to_a_promoted_sub_lun_durable() {
 /// stack, where nothing is durable and every connection sees one memory.
 #[test]
 fn can_multi_conn_is_advertised_only_where_a_flush_makes_writes_durable() {
-    for (config, multi) in [
+    for (config, overrides, multi) in [
         // FLUSH writes the memory tier back to flash.
-        ("serve-atsmf.toml", true),
-        ("serve-cache.toml", true),
-        ("serve-file.toml", true),
-        // A restart starts with an empty cache: FLUSH is not durable yet.
-        ("serve-hswd.toml", false),
+        ("serve-atsmf.toml", &[][..], true),
+        // The paper's ATSMF: a FLUSH leaves memory-resident writes volatile.
+        ("serve-atsmf.toml", &["policy.flush_writes_back=false"][..], false),
+        ("serve-cache.toml", &[], true),
+        ("serve-file.toml", &[], true),
+        // The PCache and its metadata survive a restart.
+        ("serve-hswd.toml", &[], true),
     ] {
-        let srv = serve_config(config, ServeOptions::default());
+        let srv = serve_config_with(config, overrides, ServeOptions::default(), |_| {});
         let c = Client::connect(&srv.sock);
-        assert_eq!(srv.export.can_multi_conn, multi, "{config}");
+        assert_eq!(srv.export.can_multi_conn, multi, "{config} {overrides:?}");
         assert_eq!(
             c.transmission_flags & TF_CAN_MULTI_CONN != 0,
             multi,

@@ -86,7 +86,9 @@ pub static CACHE: Stack = Stack {
     volume_image: Some("serve-cache-backing.img"),
     allocation_known: true,
     drain_granule_bytes: 4 * KIB,
-    tier0_counter: Some("dirty_bytes"),
+    // Pages in the cache, dirty or clean (qemu-io's FLUSH at exit writes
+    // them back and leaves them cached).
+    tier0_counter: Some("resident_bytes"),
     geometry_bytes: 4 * MIB,
     multi_conn: true,
 };
@@ -102,7 +104,7 @@ pub static FLASHCACHE: Stack = Stack {
     volume_image: Some("serve-flashcache-disk.img"),
     allocation_known: true,
     drain_granule_bytes: 4 * KIB,
-    tier0_counter: Some("dirty_bytes"),
+    tier0_counter: Some("resident_bytes"),
     // flashcache: each 2 MiB stretch of the disk maps to one set.
     geometry_bytes: 2 * MIB,
     multi_conn: true,
@@ -121,7 +123,7 @@ pub static ATSMF: Stack = Stack {
     drain_granule_bytes: 4 * KIB,
     tier0_counter: None,
     geometry_bytes: 4 * MIB,
-    multi_conn: false,
+    multi_conn: true,
 };
 
 pub static HSWD: Stack = Stack {
@@ -435,6 +437,8 @@ pub struct Opts<'a> {
     pub stats_interval_s: Option<f64>,
     /// `--set KEY=VALUE` overrides.
     pub set: &'a [&'a str],
+    /// `--write-back-on-stop` (HSWD's stop then cleans every band).
+    pub write_back_on_stop: bool,
 }
 
 impl Lab {
@@ -487,6 +491,9 @@ impl Lab {
         ]);
         if o.read_only {
             c.arg("--read-only");
+        }
+        if o.write_back_on_stop {
+            c.arg("--write-back-on-stop");
         }
         if let Some(e) = o.export {
             c.args(["--export", e]);
