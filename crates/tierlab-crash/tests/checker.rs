@@ -431,7 +431,9 @@ fn the_checker_catches_each_hswd_persistence_step_removed() {
 /// the restarted stack must still read every flushed write.
 #[test]
 fn surprise_shutdown_at_every_write_loses_nothing_flushed() {
-    let every: u64 = std::env::var("TIERLAB_CRASH_SURPRISE_EVERY").ok().map_or(4, |v| v.parse().unwrap());
+    let every: u64 = std::env::var("TIERLAB_CRASH_SURPRISE_EVERY")
+        .ok()
+        .map_or(4, |v| v.parse().unwrap());
     let stacks: Vec<(&str, Stack)> = vec![
         ("passthrough", stack(&dev("disk", "disk.img", "4MiB"))),
         ("cache write-back", cache_stack("write-back", "ram")),
@@ -453,10 +455,22 @@ fn surprise_shutdown_at_every_write_loses_nothing_flushed() {
             t.elapsed().as_secs_f64(),
             r.violations.len()
         );
-        assert!(r.device_writes >= 1000, "{name}: a workload of {} device writes", r.device_writes);
-        assert!(r.states() as f64 >= r.device_writes as f64 / every as f64, "{name}");
+        assert!(
+            r.device_writes >= 1000,
+            "{name}: a workload of {} device writes",
+            r.device_writes
+        );
+        assert!(
+            r.states() as f64 >= r.device_writes as f64 / every as f64,
+            "{name}"
+        );
         if let Some(v) = r.violations.first() {
-            panic!("{name}: {} violations; first at {}: {}", r.violations.len(), v.crash_point, v.message);
+            panic!(
+                "{name}: {} violations; first at {}: {}",
+                r.violations.len(),
+                v.crash_point,
+                v.message
+            );
         }
     }
 }

@@ -505,7 +505,11 @@ fn can_multi_conn_is_advertised_only_where_a_flush_makes_writes_durable() {
         // FLUSH writes the memory tier back to flash.
         ("serve-atsmf.toml", &[][..], true),
         // The paper's ATSMF: a FLUSH leaves memory-resident writes volatile.
-        ("serve-atsmf.toml", &["policy.flush_writes_back=false"][..], false),
+        (
+            "serve-atsmf.toml",
+            &["policy.flush_writes_back=false"][..],
+            false,
+        ),
         ("serve-cache.toml", &[], true),
         ("serve-file.toml", &[], true),
         // The PCache and its metadata survive a restart.

@@ -673,6 +673,18 @@ impl Server {
         self.child.as_ref().expect("running").id() as i32
     }
 
+    /// SIGKILL: the process dies with no chance to flush or write back
+    /// (a crash, as far as the stores are concerned).
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("server running");
+        forget_server(child.id() as i32);
+        let _ = child.kill();
+        let _ = child.wait();
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+
     /// Stops with SIGINT; asserts exit 0 and the `stopped (SIGINT)` line;
     /// returns that line.
     pub fn stop(&mut self) -> String {

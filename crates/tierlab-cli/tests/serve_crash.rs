@@ -1,0 +1,326 @@
+//! `tierlab serve` killed for real: nothing flushed is lost, and HSWD's
+//! persistent cache comes back warm.
+//!
+//! - **SIGKILL loop** (per stack, 20 kills by default,
+//!   `TIERLAB_SERVE_KILLS=N` for more): a client writes stamped 4 KiB
+//!   blocks (every 512-byte sector says which block and which write put it
+//!   there: tierlab-crash's stamps) and FLUSHes every few writes, while the
+//!   server is SIGKILLed at a random moment; the server is restarted on the
+//!   same files and every block written so far is read back. Each sector
+//!   must hold a write to that block no older than the last one
+//!   acknowledged before the last completed FLUSH — never an older one,
+//!   never zeros after a flushed write, never another block's bytes.
+//! - **Warm restart** (HSWD): the blocks cached before a clean stop or a
+//!   SIGKILL (after a FLUSH) are cached after the restart — the same reads
+//!   hit — with the same data.
+
+mod common_serve;
+
+#[path = "../../tierlab-serve/tests/common/mod.rs"]
+#[allow(dead_code, unused_imports)]
+mod nbd_client;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common_serve::*;
+use nbd_client::{Client, Rng};
+use tierlab_crash::stamp::{self, SECTOR_BYTES, Sector};
+
+const BLOCK: u64 = 4096;
+
+/// What the client knows: per block, every write issued to it, the newest
+/// acknowledged by the server running now, and the newest a completed FLUSH
+/// covers.
+#[derive(Default)]
+struct Model {
+    issued: HashMap<u64, Vec<u64>>,
+    acked: HashMap<u64, u64>,
+    flushed: HashMap<u64, u64>,
+    next_seq: u64,
+    writes_acked: u64,
+    flushes_done: u64,
+}
+
+/// Writes random stamped blocks of [0, blocks), a FLUSH every
+/// `flush_every`, until the server goes away (the client then panics on
+/// the dead socket: the thread ends).
+fn writer(
+    sock: std::path::PathBuf,
+    model: Arc<Mutex<Model>>,
+    blocks: u64,
+    flush_every: u64,
+    seed: u64,
+) {
+    let mut c = Client::connect(&sock);
+    let mut rng = Rng::new(seed);
+    loop {
+        let b = rng.below(blocks);
+        let seq = {
+            let mut m = model.lock().unwrap();
+            m.next_seq += 1;
+            let s = m.next_seq;
+            m.issued.entry(b).or_default().push(s);
+            s
+        };
+        let mut data = vec![0u8; BLOCK as usize];
+        stamp::fill(&mut data, b * BLOCK / SECTOR_BYTES as u64, seq);
+        assert_eq!(c.write(b * BLOCK, &data), 0, "write");
+        {
+            let mut m = model.lock().unwrap();
+            m.acked.insert(b, seq);
+            m.writes_acked += 1;
+        }
+        if rng.below(flush_every) == 0 {
+            // Covers every write acknowledged before it is sent.
+            let covered = model.lock().unwrap().acked.clone();
+            assert_eq!(c.flush(), 0, "flush");
+            let mut m = model.lock().unwrap();
+            m.flushes_done += 1;
+            for (b, s) in covered {
+                let f = m.flushed.entry(b).or_insert(0);
+                *f = (*f).max(s);
+            }
+        }
+    }
+}
+
+/// Reads back every block written so far; the first broken promise.
+fn verify(sock: &std::path::Path, model: &Model) -> Result<u64, String> {
+    let mut c = Client::connect(sock);
+    let mut blocks: Vec<u64> = model.issued.keys().copied().collect();
+    blocks.sort_unstable();
+    for &b in &blocks {
+        let data = c
+            .read(b * BLOCK, BLOCK as u32)
+            .map_err(|e| format!("block {b}: read failed with NBD error {e}"))?;
+        let need = model.flushed.get(&b).copied().unwrap_or(0);
+        let issued = &model.issued[&b];
+        for (i, sector) in data.chunks_exact(SECTOR_BYTES).enumerate() {
+            let lba = b * BLOCK / SECTOR_BYTES as u64 + i as u64;
+            let ok = match stamp::decode(sector, lba) {
+                Sector::Zeros => need == 0,
+                Sector::Written { seq } => seq >= need && issued.contains(&seq),
+                Sector::Foreign { .. } => false,
+            };
+            if !ok {
+                return Err(format!(
+                    "block {b} sector {i}: {:?}; the newest flushed write was #{need}, writes issued {issued:?}",
+                    stamp::decode(sector, lba)
+                ));
+            }
+        }
+    }
+    c.disconnect();
+    Ok(blocks.len() as u64)
+}
+
+/// `busy_counter`: a policy counter that shows the interesting machinery
+/// ran before some kill (RMWs, promotions, write-backs): summed over the
+/// rounds (as last reported before each kill), it must be positive.
+fn kill_loop(stack: &'static Stack, set: &[&str], blocks: u64, busy_counter: Option<&str>) {
+    if !require("serve_crash", &[]) {
+        return;
+    }
+    let kills: u64 = std::env::var("TIERLAB_SERVE_KILLS")
+        .ok()
+        .map_or(20, |v| v.parse().expect("TIERLAB_SERVE_KILLS is a number"));
+    let mut lab = Lab::new(stack);
+    let model = Arc::new(Mutex::new(Model::default()));
+    let mut rng = Rng::new(0x5eed ^ stack.name.len() as u64);
+    let mut verified = 0;
+    let mut busy = 0.0;
+    for round in 0..kills {
+        let mut srv = lab.start_with(Opts {
+            set,
+            stats_interval_s: Some(0.02),
+            ..Opts::default()
+        });
+        let sock = lab.socket();
+        if let Err(e) = verify(&sock, &model.lock().unwrap()) {
+            panic!(
+                "[{} kill {round}] after the restart: {e}\n{}",
+                stack.name,
+                srv.output()
+            );
+        }
+        // A write acknowledged before the kill and not flushed may be lost:
+        // a FLUSH sent to this server covers only what it acknowledged.
+        model.lock().unwrap().acked.clear();
+        verified += model.lock().unwrap().issued.len() as u64;
+        let m = Arc::clone(&model);
+        let seed = rng.next_u64();
+        let w = std::thread::spawn(move || writer(sock, m, blocks, 8, seed));
+        std::thread::sleep(Duration::from_millis(30 + rng.below(220)));
+        if let Some(c) = busy_counter {
+            busy += srv.counter(c).unwrap_or(0.0);
+        }
+        srv.kill();
+        // The writer ends on the dead socket (its panic is the expected end).
+        assert!(w.join().is_err(), "the writer outlived the server");
+    }
+    let srv = lab.start_with(Opts {
+        set,
+        ..Opts::default()
+    });
+    let m = model.lock().unwrap();
+    let n =
+        verify(&lab.socket(), &m).unwrap_or_else(|e| panic!("[{}] final check: {e}", stack.name));
+    eprintln!(
+        "[{}] {kills} SIGKILLs: {} writes acknowledged, {} FLUSHes, {} block reads verified, {n} blocks at the end; {busy_counter:?} before the kills: {busy}",
+        stack.name, m.writes_acked, m.flushes_done, verified
+    );
+    assert!(
+        m.flushes_done >= kills && m.writes_acked >= 10 * kills,
+        "the workload ran"
+    );
+    if let Some(c) = busy_counter {
+        assert!(
+            busy > 0.0,
+            "[{}] {c} stayed 0 in every round: the test proves little",
+            stack.name
+        );
+    }
+    drop(srv);
+}
+
+#[test]
+fn sigkill_loop_file() {
+    kill_loop(&FILE, &[], 2048, None);
+}
+
+#[test]
+fn sigkill_loop_write_back_cache() {
+    // A small cache, so writes also evict and write back under the kills.
+    kill_loop(
+        &CACHE,
+        &["policy.capacity_bytes=2MiB"],
+        2048,
+        Some("flush_ios"),
+    );
+}
+
+#[test]
+fn sigkill_loop_flashcache() {
+    kill_loop(
+        &FLASHCACHE,
+        &["policy.capacity_bytes=2MiB"],
+        2048,
+        Some("flush_ios"),
+    );
+}
+
+#[test]
+fn sigkill_loop_atsmf() {
+    // Short periods, so sub-LUNs are promoted (and the memory tier holds
+    // acknowledged writes) within a round.
+    kill_loop(
+        &ATSMF,
+        &[
+            "policy.period_s=0.05",
+            "policy.collect_s=0.05",
+            "policy.min_samples=5",
+            "policy.sub_lun_size_bytes=1MiB",
+        ],
+        2048,
+        Some("flush_back_bytes"),
+    );
+}
+
+#[test]
+fn sigkill_loop_hswd() {
+    // A 6 MiB PCache of 1 MiB bands under an 8 MiB working set: RMWs run
+    // (and are killed) within a round.
+    kill_loop(
+        &HSWD,
+        &["policy.pcache_bytes=6MiB", "policy.band_bytes=1MiB"],
+        2048,
+        Some("rmw_count"),
+    );
+}
+
+/// HSWD's cache after a restart: the blocks cached before a clean stop
+/// (warm: only flushed) or a SIGKILL (after a FLUSH) are cached again —
+/// reading them back hits every one — and hold the same data.
+#[test]
+fn hswd_restarts_warm_after_a_clean_stop_and_after_a_sigkill() {
+    if !require("hswd_restarts_warm", &[]) {
+        return;
+    }
+    let mut lab = Lab::new(&HSWD);
+    let blocks: Vec<u64> = (0..300).map(|i| i * 7 + 3).collect(); // < the PCache's 80 %
+    let data = |b: u64| {
+        let mut d = vec![0u8; BLOCK as usize];
+        stamp::fill(&mut d, b * BLOCK / SECTOR_BYTES as u64, b + 1);
+        d
+    };
+    let mut srv = lab.start();
+    let mut c = Client::connect(&lab.socket());
+    for &b in &blocks {
+        assert_eq!(c.write(b * BLOCK, &data(b)), 0);
+    }
+    assert_eq!(c.flush(), 0);
+    let read_all = |c: &mut Client| {
+        for &b in &blocks {
+            assert_eq!(
+                c.read(b * BLOCK, BLOCK as u32).unwrap(),
+                data(b),
+                "block {b}"
+            );
+        }
+    };
+    read_all(&mut c);
+    c.disconnect();
+    let before = counter_when(&srv, "read_hits", blocks.len() as f64);
+    assert_eq!(
+        before,
+        blocks.len() as f64,
+        "every block was a hit before the stop"
+    );
+    let line = srv.stop();
+    eprintln!("{line}");
+    let s = srv.summary().unwrap();
+    assert_eq!(
+        s.pointer("/serve/warm_stop").and_then(|v| v.as_bool()),
+        Some(true),
+        "{s:#}"
+    );
+
+    for how in ["clean stop", "SIGKILL"] {
+        let mut srv = lab.start();
+        let mut c = Client::connect(&lab.socket());
+        read_all(&mut c);
+        c.disconnect();
+        let recovered = counter_when(&srv, "recovered_blocks", blocks.len() as f64);
+        assert_eq!(
+            recovered,
+            blocks.len() as f64,
+            "after a {how}: blocks recovered"
+        );
+        let hits = counter_when(&srv, "read_hits", blocks.len() as f64);
+        assert_eq!(
+            hits,
+            blocks.len() as f64,
+            "after a {how}: the same reads hit"
+        );
+        assert_eq!(srv.counter("read_misses"), Some(0.0), "after a {how}");
+        if how == "clean stop" {
+            srv.kill();
+        } else {
+            srv.stop();
+        }
+    }
+}
+
+/// The counter once it reached `want` (or its last value after 10 s).
+fn counter_when(srv: &Server, name: &str, want: f64) -> f64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = srv.counter(name);
+        if v == Some(want) || std::time::Instant::now() > deadline {
+            return v.unwrap_or(f64::NAN);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
