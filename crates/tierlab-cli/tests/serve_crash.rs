@@ -17,7 +17,7 @@
 mod common_serve;
 
 #[path = "../../tierlab-serve/tests/common/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod nbd_client;
 
 use std::collections::HashMap;
