@@ -158,11 +158,15 @@ fn crash_points(log: &Log, opts: &Options, shingled: &[bool]) -> Vec<usize> {
             .take(want / 4),
     );
     points.push(n); // after everything
-    while points.len() < want {
-        points.push(rng.below(n as u64 + 1) as usize);
+    // Random points inside epochs, distinct (as many as the log allows).
+    let mut seen: std::collections::HashSet<usize> = points.iter().copied().collect();
+    let mut tries = 0;
+    while seen.len() < want.min(n + 1) && tries < 20 * want {
+        tries += 1;
+        seen.insert(rng.below(n as u64 + 1) as usize);
     }
+    let mut points: Vec<usize> = seen.into_iter().collect();
     points.sort_unstable();
-    points.dedup();
     points
 }
 

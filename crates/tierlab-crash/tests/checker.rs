@@ -28,9 +28,12 @@ fn states(default: u64) -> u64 {
 }
 
 fn assert_clean(name: &str, s: &Stack, seed: u64) {
+    let n = states(160);
     let opts = Options {
         seed,
-        states: states(160),
+        states: n,
+        // Enough log events for that many distinct crash points.
+        host_ios: n.max(2000),
         ..Default::default()
     };
     let r = check(s, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
