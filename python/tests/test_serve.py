@@ -82,3 +82,36 @@ def test_bad_arguments_raise_clear_errors(tmp_path):
     with pytest.raises(RuntimeError, match="nowhere"):
         with tierlab.serve(missing, unix=tmp_path / "s.sock"):
             pass
+
+
+def _hswd_stack(tmp_path):
+    return {
+        "devices": [
+            {"name": "pcache", "path": str(tmp_path / "p.img"), "capacity_bytes": "8MiB", "create": True},
+            {"name": "smr", "path": str(tmp_path / "n.img"), "capacity_bytes": "32MiB", "create": True},
+        ],
+        "policy": {"kind": "hswd", "pcache_bytes": "4MiB", "band_bytes": "1MiB"},
+    }
+
+
+@needs
+@pytest.mark.parametrize("write_back_on_stop", [False, True])
+def test_hswd_stops_warm_unless_asked_to_write_back(tmp_path, write_back_on_stop):
+    sock = tmp_path / "s.sock"
+    with tierlab.serve(_hswd_stack(tmp_path), unix=sock, write_back_on_stop=write_back_on_stop) as s:
+        io = subprocess.run(
+            ["qemu-io", "-f", "raw", "-c", "write -P 0x3c 2M 64k", s.uri], capture_output=True, text=True
+        )
+        assert io.returncode == 0, io
+    assert s.report["warm_stop"] is (not write_back_on_stop), s.report
+    with open(tmp_path / "n.img", "rb") as f:
+        f.seek(2 << 20)
+        on_smr = f.read(64 << 10) == b"\x3c" * (64 << 10)
+    # Warm: the data stays in the PCache (recovered at the next start);
+    # written back: the SMR disk holds it.
+    assert on_smr is write_back_on_stop
+    with tierlab.serve(_hswd_stack(tmp_path), unix=sock) as s:
+        io = subprocess.run(
+            ["qemu-io", "-f", "raw", "-c", "read -P 0x3c 2M 64k", s.uri], capture_output=True, text=True
+        )
+        assert io.returncode == 0 and "Pattern verification failed" not in io.stdout, io
