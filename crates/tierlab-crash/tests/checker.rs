@@ -455,7 +455,7 @@ fn surprise_shutdown_at_every_write_loses_nothing_flushed() {
         // A workload of more than 2,000 host writes.
         let opts = Options {
             surprise_every: every,
-            host_ios: 3000,
+            host_ios: 3500,
             ..Default::default()
         };
         let t = std::time::Instant::now();
