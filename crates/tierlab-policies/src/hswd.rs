@@ -6,11 +6,11 @@
 //! writes.
 //!
 //! PCache layout on device 0 (byte offsets):
-//! - **metadata area** at 0: one 4 KiB header page (volume metadata: PCache
-//!   size, block size, mapping, band selection, and the RMW journal record
-//!   "band b is staged in the RCache"), then the per-block entries
-//!   (`metadata_entry_bytes` each: disk block number + state), packed into
-//!   4 KiB pages;
+//! - **metadata area** at 0 (format: [`crate::hswd_meta`]): a header page
+//!   (geometry, and the RMW journal record "band b is staged in the
+//!   RCache"), then the per-slot entries (disk block + the commit that
+//!   wrote it) packed into 4 KiB pages; every page in two copies,
+//!   versioned and crc32c-checked;
 //! - **data area**: `blocks` cache blocks of `block_bytes`;
 //! - **reserved area (RCache)**: one band, where an RMW is staged.
 //!
@@ -25,8 +25,9 @@
 //! Write (per block): a block cached in its set is overwritten in place
 //! (a write hit; writes to one slot are serialised, and wait for an RMW
 //! reading the slot). Otherwise a free block
-//! of the set is taken (a miss): data write, then the block's metadata
-//! page, then the host write completes. Without a free block the block
+//! of the set is taken (a miss): data write, then a metadata *commit* (a
+//! PCache flush, then the changed entry pages), then the host write
+//! completes (see *Persistence* below). Without a free block the block
 //! waits (in arrival order) until cleaning frees one. After each write, a
 //! set whose dirty share is ≥ `clean_start_pct` is queued for cleaning.
 //!
@@ -39,14 +40,22 @@
 //! 1. read the whole band from the NRegion into a staging buffer;
 //! 2. read the band's cached blocks from the PCache into it (blocks with a
 //!    write in flight are left for a later RMW);
-//! 3. write the merged band into the RCache, and the journal record into
-//!    the header page;
-//! 4. write the band back to the NRegion (one sequential write) — while
-//!    this runs, reads of the band's uncached blocks are served from the
-//!    RCache (the band on the disk is being rewritten);
-//! 5. free the merged blocks unless a host write reached them since step 2
-//!    (their metadata pages and the cleared journal record are written in
-//!    the background), then serve waiting writes.
+//! 3. stage it: clear a journal record still set (and flush), write the
+//!    merged band into the RCache (and flush), set the journal record in
+//!    the header page (and flush);
+//! 4. write the band back to the NRegion (one sequential write), then flush
+//!    the NRegion — while this runs, reads of the band's uncached blocks
+//!    are served from the RCache (the band on the disk is being rewritten);
+//! 5. free the merged blocks unless a host write reached them since step 2:
+//!    their entries are cleared by the next commit, their slots reused only
+//!    once that is durable; then serve waiting writes.
+//!
+//! Persistence (docs/crash-consistency.md): a write is acknowledged only
+//! once its data landed and its block's entry was written by a completed
+//! commit, so the executor's sync after a FLUSH makes both durable;
+//! `Policy::open` (`recover`) formats a never-written area, refuses one of
+//! another geometry or a damaged one, finishes a journaled RMW from the
+//! RCache and rebuilds the maps from the entries.
 //!
 //! Reads: a cached block from its PCache slot, else (band in step 4) from
 //! the RCache, else from the NRegion; adjacent blocks from the same place
@@ -95,7 +104,7 @@
 //! the band under RMW waits for the RMW to end (`trims_deferred`), and no
 //! RMW starts on a band with a trim in flight. The host trim completes with
 //! the NRegion trim; host flushes complete at once (every acknowledged
-//! write is on the PCache, which the executor syncs).
+//! write's data and entry are on the PCache, which the executor syncs).
 //!
 //! `drain` cleans every cached block (as `clean_all`). `locate` reports
 //! where `read` would go now: a block's PCache slot while it holds valid
@@ -2089,16 +2098,32 @@ impl Hswd {
                 "the PCache device holds {have} bytes; this layout needs {need}"
             ));
         }
+        // What a killed process left may sit in the OS's cache only: make
+        // it durable before building on it (the next writes go to the
+        // other copies, trusting these).
+        stores.sync(PCACHE_DEVICE)?;
+        stores.sync(NREGION_DEVICE)?;
         let read = |stores: &mut dyn Stores, page: u64, copy: u8| -> Result<Vec<u8>, String> {
             let mut b = vec![0u8; META_PAGE as usize];
             stores.read_at(PCACHE_DEVICE, hswd_meta::copy_offset(page, copy), &mut b)?;
             Ok(b)
         };
         let (a, b) = (read(stores, 0, 0)?, read(stores, 0, 1)?);
-        let Some((copy, header, seq)) =
-            hswd_meta::newest(hswd_meta::decode_header(&a), hswd_meta::decode_header(&b))
-        else {
-            return self.format(stores);
+        let (ha, hb) = (hswd_meta::decode_header(&a), hswd_meta::decode_header(&b));
+        let (ra, rb) = (ha.as_ref().err().copied(), hb.as_ref().err().copied());
+        let Some((copy, header, seq)) = hswd_meta::newest(ha, hb) else {
+            // Only an area never written is formatted: a damaged or
+            // foreign one holds data nobody should wipe silently.
+            if a.iter().chain(&b).all(|&x| x == 0) {
+                return self.format(stores);
+            }
+            return Err(format!(
+                "the PCache device's metadata header is unreadable (copy 0: {}; copy 1: {}): \
+                 refusing to format over what it may hold; give a new or zeroed PCache device \
+                 to start with an empty cache",
+                ra.unwrap_or("valid"),
+                rb.unwrap_or("valid")
+            ));
         };
         if header.geometry != self.geometry() {
             return Err(format!(
@@ -2122,8 +2147,17 @@ impl Hswd {
             let n = per.min(self.layout.blocks - first) as usize;
             let (a, b) = (read(stores, page, 0)?, read(stores, page, 1)?);
             let decode = |x: &[u8]| hswd_meta::decode_entries(x, page, self.entry_bytes, n);
-            let Some((copy, entries, seq)) = hswd_meta::newest(decode(&a), decode(&b)) else {
-                continue; // never written: every slot free
+            let (da, db) = (decode(&a), decode(&b));
+            let (ra, rb) = (da.as_ref().err().copied(), db.as_ref().err().copied());
+            let Some((copy, entries, seq)) = hswd_meta::newest(da, db) else {
+                // A formatted area has a valid copy of every page, and a
+                // write only ever replaces the other one.
+                return Err(format!(
+                    "metadata page {page} is unreadable in both copies (copy 0: {}; copy 1: {}): \
+                     the cache's map is lost; refusing to guess",
+                    ra.unwrap_or("valid"),
+                    rb.unwrap_or("valid")
+                ));
             };
             self.durable.page_seq[page as usize] = seq;
             self.durable.page_copy[page as usize] = copy;
@@ -2145,6 +2179,11 @@ impl Hswd {
                         }
                     ));
                 }
+                if cseq >= hswd_meta::MAX_SEQ {
+                    return Err(format!(
+                        "metadata page {page} gives slot {slot} the impossible commit {cseq}"
+                    ));
+                }
                 max_cseq = max_cseq.max(cseq);
                 match claims.get(&block) {
                     Some(&(_, oc)) if oc >= cseq => losers.push(slot),
@@ -2160,9 +2199,8 @@ impl Hswd {
         }
         // An RMW journaled but maybe not finished: write the staged band.
         if let Some(j) = header.journal {
-            if j.len_bytes > self.layout.band_bytes
-                || j.band * self.layout.band_bytes + j.len_bytes > self.nregion_bytes
-            {
+            let bands = self.nregion_bytes.div_ceil(self.layout.band_bytes);
+            if j.band >= bands || j.len_bytes == 0 || j.len_bytes != self.band_len_bytes(j.band) {
                 return Err(format!(
                     "the journal record stages {} bytes of band {}, which do not fit the NRegion",
                     j.len_bytes, j.band
@@ -2201,11 +2239,22 @@ impl Hswd {
             let set = self.set_of_band(band);
             self.sets[set].used += 1;
         }
-        // A losing claim's slot is released only once its cleared entry is
-        // durable (the first commit), like any freed slot.
-        for &slot in &losers {
-            taken[slot as usize] = true;
-            self.clear_entry(slot);
+        // A losing claim is cleared now, durably, before anything can
+        // reuse its slot or clean the winner: otherwise a second crash
+        // could bring the older claim back.
+        let mut loser_pages: Vec<u64> = losers.iter().map(|&s| self.meta_page_of_slot(s)).collect();
+        loser_pages.sort_unstable();
+        loser_pages.dedup();
+        for &page in &loser_pages {
+            let p = page as usize;
+            let (seq, copy) = (self.durable.page_seq[p] + 1, 1 - self.durable.page_copy[p]);
+            let bytes = self.entry_page_bytes(page, seq);
+            stores.write_at(PCACHE_DEVICE, hswd_meta::copy_offset(page, copy), &bytes)?;
+            self.durable.page_seq[p] = seq;
+            self.durable.page_copy[p] = copy;
+        }
+        if !loser_pages.is_empty() {
+            stores.sync(PCACHE_DEVICE)?;
         }
         let per_set = self.layout.blocks_per_set;
         for (i, set) in self.sets.iter_mut().enumerate() {
@@ -2236,26 +2285,27 @@ impl Hswd {
         Ok(())
     }
 
-    /// A never-written metadata area: the header and every entry page
-    /// (all slots free) in copy 0, copy 1 zeroed (no stale page from an
-    /// earlier use of the device can ever look newer), synced.
+    /// A never-written metadata area: every entry page (all slots free) in
+    /// copy 0 and copy 1 zeroed, synced; then the header, synced — so a
+    /// crash during the format leaves no header over stale entries.
     fn format(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
         let header = Header {
             geometry: self.geometry(),
             journal: None,
         };
         let zeros = vec![0u8; META_PAGE as usize];
-        stores.write_at(
-            PCACHE_DEVICE,
-            hswd_meta::copy_offset(0, 0),
-            &hswd_meta::encode_header(&header, 1),
-        )?;
-        stores.write_at(PCACHE_DEVICE, hswd_meta::copy_offset(0, 1), &zeros)?;
         for page in 1..self.durable.page_seq.len() as u64 {
             let bytes = self.entry_page_bytes(page, 1);
             stores.write_at(PCACHE_DEVICE, hswd_meta::copy_offset(page, 0), &bytes)?;
             stores.write_at(PCACHE_DEVICE, hswd_meta::copy_offset(page, 1), &zeros)?;
         }
+        stores.write_at(PCACHE_DEVICE, hswd_meta::copy_offset(0, 1), &zeros)?;
+        stores.sync(PCACHE_DEVICE)?;
+        stores.write_at(
+            PCACHE_DEVICE,
+            hswd_meta::copy_offset(0, 0),
+            &hswd_meta::encode_header(&header, 1),
+        )?;
         stores.sync(PCACHE_DEVICE)?;
         self.durable.page_seq.iter_mut().for_each(|s| *s = 1);
         self.durable.page_copy.iter_mut().for_each(|c| *c = 0);

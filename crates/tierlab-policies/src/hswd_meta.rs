@@ -36,6 +36,8 @@ const HEAD: usize = 32;
 const MAGIC_HEADER: &[u8; 4] = b"HSWH";
 const MAGIC_ENTRIES: &[u8; 4] = b"HSWE";
 pub const VERSION: u16 = 1;
+/// Sequence numbers (page and commit) at or above this are corrupt.
+pub const MAX_SEQ: u64 = 1 << 62;
 /// Smallest entry: block + commit sequence.
 pub const MIN_ENTRY_BYTES: u64 = 16;
 
@@ -133,7 +135,7 @@ fn seal(page: &mut [u8], magic: &[u8; 4], page_no: u64, seq: u64) {
     page[24..28].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// Why a copy is not trusted (None: it is valid).
+/// A copy's sequence, or why it is not trusted.
 fn check(page: &[u8], magic: &[u8; 4], page_no: u64) -> Result<u64, &'static str> {
     if page.iter().all(|&b| b == 0) {
         return Err("never written");
@@ -153,7 +155,13 @@ fn check(page: &[u8], magic: &[u8; 4], page_no: u64) -> Result<u64, &'static str
     if crc32c::crc32c(&copy) != stored {
         return Err("checksum mismatch (torn or corrupt)");
     }
-    Ok(u64_at(page, 16))
+    let seq = u64_at(page, 16);
+    // Sequences only grow by one per write: one this large is corrupt (and
+    // would wrap).
+    if seq >= MAX_SEQ {
+        return Err("an impossible sequence number");
+    }
+    Ok(seq)
 }
 
 pub fn encode_header(h: &Header, seq: u64) -> Vec<u8> {
@@ -182,10 +190,14 @@ pub fn decode_header(page: &[u8]) -> Result<(Header, u64), &'static str> {
         entry_bytes: v(4),
         nregion_bytes: v(5),
     };
-    let journal = (v(6) == 1).then(|| Journal {
-        band: v(7),
-        len_bytes: v(8),
-    });
+    let journal = match v(6) {
+        0 => None,
+        1 => Some(Journal {
+            band: v(7),
+            len_bytes: v(8),
+        }),
+        _ => return Err("a journal flag that is neither 0 nor 1"),
+    };
     Ok((Header { geometry, journal }, seq))
 }
 

@@ -282,15 +282,11 @@ impl Loop {
         let stats = periodic.then_some(self.next_stats_ns);
         let grace = (self.phase != Phase::Serving && !self.conns.is_empty())
             .then_some(self.stop_at_ns + STOP_GRACE_NS + 1);
-        let at = [
-            core.next_timer_ns(),
-            core.next_model_event_ns(),
-            stats,
-            grace,
-        ]
-        .into_iter()
-        .flatten()
-        .min();
+        let timer = (!self.warm_stop).then(|| core.next_timer_ns()).flatten();
+        let at = [timer, core.next_model_event_ns(), stats, grace]
+            .into_iter()
+            .flatten()
+            .min();
         (at.is_some_and(|t| t <= core.now_ns()), at)
     }
 
@@ -301,7 +297,11 @@ impl Loop {
             let core = &mut self.server.core;
             let now = core.now_ns();
             let mut progressed = core.poll_completions()?;
-            core.fire_timers(now)?;
+            // A warm stop fires no more policy timers: idle cleaning would
+            // turn it into a write-back, or start IO after the final sync.
+            if !self.warm_stop {
+                core.fire_timers(now)?;
+            }
             core.sample(now);
             core.caps.clear(); // no tenants to cap when serving
             while let Some(f) = self.server.core.finished.pop_front() {

@@ -289,7 +289,8 @@ impl Server {
             // stack, then fdatasyncs every backing store, so a flush on one
             // connection covers writes acknowledged on all of them — where
             // the policy's FLUSH makes data durable at all
-            // (`Policy::flush_is_durable`: not yet HSWD's).
+            // (`Policy::flush_is_durable`: not ATSMF's with
+            // flush_writes_back = false).
             can_multi_conn: policy.flush_is_durable(),
             block_min_bytes: block_min,
             block_preferred_bytes: block_min.max(4096),
