@@ -152,7 +152,7 @@ fn kill_loop(stack: &'static Stack, set: &[&str], blocks: u64, busy_counter: Opt
         let m = Arc::clone(&model);
         let seed = rng.next_u64();
         let w = std::thread::spawn(move || writer(sock, m, blocks, 8, seed));
-        std::thread::sleep(Duration::from_millis(30 + rng.below(220)));
+        std::thread::sleep(Duration::from_millis(60 + rng.below(240)));
         if let Some(c) = busy_counter {
             busy += srv.counter(c).unwrap_or(0.0);
         }
@@ -230,11 +230,12 @@ fn sigkill_loop_atsmf() {
 
 #[test]
 fn sigkill_loop_hswd() {
-    // A 6 MiB PCache of 1 MiB bands under an 8 MiB working set: RMWs run
-    // (and are killed) within a round.
+    // A 3 MiB PCache (2 MiB of data, 1 MiB bands) under an 8 MiB working
+    // set: the cache fills within a round or two (it restarts warm), and
+    // RMWs run, and are killed, from then on.
     kill_loop(
         &HSWD,
-        &["policy.pcache_bytes=6MiB", "policy.band_bytes=1MiB"],
+        &["policy.pcache_bytes=3MiB", "policy.band_bytes=1MiB"],
         2048,
         Some("rmw_count"),
     );
