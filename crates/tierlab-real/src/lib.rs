@@ -9,6 +9,7 @@ pub mod executor;
 pub mod open;
 pub mod pool;
 pub mod raid;
+pub mod raid_bitmap;
 pub mod signals;
 pub mod verify;
 

@@ -44,6 +44,7 @@ use tierlab_devices::raid::{
 };
 
 use crate::backend::Backend;
+use crate::raid_bitmap::{Bitmap, Geometry, Opened};
 
 /// Stripe (or unit) locks: a fixed table, keyed by a hash of the number.
 /// Two stripes may share a lock; nobody holds two at once, so that only
@@ -97,6 +98,25 @@ pub struct RaidBackend {
     rr: Vec<AtomicUsize>,
     locks: Box<[Mutex<()>]>,
     stats: Stats,
+    /// The write-intent bitmap (`bitmap`), when the config gives one.
+    bitmap: Option<Bitmap>,
+    /// Regions resynchronised at open, and the member bytes rewritten.
+    resync_regions: u64,
+    resync_member_bytes: u64,
+}
+
+/// Marks a bitmap region busy for as long as it lives.
+struct RegionWrite<'a> {
+    bitmap: Option<&'a Bitmap>,
+    region: u64,
+}
+
+impl Drop for RegionWrite<'_> {
+    fn drop(&mut self) {
+        if let Some(b) = self.bitmap {
+            b.end_write(self.region);
+        }
+    }
 }
 
 fn xor_into(dst: &mut [u8], src: &[u8]) {
@@ -173,7 +193,158 @@ impl RaidBackend {
             rr: (0..n / group_size).map(|_| AtomicUsize::new(0)).collect(),
             locks: (0..LOCKS).map(|_| Mutex::new(())).collect(),
             stats: Stats::default(),
+            bitmap: None,
+            resync_regions: 0,
+            resync_member_bytes: 0,
         })
+    }
+
+    /// Bytes of each member the array uses.
+    fn member_span_bytes(&self) -> u64 {
+        let data_members = match self.level {
+            RaidLevel::Raid0 => self.members.len(),
+            RaidLevel::Raid1 => 1,
+            RaidLevel::Raid5 => self.members.len() - 1,
+            RaidLevel::Raid10 => self.members.len() / 2,
+        } as u64;
+        self.capacity_bytes / data_members
+    }
+
+    /// The geometry a write-intent bitmap of `chunk_bytes` regions has
+    /// over this array, or why it cannot have one.
+    pub fn bitmap_geometry(&self, chunk_bytes: u64) -> Result<Geometry, String> {
+        if self.level == RaidLevel::Raid0 {
+            return Err("raid0 keeps no redundancy, so it has nothing for a write-intent \
+                        bitmap to resynchronise; remove `bitmap`"
+                .into());
+        }
+        if chunk_bytes == 0 || chunk_bytes % self.unit != 0 {
+            return Err(format!(
+                "bitmap_chunk_bytes is {chunk_bytes}; it must be a positive multiple of \
+                 stripe_unit_bytes ({})",
+                self.unit
+            ));
+        }
+        Ok(Geometry {
+            level: self.level,
+            members: self.members.len() as u32,
+            stripe_unit_bytes: self.unit,
+            chunk_bytes,
+            member_span_bytes: self.member_span_bytes(),
+        })
+    }
+
+    /// Puts the array under a write-intent bitmap kept in `store` (made
+    /// there if the store is all zeros), after resynchronising every
+    /// region the bitmap says a crash may have left inconsistent.
+    pub fn with_bitmap(
+        mut self,
+        store: Box<dyn Backend>,
+        chunk_bytes: u64,
+        broken_skip_flush: bool,
+    ) -> Result<RaidBackend, String> {
+        let geo = self.bitmap_geometry(chunk_bytes)?;
+        let Opened { mut bitmap, dirty } = Bitmap::open(geo, store)?;
+        bitmap.broken_skip_flush = broken_skip_flush;
+        if !dirty.is_empty() {
+            self.resync(&bitmap, &dirty).map_err(|e| {
+                format!(
+                    "resynchronising {} region(s) that {} marks as written when the array \
+                     stopped: {e}",
+                    dirty.len(),
+                    bitmap.describe()
+                )
+            })?;
+        }
+        self.bitmap = Some(bitmap);
+        Ok(self)
+    }
+
+    /// Makes each region's redundancy agree with its data again: RAID 5
+    /// parity recomputed from the data units, mirror copies copied from
+    /// the group's first survivor. Then flushes the members and clears the
+    /// regions' bits durably.
+    fn resync(&mut self, bitmap: &Bitmap, regions: &[u64]) -> io::Result<()> {
+        let n = self.members.len();
+        let u = self.unit;
+        let span = self.member_span_bytes();
+        let chunk = bitmap.geometry().chunk_bytes;
+        if self.level == RaidLevel::Raid5
+            && let Some(m) = (0..n).find(|&m| self.failed(m))
+        {
+            return Err(io::Error::other(format!(
+                "member {m} ({}) is failed, so the parity of those stripes cannot be recomputed \
+                 and their rebuilt data may be wrong (a crash and a lost member together: the \
+                 write hole a bitmap cannot close). Bring the member back to resynchronise, or \
+                 delete the bitmap file to accept the risk",
+                self.members[m].what
+            )));
+        }
+        let mut buf = vec![0u8; u as usize];
+        let mut parity = vec![0u8; u as usize];
+        for &b in regions {
+            let (lo, hi) = (b * chunk, ((b + 1) * chunk).min(span));
+            for row in (lo..hi).step_by(u as usize) {
+                match self.level {
+                    RaidLevel::Raid5 => {
+                        let geo = Raid5Stripe { n, stripe: row / u };
+                        parity.fill(0);
+                        for j in 0..n - 1 {
+                            self.mread(geo.data_member(j), &mut buf, row)?;
+                            xor_into(&mut parity, &buf);
+                        }
+                        self.mwrite(geo.parity_member(), &parity, row)?;
+                        self.resync_member_bytes += u;
+                    }
+                    _ => {
+                        let gs = self.group_size;
+                        for g in 0..n / gs {
+                            let copies: Vec<usize> =
+                                (g * gs..(g + 1) * gs).filter(|&m| !self.failed(m)).collect();
+                            let Some((&first, rest)) = copies.split_first() else {
+                                continue;
+                            };
+                            self.mread(first, &mut buf, row)?;
+                            for &m in rest {
+                                self.mwrite(m, &buf, row)?;
+                                self.resync_member_bytes += u;
+                            }
+                        }
+                    }
+                }
+            }
+            self.resync_regions += 1;
+        }
+        self.flush_members()?;
+        bitmap.clear_resynced(regions)
+    }
+
+    /// Marks the bitmap region of `member_offset` busy (setting its bit
+    /// durably first if it is clear) until the guard drops.
+    fn region_write(&self, member_offset: u64) -> io::Result<RegionWrite<'_>> {
+        let Some(b) = &self.bitmap else {
+            return Ok(RegionWrite {
+                bitmap: None,
+                region: 0,
+            });
+        };
+        let region = b.region(member_offset);
+        b.start_write(region)?;
+        Ok(RegionWrite {
+            bitmap: Some(b),
+            region,
+        })
+    }
+
+    fn flush_members(&self) -> io::Result<()> {
+        for (m, member) in self.members.iter().enumerate() {
+            if let Some(s) = &member.store {
+                bump(&self.stats.member_other);
+                s.flush()
+                    .map_err(|e| self.member_error(m, "flush", 0, 0, e))?;
+            }
+        }
+        Ok(())
     }
 
     pub fn level(&self) -> RaidLevel {
@@ -301,6 +472,7 @@ impl RaidBackend {
             // under its unit's lock when there are copies to keep equal.
             let n = n.min(self.unit - at % self.unit);
             let _guard = (gs > 1).then(|| self.lock(at / self.unit));
+            let _busy = self.region_write(member_offset)?;
             let i = (at - offset) as usize;
             for m in g * gs..(g + 1) * gs {
                 if !self.failed(m) {
@@ -421,6 +593,7 @@ impl RaidBackend {
         // Where a unit range sits in the parity buffer.
         let pr = |w: UnitRange| (w.0 - pa) as usize..(w.1 - pa) as usize;
         let _guard = self.lock(stripe);
+        let _busy = self.region_write(row)?;
         let mode = raid5_write_mode(geo, u, lo, hi, |m| self.failed(m));
         let mut parity = vec![0u8; (pb - pa) as usize];
         let mut old = Vec::new();
@@ -523,12 +696,16 @@ impl Backend for RaidBackend {
     }
 
     fn flush(&self) -> io::Result<()> {
-        for (m, member) in self.members.iter().enumerate() {
-            if let Some(s) = &member.store {
-                bump(&self.stats.member_other);
-                s.flush()
-                    .map_err(|e| self.member_error(m, "flush", 0, 0, e))?;
-            }
+        let Some(b) = &self.bitmap else {
+            return self.flush_members();
+        };
+        // Regions idle now whose writes the member flush makes durable.
+        let candidates = b.flush_candidates();
+        self.flush_members()?;
+        if !candidates.is_empty() {
+            b.clear_flushed(&candidates)?;
+            // So that a clean stop leaves nothing to resynchronise.
+            b.flush_store()?;
         }
         Ok(())
     }
@@ -549,8 +726,12 @@ impl Backend for RaidBackend {
             .enumerate()
             .map(|(i, m)| format!("[{i}] {}", m.what))
             .collect();
+        let bitmap = self
+            .bitmap
+            .as_ref()
+            .map_or(String::new(), |b| format!("; {}", b.describe()));
         format!(
-            "{} of {} members, {unit} stripe unit: {}",
+            "{} of {} members, {unit} stripe unit: {}{bitmap}",
             self.level.as_str(),
             self.members.len(),
             members.join("; ")
@@ -582,6 +763,18 @@ impl Backend for RaidBackend {
                 ("degraded_stripe_reads", get(&s.degraded_stripe_reads)),
             ]);
         }
+        if let Some(b) = &self.bitmap {
+            let c = b.counters();
+            out.extend([
+                ("bitmap_bits_set", c.bits_set as f64),
+                ("bitmap_bits_cleared", c.bits_cleared as f64),
+                ("bitmap_page_writes", c.page_writes as f64),
+                ("bitmap_flushes", c.flushes as f64),
+                ("bitmap_dirty_regions", b.dirty_regions() as f64),
+                ("resync_regions", self.resync_regions as f64),
+                ("resync_member_bytes", self.resync_member_bytes as f64),
+            ]);
+        }
         out
     }
 }
@@ -596,9 +789,37 @@ fn toml_str<'a>(t: &'a toml::Table, key: &str) -> Option<&'a str> {
 /// backing store opened like a plain device (`executor::open_device`; a
 /// member may be an array).
 pub fn open(table: &toml::Table, at: &str, base_dir: &Path) -> Result<RaidBackend, String> {
+    open_with(
+        table,
+        at,
+        &mut |m, mat| crate::executor::open_device(m, mat, base_dir),
+        &mut |b, bat, need| open_bitmap_store(b, bat, need, base_dir),
+    )
+}
+
+/// Opens a RAID device table with `open_member(table, at)` opening each
+/// member that is not failed and `open_bitmap(table, at, bytes needed)`
+/// the write-intent bitmap's store (the crash checker passes in-memory
+/// stores; `open` passes files).
+#[allow(clippy::type_complexity)]
+pub fn open_with(
+    table: &toml::Table,
+    at: &str,
+    open_member: &mut dyn FnMut(&toml::Table, &str) -> Result<Box<dyn Backend>, String>,
+    open_bitmap: &mut dyn FnMut(&toml::Table, &str, u64) -> Result<Box<dyn Backend>, String>,
+) -> Result<RaidBackend, String> {
     let mut t = table.clone();
     t.remove("name");
     t.remove("model");
+    let bitmap = t.remove("bitmap");
+    let chunk = match t.remove("bitmap_chunk_bytes") {
+        None => None,
+        Some(v) => {
+            let mut one = toml::Table::new();
+            one.insert("bitmap_chunk_bytes".into(), v);
+            crate::open::toml_u64(&one, "bitmap_chunk_bytes", at)?
+        }
+    };
     let params: RaidParams<toml::Table> = toml::Value::Table(t)
         .try_into()
         .map_err(|e| format!("key `{at}`: raid: {}", e.to_string().trim_end()))?;
@@ -610,9 +831,6 @@ pub fn open(table: &toml::Table, at: &str, base_dir: &Path) -> Result<RaidBacken
         let mat = format!("{at}.members[{k}]");
         if params.failed_members.contains(&k) {
             let what = match toml_str(m, "path") {
-                Some(p) if p != "ram" && !Path::new(p).is_absolute() => {
-                    base_dir.join(p).display().to_string()
-                }
                 Some(p) => p.to_string(),
                 None => "no path".to_string(),
             };
@@ -622,18 +840,83 @@ pub fn open(table: &toml::Table, at: &str, base_dir: &Path) -> Result<RaidBacken
                 capacity_bytes,
             });
         } else {
-            members.push(RaidMember::Store(crate::executor::open_device(
-                m, &mat, base_dir,
-            )?));
+            members.push(RaidMember::Store(open_member(m, &mat)?));
         }
     }
-    RaidBackend::new(
+    let array = RaidBackend::new(
         params.level,
         params.stripe_unit_bytes,
         params.read_policy,
         members,
     )
-    .map_err(|e| format!("key `{at}`: {e}"))
+    .map_err(|e| format!("key `{at}`: {e}"))?;
+    let bitmap = match bitmap {
+        None if chunk.is_some() => {
+            return Err(format!(
+                "key `{at}.bitmap_chunk_bytes`: given without `bitmap`; add \
+                 bitmap = {{ path = \"FILE\" }} or remove it"
+            ));
+        }
+        None => return Ok(array),
+        Some(toml::Value::Table(b)) => b,
+        Some(toml::Value::String(p)) => {
+            let mut b = toml::Table::new();
+            b.insert("path".into(), toml::Value::String(p));
+            b
+        }
+        Some(v) => {
+            return Err(format!(
+                "key `{at}.bitmap`: {v} is not a path or a table like {{ path = \"FILE\" }}"
+            ));
+        }
+    };
+    let chunk = chunk.unwrap_or(crate::raid_bitmap::DEFAULT_CHUNK_BYTES);
+    let bat = format!("{at}.bitmap");
+    let geo = array
+        .bitmap_geometry(chunk)
+        .map_err(|e| format!("key `{bat}`: {e}"))?;
+    let store = open_bitmap(&bitmap, &bat, geo.store_bytes())?;
+    array
+        .with_bitmap(store, chunk, false)
+        .map_err(|e| format!("key `{bat}`: {e}"))
+}
+
+/// A bitmap table's store: `path` (made if missing, sized by the array),
+/// or "ram" (lost at a stop: only for tests).
+fn open_bitmap_store(
+    b: &toml::Table,
+    at: &str,
+    need: u64,
+    base_dir: &Path,
+) -> Result<Box<dyn Backend>, String> {
+    for k in b.keys() {
+        if k != "path" && k != "direct" {
+            return Err(format!(
+                "key `{at}.{k}`: not a bitmap key; a bitmap takes path and direct \
+                 (its size follows from the array)"
+            ));
+        }
+    }
+    let Some(path) = toml_str(b, "path") else {
+        return Err(format!("key `{at}.path`: missing; give the bitmap's file"));
+    };
+    if path == "ram" {
+        return Ok(Box::new(crate::backend::RamBackend::new(need)));
+    }
+    let p = Path::new(path);
+    let p = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base_dir.join(p)
+    };
+    let direct = match b.get("direct") {
+        None => false,
+        Some(toml::Value::Boolean(d)) => *d,
+        Some(v) => return Err(format!("key `{at}.direct`: {v} is not true or false")),
+    };
+    let store = crate::backend::FileBackend::open(&p, Some(need), true, direct)
+        .map_err(|e| format!("key `{at}`: {e}"))?;
+    Ok(Box::new(store))
 }
 
 /// The part of a `[[devices]]` table that the real run reads, for a config

@@ -8,11 +8,15 @@ use tierlab_core::device::DeviceModel;
 /// for both (`tierlab compare`, `tierlab serve --model-timing`).
 pub const REAL_DEVICE_KEYS: [&str; 3] = ["path", "create", "direct"];
 
+/// Keys of a `model = "raid"` table that only the real executors read: its
+/// write-intent bitmap (a store of its own) and the region a bit covers.
+pub const REAL_RAID_KEYS: [&str; 2] = ["bitmap", "bitmap_chunk_bytes"];
+
 /// Removes the real executors' keys from a device table and, for a RAID,
 /// from its members (each may name its own backing store), recursively.
 pub fn strip_real_device_keys(table: &mut toml::Table) {
-    for k in REAL_DEVICE_KEYS {
-        table.remove(k);
+    for k in REAL_DEVICE_KEYS.iter().chain(&REAL_RAID_KEYS) {
+        table.remove(*k);
     }
     if let Some(toml::Value::Array(members)) = table.get_mut("members") {
         for m in members {

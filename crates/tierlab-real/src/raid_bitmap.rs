@@ -1,0 +1,428 @@
+//! A write-intent bitmap for a real RAID (md's `--bitmap=FILE`): it closes
+//! the RAID 5 write hole left by a crash in the middle of a stripe write.
+//!
+//! **Why.** A stripe write lands its data units and its parity one after
+//! the other. A crash between them leaves the stripe's parity stale. Every
+//! read still returns the right data, but once a member fails, its units
+//! in that stripe are rebuilt from the stale parity, so *flushed* data of
+//! a member nobody wrote is rebuilt wrong (docs/crash-consistency.md
+//! measures it).
+//!
+//! **How.** The member address space is cut into regions of
+//! `chunk_bytes` (one bit each). Before the first write to a region whose
+//! bit is clear, the bit is set and the bitmap page is written and flushed,
+//! so no member write can land in a region the bitmap says is clean. A
+//! bit is cleared lazily: by an array flush, once every member has been
+//! flushed, if no write to the region started since the flush began. At
+//! open, every region whose bit is set is resynchronised: RAID 5 parity is
+//! recomputed from the data units, mirror copies are copied from the first
+//! survivor. A region with a write in flight at the crash is thus made
+//! consistent before anything can be rebuilt from it.
+//!
+//! **Format** (version 1, in a store of its own, 4 KiB pages):
+//! - page 0, the header: magic `TLRBMAP1`, version, crc32c, and the
+//!   geometry (level, members, stripe unit, chunk, member span, bits). It is
+//!   written once, when the bitmap is made (after the bit pages are zeroed
+//!   and flushed); a header that is damaged or made for another geometry is
+//!   refused, never reinterpreted.
+//! - pages 1..: each a crc32c, its page number, then 32,704 bits. A page
+//!   whose crc does not match (a torn write) counts as all bits set; an
+//!   all-zero page (never written) as none set — a bit is only relied on
+//!   once its page's write was flushed.
+
+use std::io;
+use std::sync::{Mutex, PoisonError};
+
+use tierlab_devices::raid::RaidLevel;
+
+use crate::backend::Backend;
+
+pub const PAGE_BYTES: usize = 4096;
+const MAGIC: &[u8; 8] = b"TLRBMAP1";
+const VERSION: u32 = 1;
+/// Bytes of a bit page before its bits: crc32c, page number.
+const PAGE_HEAD_BYTES: usize = 8;
+pub const BITS_PER_PAGE: u64 = ((PAGE_BYTES - PAGE_HEAD_BYTES) * 8) as u64;
+/// The default region a bit covers, per member.
+pub const DEFAULT_CHUNK_BYTES: u64 = 4 << 20;
+
+/// What the bitmap describes: refused at open when it differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub level: RaidLevel,
+    pub members: u32,
+    pub stripe_unit_bytes: u64,
+    pub chunk_bytes: u64,
+    /// Bytes of each member the array uses.
+    pub member_span_bytes: u64,
+}
+
+impl Geometry {
+    pub fn bits(&self) -> u64 {
+        self.member_span_bytes.div_ceil(self.chunk_bytes)
+    }
+    fn pages(&self) -> u64 {
+        self.bits().div_ceil(BITS_PER_PAGE)
+    }
+    /// Bytes of store the bitmap needs.
+    pub fn store_bytes(&self) -> u64 {
+        (1 + self.pages()) * PAGE_BYTES as u64
+    }
+    fn level_code(level: RaidLevel) -> u32 {
+        match level {
+            RaidLevel::Raid0 => 0,
+            RaidLevel::Raid1 => 1,
+            RaidLevel::Raid5 => 5,
+            RaidLevel::Raid10 => 10,
+        }
+    }
+    fn encode(&self) -> [u8; PAGE_BYTES] {
+        let mut p = [0u8; PAGE_BYTES];
+        p[0..8].copy_from_slice(MAGIC);
+        p[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        // 12..16: crc32c of the page with these four bytes zero.
+        p[16..20].copy_from_slice(&Self::level_code(self.level).to_le_bytes());
+        p[20..24].copy_from_slice(&self.members.to_le_bytes());
+        p[24..32].copy_from_slice(&self.stripe_unit_bytes.to_le_bytes());
+        p[32..40].copy_from_slice(&self.chunk_bytes.to_le_bytes());
+        p[40..48].copy_from_slice(&self.member_span_bytes.to_le_bytes());
+        p[48..56].copy_from_slice(&self.bits().to_le_bytes());
+        let crc = crc32c::crc32c(&p);
+        p[12..16].copy_from_slice(&crc.to_le_bytes());
+        p
+    }
+    /// The differences between a stored header and this geometry, in words
+    /// (empty: it matches), or why the header cannot be read.
+    fn compare(&self, p: &[u8]) -> Result<Vec<String>, String> {
+        if &p[0..8] != MAGIC {
+            return Err("its header is not a tierlab RAID bitmap's (no TLRBMAP1 magic)".into());
+        }
+        let u32_at = |a: usize| u32::from_le_bytes(p[a..a + 4].try_into().unwrap());
+        let u64_at = |a: usize| u64::from_le_bytes(p[a..a + 8].try_into().unwrap());
+        let mut copy = p[..PAGE_BYTES].to_vec();
+        copy[12..16].fill(0);
+        if crc32c::crc32c(&copy) != u32_at(12) {
+            return Err("its header fails its crc32c check (damaged)".into());
+        }
+        if u32_at(8) != VERSION {
+            return Err(format!(
+                "its format version is {}; this tierlab reads version {VERSION}",
+                u32_at(8)
+            ));
+        }
+        let mut diff = Vec::new();
+        let mut cmp = |what: &str, stored: u64, ours: u64| {
+            if stored != ours {
+                diff.push(format!("{what} {stored} (this config: {ours})"));
+            }
+        };
+        cmp(
+            "RAID level",
+            u32_at(16) as u64,
+            Self::level_code(self.level) as u64,
+        );
+        cmp("members", u32_at(20) as u64, self.members as u64);
+        cmp("stripe_unit_bytes", u64_at(24), self.stripe_unit_bytes);
+        cmp("bitmap_chunk_bytes", u64_at(32), self.chunk_bytes);
+        cmp("bytes used per member", u64_at(40), self.member_span_bytes);
+        Ok(diff)
+    }
+}
+
+struct State {
+    /// The bits as last written (set before any write to the region).
+    bits: Vec<u64>,
+    /// Member writes in progress per region.
+    pending: Vec<u32>,
+    /// Bumped by every write that starts in a region: a flush clears a bit
+    /// only if no write started there while the members were flushed.
+    started: Vec<u64>,
+    sets: u64,
+    clears: u64,
+    page_writes: u64,
+    flushes: u64,
+}
+
+impl State {
+    fn get(&self, b: u64) -> bool {
+        self.bits[(b / 64) as usize] >> (b % 64) & 1 == 1
+    }
+    fn put(&mut self, b: u64, on: bool) {
+        let w = &mut self.bits[(b / 64) as usize];
+        if on {
+            *w |= 1 << (b % 64);
+        } else {
+            *w &= !(1 << (b % 64));
+        }
+    }
+}
+
+/// Counters the array reports (docs/real.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BitmapCounters {
+    pub bits_set: u64,
+    pub bits_cleared: u64,
+    pub page_writes: u64,
+    pub flushes: u64,
+}
+
+pub struct Bitmap {
+    geo: Geometry,
+    store: Box<dyn Backend>,
+    what: String,
+    state: Mutex<State>,
+    /// Test only: the bit page is not flushed before the member writes
+    /// (the checker must catch it).
+    pub broken_skip_flush: bool,
+}
+
+/// Regions found dirty at open, for the array to resynchronise.
+pub struct Opened {
+    pub bitmap: Bitmap,
+    pub dirty: Vec<u64>,
+}
+
+impl Bitmap {
+    /// Opens the bitmap in `store` (made fresh if the store is all zeros)
+    /// and lists the regions to resynchronise.
+    pub fn open(geo: Geometry, store: Box<dyn Backend>) -> Result<Opened, String> {
+        let what = store.describe();
+        let need = geo.store_bytes();
+        if store.capacity_bytes() < need {
+            return Err(format!(
+                "write-intent bitmap {what}: holds {} bytes; this array's bitmap needs {need} \
+                 ({} bits of {} bytes per member)",
+                store.capacity_bytes(),
+                geo.bits(),
+                geo.chunk_bytes
+            ));
+        }
+        let io = |e: io::Error| format!("write-intent bitmap {what}: {e}");
+        let mut header = vec![0u8; PAGE_BYTES];
+        store.read_at(&mut header, 0).map_err(io)?;
+        let words = geo.bits().div_ceil(64) as usize;
+        let mut state = State {
+            bits: vec![0; words],
+            pending: vec![0; geo.bits() as usize],
+            started: vec![0; geo.bits() as usize],
+            sets: 0,
+            clears: 0,
+            page_writes: 0,
+            flushes: 0,
+        };
+        let mut dirty = Vec::new();
+        if header.iter().all(|&b| b == 0) {
+            // New: zero the bit pages, make them durable, then the header.
+            let zeros = vec![0u8; (geo.pages() as usize) * PAGE_BYTES];
+            store.write_at(&zeros, PAGE_BYTES as u64).map_err(io)?;
+            store.flush().map_err(io)?;
+            store.write_at(&geo.encode(), 0).map_err(io)?;
+            store.flush().map_err(io)?;
+        } else {
+            let diff = geo.compare(&header).map_err(|e| {
+                format!(
+                    "write-intent bitmap {what}: {e}; refusing to use it. If the array was \
+                     stopped cleanly, delete the file to start a new bitmap"
+                )
+            })?;
+            if !diff.is_empty() {
+                return Err(format!(
+                    "write-intent bitmap {what} was made for another array: {}; give this \
+                     array its own bitmap file",
+                    diff.join(", ")
+                ));
+            }
+            let mut page = vec![0u8; PAGE_BYTES];
+            for pg in 0..geo.pages() {
+                store
+                    .read_at(&mut page, (1 + pg) * PAGE_BYTES as u64)
+                    .map_err(io)?;
+                let first = pg * BITS_PER_PAGE;
+                let last = (first + BITS_PER_PAGE).min(geo.bits());
+                if page.iter().all(|&b| b == 0) {
+                    continue;
+                }
+                let ok = {
+                    let mut c = page.clone();
+                    c[0..4].fill(0);
+                    crc32c::crc32c(&c) == u32::from_le_bytes(page[0..4].try_into().unwrap())
+                        && u32::from_le_bytes(page[4..8].try_into().unwrap()) as u64 == pg
+                };
+                for b in first..last {
+                    let i = (b - first) as usize;
+                    if !ok || page[PAGE_HEAD_BYTES + i / 8] >> (i % 8) & 1 == 1 {
+                        dirty.push(b);
+                    }
+                }
+            }
+            // The bits stay set (in memory and on the store) until the
+            // array has resynchronised the regions: `clear_resynced`.
+            for &b in &dirty {
+                state.put(b, true);
+            }
+        }
+        Ok(Opened {
+            bitmap: Bitmap {
+                geo,
+                store,
+                what,
+                state: Mutex::new(state),
+                broken_skip_flush: false,
+            },
+            dirty,
+        })
+    }
+
+    pub fn geometry(&self) -> Geometry {
+        self.geo
+    }
+
+    pub fn describe(&self) -> String {
+        format!(
+            "write-intent bitmap {} ({} KiB regions)",
+            self.what,
+            self.geo.chunk_bytes / 1024
+        )
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The region a member offset is in.
+    pub fn region(&self, member_offset: u64) -> u64 {
+        member_offset / self.geo.chunk_bytes
+    }
+
+    fn page_bytes(&self, st: &State, pg: u64) -> Vec<u8> {
+        let mut p = vec![0u8; PAGE_BYTES];
+        p[4..8].copy_from_slice(&(pg as u32).to_le_bytes());
+        let first = pg * BITS_PER_PAGE;
+        let last = (first + BITS_PER_PAGE).min(self.geo.bits());
+        for b in first..last {
+            if st.get(b) {
+                let i = (b - first) as usize;
+                p[PAGE_HEAD_BYTES + i / 8] |= 1 << (i % 8);
+            }
+        }
+        let crc = crc32c::crc32c(&p);
+        p[0..4].copy_from_slice(&crc.to_le_bytes());
+        p
+    }
+
+    fn write_page(&self, st: &mut State, pg: u64) -> io::Result<()> {
+        let p = self.page_bytes(st, pg);
+        st.page_writes += 1;
+        self.store
+            .write_at(&p, (1 + pg) * PAGE_BYTES as u64)
+            .map_err(|e| self.err(e))
+    }
+
+    fn err(&self, e: io::Error) -> io::Error {
+        io::Error::new(
+            e.kind(),
+            format!("write-intent bitmap {}: {e}", self.what),
+        )
+    }
+
+    /// Before a member write to `region`: sets its bit durably if it is
+    /// clear. Pair with `end_write`.
+    pub fn start_write(&self, region: u64) -> io::Result<()> {
+        let mut st = self.lock();
+        st.pending[region as usize] += 1;
+        st.started[region as usize] += 1;
+        if !st.get(region) {
+            st.put(region, true);
+            st.sets += 1;
+            let r = self.write_page(&mut st, region / BITS_PER_PAGE).and_then(|()| {
+                if self.broken_skip_flush {
+                    return Ok(());
+                }
+                st.flushes += 1;
+                self.store.flush().map_err(|e| self.err(e))
+            });
+            if let Err(e) = r {
+                // Not known durable: the next write tries again.
+                st.put(region, false);
+                st.pending[region as usize] -= 1;
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn end_write(&self, region: u64) {
+        let mut st = self.lock();
+        st.pending[region as usize] -= 1;
+    }
+
+    /// The first half of an array flush: the set regions with no write in
+    /// progress, and how many writes each had started.
+    pub fn flush_candidates(&self) -> Vec<(u64, u64)> {
+        let st = self.lock();
+        (0..self.geo.bits())
+            .filter(|&b| st.get(b) && st.pending[b as usize] == 0)
+            .map(|b| (b, st.started[b as usize]))
+            .collect()
+    }
+
+    /// The second half, after every member was flushed: clears the bits of
+    /// `candidates` no write touched since, and writes their pages (not
+    /// flushed: a clear that is lost costs only a resynchronisation).
+    pub fn clear_flushed(&self, candidates: &[(u64, u64)]) -> io::Result<()> {
+        let mut st = self.lock();
+        let mut pages = Vec::new();
+        for &(b, started) in candidates {
+            if st.get(b) && st.pending[b as usize] == 0 && st.started[b as usize] == started {
+                st.put(b, false);
+                st.clears += 1;
+                let pg = b / BITS_PER_PAGE;
+                if pages.last() != Some(&pg) {
+                    pages.push(pg);
+                }
+            }
+        }
+        for pg in pages {
+            self.write_page(&mut st, pg)?;
+        }
+        Ok(())
+    }
+
+    /// After the array resynchronised `regions` (and flushed its members):
+    /// clears their bits durably.
+    pub fn clear_resynced(&self, regions: &[u64]) -> io::Result<()> {
+        let mut st = self.lock();
+        let mut pages: Vec<u64> = Vec::new();
+        for &b in regions {
+            st.put(b, false);
+            pages.push(b / BITS_PER_PAGE);
+        }
+        pages.dedup();
+        for pg in pages {
+            self.write_page(&mut st, pg)?;
+        }
+        st.flushes += 1;
+        self.store.flush().map_err(|e| self.err(e))
+    }
+
+    pub fn flush_store(&self) -> io::Result<()> {
+        self.lock().flushes += 1;
+        self.store.flush().map_err(|e| self.err(e))
+    }
+
+    pub fn counters(&self) -> BitmapCounters {
+        let st = self.lock();
+        BitmapCounters {
+            bits_set: st.sets,
+            bits_cleared: st.clears,
+            page_writes: st.page_writes,
+            flushes: st.flushes,
+        }
+    }
+
+    /// Set bits now (tests, counters).
+    pub fn dirty_regions(&self) -> u64 {
+        let st = self.lock();
+        st.bits.iter().map(|w| w.count_ones() as u64).sum()
+    }
+}

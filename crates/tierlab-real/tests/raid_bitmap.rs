@@ -1,0 +1,247 @@
+//! The RAID 5 write hole on real files, and the write-intent bitmap that
+//! closes it (src/raid_bitmap.rs).
+//!
+//! The crash is made by hand: a stripe whose new data reached its member
+//! but whose parity did not (what a crash between the two member writes
+//! leaves). Without a bitmap, a member lost afterwards is rebuilt from the
+//! stale parity, so flushed data nobody rewrote comes back wrong; with
+//! the bitmap, the reopen resynchronises the region first. The rest: the
+//! bitmap's lifecycle (set before the first write, cleared by a flush),
+//! torn and foreign bitmaps, and configs refused.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use tierlab_real::backend::Backend;
+use tierlab_real::raid::{RaidBackend, open};
+
+const UNIT: u64 = 16 << 10;
+const MEMBER_BYTES: u64 = 1 << 20;
+
+fn table(_dir: &Path, failed: &[usize], bitmap: Option<&str>, extra: &str) -> toml::Table {
+    let members: Vec<String> = (0..3)
+        .map(|i| {
+            if failed.contains(&i) {
+                format!("{{ path = \"m{i}.img\" }}")
+            } else {
+                format!(
+                    "{{ path = \"m{i}.img\", capacity_bytes = {MEMBER_BYTES}, create = true, direct = false }}"
+                )
+            }
+        })
+        .collect();
+    let bitmap = bitmap.map_or(String::new(), |b| format!("bitmap = {b}\n"));
+    let text = format!(
+        "model = \"raid\"\nlevel = \"raid5\"\nstripe_unit_bytes = {UNIT}\n\
+         failed_members = {failed:?}\nmembers = [{}]\n{bitmap}{extra}",
+        members.join(", ")
+    );
+    toml::from_str(&text).unwrap()
+}
+
+fn array(dir: &Path, failed: &[usize], bitmap: Option<&str>) -> Result<RaidBackend, String> {
+    // 64 KiB regions: 4 stripes of 16 KiB per member.
+    let chunk = if bitmap.is_some() { "bitmap_chunk_bytes = 65536\n" } else { "" };
+    open(&table(dir, failed, bitmap, chunk), "devices[0]", dir)
+}
+
+fn counter(a: &RaidBackend, name: &str) -> f64 {
+    a.counters()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("no counter {name}"))
+        .1
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| seed.wrapping_mul(31).wrapping_add(i as u8)).collect()
+}
+
+/// Stripe 0 of a 3-member RAID 5 (left-symmetric): data units on members
+/// 0 and 1, parity on member 2. Fills the stripe and flushes it, then
+/// lands a new unit 0 on member 0 without its parity, as a crash between
+/// the two writes does. Returns unit 1's flushed bytes.
+fn crash_mid_stripe_write(dir: &Path, bitmap: Option<&str>) -> Vec<u8> {
+    let a = array(dir, &[], bitmap).unwrap();
+    let unit1 = pattern(7, UNIT as usize);
+    let mut stripe = pattern(3, UNIT as usize);
+    stripe.extend_from_slice(&unit1);
+    a.write_at(&stripe, 0).unwrap();
+    a.flush().unwrap();
+    if bitmap.is_some() {
+        assert_eq!(counter(&a, "bitmap_dirty_regions"), 0.0, "the flush cleared the bit");
+        // The write that the crash interrupts: through the array, so the
+        // bitmap marks the region before any member write starts...
+        a.write_at(&pattern(9, UNIT as usize), 0).unwrap();
+        assert_eq!(counter(&a, "bitmap_dirty_regions"), 1.0);
+    }
+    drop(a); // the crash: no flush, no clean stop
+    // ...and what the crash left: the new data landed, the parity did not.
+    let m0 = OpenOptions::new().write(true).open(dir.join("m0.img")).unwrap();
+    m0.write_all_at(&pattern(9, UNIT as usize), 0).unwrap();
+    let m2 = OpenOptions::new().write(true).open(dir.join("m2.img")).unwrap();
+    let old_parity: Vec<u8> = pattern(3, UNIT as usize)
+        .iter()
+        .zip(&unit1)
+        .map(|(a, b)| a ^ b)
+        .collect();
+    m2.write_all_at(&old_parity, 0).unwrap();
+    unit1
+}
+
+#[test]
+fn without_a_bitmap_a_lost_member_is_rebuilt_from_stale_parity() {
+    let dir = tempfile::tempdir().unwrap();
+    let unit1 = crash_mid_stripe_write(dir.path(), None);
+    // Healthy, the array reads right: the write hole is invisible...
+    let a = array(dir.path(), &[], None).unwrap();
+    let mut got = vec![0u8; UNIT as usize];
+    a.read_at(&mut got, UNIT).unwrap();
+    assert_eq!(got, unit1);
+    drop(a);
+    // ...until member 1 is lost: its unit is rebuilt as P ^ D0, with the
+    // old parity and the new D0, so flushed data comes back wrong.
+    let a = array(dir.path(), &[1], None).unwrap();
+    a.read_at(&mut got, UNIT).unwrap();
+    assert_ne!(got, unit1, "the write hole: the rebuilt unit is wrong");
+    let wrong = got.iter().zip(&unit1).filter(|(a, b)| a != b).count();
+    assert!(wrong > UNIT as usize / 2, "{wrong} bytes differ");
+}
+
+#[test]
+fn the_bitmap_resynchronises_the_stripe_so_the_rebuild_is_right() {
+    let dir = tempfile::tempdir().unwrap();
+    let unit1 = crash_mid_stripe_write(dir.path(), Some("\"raid.bitmap\""));
+    let a = array(dir.path(), &[], Some("\"raid.bitmap\"")).unwrap();
+    assert_eq!(counter(&a, "resync_regions"), 1.0);
+    // One region of 64 KiB per member = 4 stripes of 16 KiB, parity rewritten.
+    assert_eq!(counter(&a, "resync_member_bytes"), (4 * UNIT) as f64);
+    assert_eq!(counter(&a, "bitmap_dirty_regions"), 0.0);
+    drop(a);
+    // Parity is P = D0' ^ D1 now: the rebuild of member 1 is right.
+    let a = array(dir.path(), &[1], Some("\"raid.bitmap\""));
+    let a = a.unwrap();
+    let mut got = vec![0u8; UNIT as usize];
+    a.read_at(&mut got, UNIT).unwrap();
+    assert_eq!(got, unit1);
+    // And the interrupted write's data is whole (it had landed).
+    a.read_at(&mut got, 0).unwrap();
+    assert_eq!(got, pattern(9, UNIT as usize));
+}
+
+#[test]
+fn a_dirty_region_with_a_lost_member_is_refused_not_rebuilt_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    crash_mid_stripe_write(dir.path(), Some("\"raid.bitmap\""));
+    let e = array(dir.path(), &[1], Some("\"raid.bitmap\""))
+        .err()
+        .expect("refused");
+    assert!(e.contains("devices[0].bitmap") && e.contains("member 1"), "{e}");
+    assert!(e.contains("delete the bitmap file"), "{e}");
+}
+
+#[test]
+fn bits_are_set_before_the_first_write_and_cleared_by_a_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = array(dir.path(), &[], Some("{ path = \"raid.bitmap\" }")).unwrap();
+    assert!(a.describe().contains("write-intent bitmap"), "{}", a.describe());
+    // Two regions of one member each hold 4 stripes (8 units of data).
+    a.write_at(&pattern(1, 4096), 0).unwrap();
+    a.write_at(&pattern(2, 4096), 4096).unwrap();
+    a.write_at(&pattern(3, 4096), 8 * UNIT).unwrap();
+    assert_eq!(counter(&a, "bitmap_bits_set"), 2.0);
+    assert_eq!(counter(&a, "bitmap_flushes"), 2.0, "one flush per bit set");
+    assert_eq!(counter(&a, "bitmap_dirty_regions"), 2.0);
+    a.flush().unwrap();
+    assert_eq!(counter(&a, "bitmap_dirty_regions"), 0.0);
+    assert_eq!(counter(&a, "bitmap_bits_cleared"), 2.0);
+    drop(a);
+    // A clean stop leaves nothing to resynchronise.
+    let a = array(dir.path(), &[], Some("\"raid.bitmap\"")).unwrap();
+    assert_eq!(counter(&a, "resync_regions"), 0.0);
+    let mut got = vec![0u8; 4096];
+    a.read_at(&mut got, 8 * UNIT).unwrap();
+    assert_eq!(got, pattern(3, 4096));
+}
+
+#[test]
+fn a_torn_bitmap_page_resynchronises_every_region_it_covers() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = array(dir.path(), &[], Some("\"raid.bitmap\"")).unwrap();
+    a.write_at(&pattern(1, 4096), 0).unwrap();
+    a.flush().unwrap();
+    drop(a);
+    // Half of the bit page (page 1) overwritten: its crc fails.
+    let f = OpenOptions::new()
+        .write(true)
+        .open(dir.path().join("raid.bitmap"))
+        .unwrap();
+    f.write_all_at(&[0xAB; 512], 4096 + 512).unwrap();
+    let a = array(dir.path(), &[], Some("\"raid.bitmap\"")).unwrap();
+    // 1 MiB members in 64 KiB regions: all 16.
+    assert_eq!(counter(&a, "resync_regions"), 16.0);
+    let mut got = vec![0u8; 4096];
+    a.read_at(&mut got, 0).unwrap();
+    assert_eq!(got, pattern(1, 4096));
+}
+
+#[test]
+fn a_bitmap_of_another_array_or_a_damaged_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(array(dir.path(), &[], Some("\"raid.bitmap\"")).unwrap());
+    // Another region size.
+    let e = open(
+        &table(dir.path(), &[], Some("\"raid.bitmap\""), "bitmap_chunk_bytes = 131072\n"),
+        "devices[0]",
+        dir.path(),
+    )
+    .err()
+    .unwrap();
+    assert!(
+        e.contains("made for another array") && e.contains("bitmap_chunk_bytes 65536 (this config: 131072)"),
+        "{e}"
+    );
+    // A damaged header.
+    let f = OpenOptions::new()
+        .write(true)
+        .open(dir.path().join("raid.bitmap"))
+        .unwrap();
+    f.write_all_at(&[1], 30).unwrap();
+    let e = array(dir.path(), &[], Some("\"raid.bitmap\"")).err().unwrap();
+    assert!(e.contains("crc32c") && e.contains("refusing"), "{e}");
+    // Not a bitmap at all.
+    std::fs::write(dir.path().join("other.bin"), vec![7u8; 8192]).unwrap();
+    let e = array(dir.path(), &[], Some("\"other.bin\"")).err().unwrap();
+    assert!(e.contains("not a tierlab RAID bitmap"), "{e}");
+}
+
+#[test]
+fn bitmap_configs_that_cannot_work_are_refused_with_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cases = [
+        (
+            "bitmap = \"b\"\nbitmap_chunk_bytes = 1000\n",
+            "multiple of stripe_unit_bytes",
+        ),
+        ("bitmap_chunk_bytes = 65536\n", "given without `bitmap`"),
+        ("bitmap = 3\n", "devices[0].bitmap`: 3 is not a path"),
+        ("bitmap = { path = \"b\", size = 1 }\n", "devices[0].bitmap.size`"),
+        ("bitmap = { direct = false }\n", "devices[0].bitmap.path`: missing"),
+    ];
+    for (extra, want) in cases {
+        let e = open(&table(d, &[], None, extra), "devices[0]", d)
+            .err()
+            .unwrap_or_else(|| panic!("{extra} accepted"));
+        assert!(e.contains(want), "{extra}: {e}");
+    }
+    let raid0: toml::Table = toml::from_str(&format!(
+        "model = \"raid\"\nlevel = \"raid0\"\nstripe_unit_bytes = {UNIT}\nbitmap = \"b\"\n\
+         members = [{{ path = \"a\", capacity_bytes = {MEMBER_BYTES}, create = true }}, \
+         {{ path = \"c\", capacity_bytes = {MEMBER_BYTES}, create = true }}]"
+    ))
+    .unwrap();
+    let e = open(&raid0, "devices[0]", d).err().unwrap();
+    assert!(e.contains("raid0 keeps no redundancy"), "{e}");
+}
