@@ -151,6 +151,12 @@ fn print_report(r: &Report) {
         r.sectors_checked,
         r.violations.len()
     );
+    if r.degraded_reads > 0 {
+        println!(
+            "{} of those states were also read back with one array member lost after the restart",
+            r.degraded_reads
+        );
+    }
 }
 
 /// The command line that replays this run (a violation adds --replay).
@@ -190,6 +196,7 @@ fn report_json(a: &CrashcheckArgs, r: &Report, replay: &str) -> serde_json::Valu
         "states": r.states(),
         "states_by_kind": StateKind::ALL.iter().zip(r.states_by_kind).map(|(k, n)| (k.as_str().to_string(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
         "sectors_checked": r.sectors_checked,
+        "degraded_reads": r.degraded_reads,
         "violations": r.violations.iter().map(|v| serde_json::json!({
             "crash_point": v.crash_point,
             "kind": v.kind.as_str(),

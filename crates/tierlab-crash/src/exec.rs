@@ -17,9 +17,12 @@ use tierlab_core::policy::{BufRef, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, Op, TimeNs};
 
 use crate::Rng;
+use crate::media::{Media, PhysOp};
 
 /// One device write (or trim, whose data is zeros) as the log keeps it.
 pub struct LoggedWrite {
+    /// The physical store (`Media`): a plain device's own, or an array
+    /// member or bitmap.
     pub device: usize,
     pub offset_bytes: u64,
     /// None for a trim (reads back as zeros).
@@ -33,6 +36,7 @@ pub struct LoggedWrite {
 /// A device flush: writes to `device` completed before `submitted_at`
 /// are durable once it completes.
 pub struct LoggedFlush {
+    /// The physical store, as for a write.
     pub device: usize,
     pub submitted_at: usize,
     pub completed_at: Option<usize>,
@@ -120,7 +124,7 @@ pub struct HostInFlight {
 
 pub struct Exec {
     pub policy: Box<dyn Policy>,
-    pub stores: Vec<Vec<u8>>,
+    pub media: Media,
     out: Outbox,
     pub now_ns: TimeNs,
     rng: Rng,
@@ -142,15 +146,10 @@ pub struct Exec {
 }
 
 impl Exec {
-    pub fn new(
-        policy: Box<dyn Policy>,
-        stores: Vec<Vec<u8>>,
-        seed: u64,
-        max_delay_ns: u64,
-    ) -> Exec {
+    pub fn new(policy: Box<dyn Policy>, media: Media, seed: u64, max_delay_ns: u64) -> Exec {
         Exec {
             policy,
-            stores,
+            media,
             out: Outbox {
                 wants_data: true,
                 ..Default::default()
@@ -287,18 +286,29 @@ impl Exec {
             .remove(&key)
             .expect("a due device IO is in flight");
         let (dev, io) = (d.device, d.io);
-        let range = io.offset_bytes as usize..io.end_bytes() as usize;
-        match io.op {
-            Op::Write => self.stores[dev][range].copy_from_slice(d.data.as_deref().unwrap()),
-            Op::Trim => self.stores[dev][range].fill(0),
+        let r = match io.op {
+            Op::Write | Op::Trim => self.media.write(
+                dev,
+                io.offset_bytes,
+                d.data.as_deref(),
+                io.size_bytes as usize,
+            ),
             Op::Read => {
-                let bytes = self.stores[dev][range].to_vec();
+                let mut bytes = vec![0u8; io.size_bytes as usize];
+                let r = self.media.read(dev, io.offset_bytes, &mut bytes);
                 if let Some(t) = d.target {
                     self.copy_in(t, &bytes);
                 }
+                r
             }
-            Op::Flush => {}
+            Op::Flush => Ok(()), // done at submission
+        };
+        if let Err(e) = r {
+            self.error.get_or_insert(e);
         }
+        // An array's member writes happen now (a plain store's write was
+        // logged at submission).
+        self.log_physical(self.media.store_of(dev).is_none());
         if let (Some(log), Some(i)) = (&mut self.log, d.logged.take()) {
             if io.op == Op::Flush {
                 let at = log.push(Event::FlushCompleted(i));
@@ -347,7 +357,15 @@ impl Exec {
             _ => None,
         };
         let mut logged = None;
-        if let Some(log) = &mut self.log {
+        let store = self.media.store_of(device);
+        if store.is_none() && io.op == Op::Flush {
+            // An array flushes its members (and clears its bitmap) now.
+            if let Err(e) = self.media.flush(device) {
+                self.error.get_or_insert(e);
+            }
+            self.log_physical(true);
+        }
+        if let (Some(log), Some(device)) = (&mut self.log, store) {
             match io.op {
                 Op::Write | Op::Trim => {
                     let w = log.writes.len();
@@ -390,6 +408,48 @@ impl Exec {
         );
         let delay = 1 + self.rng.below(self.max_delay_ns);
         self.schedule(self.now_ns + delay, Due::Device(key));
+    }
+
+    /// Logs the physical writes and flushes the media journaled (each as
+    /// submitted and completed at once), or drops them when `keep` is false.
+    fn log_physical(&mut self, keep: bool) {
+        let ops = self.media.take_journal();
+        let Some(log) = self.log.as_mut().filter(|_| keep) else {
+            return;
+        };
+        for op in ops {
+            match op {
+                PhysOp::Write {
+                    store,
+                    offset_bytes,
+                    data,
+                } => {
+                    let w = log.writes.len();
+                    let at = log.push(Event::WriteSubmitted(w));
+                    log.writes.push(LoggedWrite {
+                        device: store,
+                        offset_bytes,
+                        len_bytes: data.len() as u64,
+                        data: Some(data),
+                        submitted_at: at,
+                        completed_at: None,
+                    });
+                    let at = log.push(Event::WriteCompleted(w));
+                    log.writes[w].completed_at = Some(at);
+                }
+                PhysOp::Flush { store } => {
+                    let f = log.flushes.len();
+                    let at = log.push(Event::FlushSubmitted(f));
+                    log.flushes.push(LoggedFlush {
+                        device: store,
+                        submitted_at: at,
+                        completed_at: None,
+                    });
+                    let at = log.push(Event::FlushCompleted(f));
+                    log.flushes[f].completed_at = Some(at);
+                }
+            }
+        }
     }
 
     fn copy_out(&self, src: BufRef, len: usize) -> Result<Vec<u8>, String> {
@@ -456,11 +516,11 @@ impl OutboxSink for Exec {
     type Error = String;
 
     fn device_count(&self) -> usize {
-        self.stores.len()
+        self.media.devices()
     }
 
     fn device_capacity_bytes(&self, device: usize) -> u64 {
-        self.stores[device].len() as u64
+        self.media.capacity_bytes(device)
     }
 
     fn submit(
@@ -486,8 +546,8 @@ impl OutboxSink for Exec {
         if h.op == Op::Flush {
             // As `tierlab serve` answers NBD FLUSH: every store flushed
             // after the policy is done with it.
-            h.barrier_left = Some(self.stores.len());
-            for d in 0..self.stores.len() {
+            h.barrier_left = Some(self.media.devices());
+            for d in 0..self.media.devices() {
                 let io = DeviceIo {
                     tag: 0,
                     op: Op::Flush,

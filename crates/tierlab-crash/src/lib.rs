@@ -28,6 +28,7 @@
 //! where a cold start reads it (docs/crash-consistency.md).
 
 pub mod exec;
+pub mod media;
 pub mod stamp;
 mod states;
 
@@ -40,6 +41,7 @@ use tierlab_stack::{DeviceSpec, StackConfig, StackContext};
 pub use states::{StateKind, Violation};
 
 use exec::{Exec, Log};
+use media::{DeviceMap, Media};
 use stamp::SECTOR_BYTES;
 
 /// splitmix64: a seeded, dependency-free RNG.
@@ -60,10 +62,12 @@ impl Rng {
     }
 }
 
-/// The stack under test: how to build its policy, and its stores.
+/// The stack under test: how to build its policy, its physical stores
+/// (what a crash acts on) and the policy's devices over them.
 pub struct Stack {
     /// Builds the policy (for the recorded run, and anew after each crash).
     pub build: Box<dyn Fn() -> Result<Box<dyn Policy>, String>>,
+    /// Per physical store: its name, size, ...
     pub device_names: Vec<String>,
     pub capacities_bytes: Vec<u64>,
     /// Loses its content at a crash (a RAM store).
@@ -73,6 +77,13 @@ pub struct Stack {
     pub shingled_band_bytes: Vec<Option<u64>>,
     /// The size of the volume the policy presents.
     pub volume_bytes: u64,
+    /// The policy's devices over the stores (RAID arrays); empty: one
+    /// device per store, in order.
+    pub devices: Vec<DeviceMap>,
+    /// Arrays with redundancy and no failed member: (device, members).
+    /// Each state that reads back right is read again with one member
+    /// lost (seeded), as a rebuild after the restart would read it.
+    pub redundant_arrays: Vec<(usize, usize)>,
 }
 
 /// The largest stack the checker holds in memory (every store, twice,
@@ -84,24 +95,26 @@ impl Stack {
     /// device with `path = "ram"` is volatile).
     pub fn from_config(config: &StackConfig) -> Result<Stack, String> {
         let names = config.device_names();
-        let mut devices = Vec::new();
-        let mut volatile = Vec::new();
+        let mut stores = Stores::default();
+        let mut maps = Vec::new();
+        let mut redundant_arrays = Vec::new();
         for (i, t) in config.devices.iter().enumerate() {
-            let cap = t
-                .get("capacity_bytes")
-                .ok_or_else(|| format!("key `devices[{i}].capacity_bytes`: missing (the checker holds each store in memory and needs its size)"))?;
-            let cap: tierlab_stack::Bytes = cap
-                .clone()
-                .try_into()
-                .map_err(|e| format!("key `devices[{i}].capacity_bytes`: {e}"))?;
-            volatile.push(t.get("path").and_then(|p| p.as_str()) == Some("ram"));
-            devices.push(DeviceSpec {
-                name: names[i].clone(),
-                capacity_bytes: cap.0,
-                table: t.clone(),
-            });
+            let at = format!("devices[{i}]");
+            if t.get("model").and_then(|m| m.as_str()) == Some("raid") {
+                let (table, members, redundant) = stores.add_array(t, &at, &names[i])?;
+                if redundant {
+                    redundant_arrays.push((i, members));
+                }
+                maps.push(DeviceMap::Raid {
+                    table,
+                    name: names[i].clone(),
+                    broken_bitmap_skip_flush: false,
+                });
+            } else {
+                maps.push(DeviceMap::Store(stores.add(t, &at, names[i].clone())?));
+            }
         }
-        let total: u64 = devices.iter().map(|d| d.capacity_bytes).sum();
+        let total: u64 = stores.capacities_bytes.iter().sum();
         if total > MAX_STACK_BYTES {
             return Err(format!(
                 "the stack's devices hold {total} bytes; the checker keeps every store in memory \
@@ -109,6 +122,25 @@ impl Stack {
                  smaller capacity_bytes, e.g. with --set"
             ));
         }
+        // The devices' sizes, as the policy sees them (an array's follows
+        // from its members).
+        let zeros = stores
+            .capacities_bytes
+            .iter()
+            .map(|&c| vec![0u8; c as usize])
+            .collect();
+        let media = Media::new(&maps, zeros, None)?;
+        let devices: Vec<DeviceSpec> = config
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, t)| DeviceSpec {
+                name: names[i].clone(),
+                capacity_bytes: media.capacity_bytes(i),
+                table: t.clone(),
+            })
+            .collect();
+        drop(media);
         let ctx = StackContext {
             devices: devices.clone(),
             tenants: vec![tierlab_stack::TenantSpec {
@@ -119,7 +151,7 @@ impl Stack {
         let spec = config.policy.clone();
         // HSWD's NRegion is a shingled disk: a band write a crash
         // interrupts destroys the rest of the band (docs/crash-consistency.md).
-        let mut shingled_band_bytes = vec![None; devices.len()];
+        let mut shingled_band_bytes = vec![None; stores.capacities_bytes.len()];
         if spec.kind == "hswd" && devices.len() > 1 {
             let band = match spec.params.get("band_bytes") {
                 Some(v) => {
@@ -131,7 +163,11 @@ impl Stack {
                 }
                 None => 32 << 20,
             };
-            shingled_band_bytes[1] = Some(band);
+            // (An array of shingled disks is not modelled: its members
+            // are written as plain stores.)
+            if let DeviceMap::Store(p) = maps[1] {
+                shingled_band_bytes[p] = Some(band);
+            }
         }
         let first = tierlab_stack::build_policy(&spec, &ctx).map_err(|e| e.to_string())?;
         if !first.moves_data() {
@@ -147,12 +183,149 @@ impl Stack {
             build: Box::new(move || {
                 tierlab_stack::build_policy(&spec, &ctx).map_err(|e| e.to_string())
             }),
-            device_names: names,
-            capacities_bytes: devices.iter().map(|d| d.capacity_bytes).collect(),
-            volatile,
+            device_names: stores.names,
+            capacities_bytes: stores.capacities_bytes,
+            volatile: stores.volatile,
             shingled_band_bytes,
             volume_bytes,
+            devices: maps,
+            redundant_arrays,
         })
+    }
+
+    /// The policy's devices over the stores.
+    pub fn maps(&self) -> Vec<DeviceMap> {
+        if self.devices.is_empty() {
+            (0..self.capacities_bytes.len())
+                .map(DeviceMap::Store)
+                .collect()
+        } else {
+            self.devices.clone()
+        }
+    }
+
+    /// A policy device's name.
+    pub fn device_label(&self, device: usize) -> String {
+        match &self.maps()[device] {
+            DeviceMap::Store(p) => self.device_names[*p].clone(),
+            DeviceMap::Raid { name, .. } => name.clone(),
+        }
+    }
+
+    /// Test only: every array's bitmap page is no longer flushed before
+    /// its member writes.
+    #[doc(hidden)]
+    pub fn break_bitmap_flush(&mut self) {
+        for d in &mut self.devices {
+            if let DeviceMap::Raid {
+                broken_bitmap_skip_flush,
+                ..
+            } = d
+            {
+                *broken_bitmap_skip_flush = true;
+            }
+        }
+    }
+}
+
+/// Physical stores as `from_config` assigns them.
+#[derive(Default)]
+struct Stores {
+    names: Vec<String>,
+    capacities_bytes: Vec<u64>,
+    volatile: Vec<bool>,
+}
+
+impl Stores {
+    /// A plain store from a device table (`path`, `capacity_bytes`).
+    fn add(&mut self, t: &toml::Table, at: &str, name: String) -> Result<usize, String> {
+        let cap = t.get("capacity_bytes").ok_or_else(|| {
+            format!("key `{at}.capacity_bytes`: missing (the checker holds each store in memory and needs its size)")
+        })?;
+        let cap: tierlab_stack::Bytes = cap
+            .clone()
+            .try_into()
+            .map_err(|e| format!("key `{at}.capacity_bytes`: {e}"))?;
+        self.push(
+            name,
+            cap.0,
+            t.get("path").and_then(|p| p.as_str()) == Some("ram"),
+        )
+    }
+
+    fn push(&mut self, name: String, capacity_bytes: u64, volatile: bool) -> Result<usize, String> {
+        self.names.push(name);
+        self.capacities_bytes.push(capacity_bytes);
+        self.volatile.push(volatile);
+        Ok(self.names.len() - 1)
+    }
+
+    /// An array's members (and bitmap) as stores: the table with their
+    /// paths rewritten to `phys:N`, its member count, and whether it has
+    /// redundancy and no failed member.
+    fn add_array(
+        &mut self,
+        t: &toml::Table,
+        at: &str,
+        name: &str,
+    ) -> Result<(toml::Table, usize, bool), String> {
+        let mut table = t.clone();
+        let failed = match t.get("failed_members") {
+            Some(toml::Value::Array(a)) => a.iter().filter_map(|v| v.as_integer()).collect(),
+            _ => Vec::new(),
+        };
+        let Some(toml::Value::Array(members)) = table.get_mut("members") else {
+            return Err(format!(
+                "key `{at}.members`: missing; an array lists its members"
+            ));
+        };
+        let n = members.len();
+        let mut min_member = u64::MAX;
+        for (k, m) in members.iter_mut().enumerate() {
+            let mat = format!("{at}.members[{k}]");
+            let toml::Value::Table(mt) = m else {
+                return Err(format!("key `{mat}`: not a table"));
+            };
+            if failed.contains(&(k as i64)) {
+                continue;
+            }
+            if mt.get("model").and_then(|v| v.as_str()) == Some("raid") {
+                return Err(format!(
+                    "key `{mat}`: an array of arrays; the checker takes arrays of plain stores"
+                ));
+            }
+            let p = self.add(mt, &mat, format!("{name}.members[{k}]"))?;
+            min_member = min_member.min(self.capacities_bytes[p]);
+            mt.insert("path".into(), toml::Value::String(format!("phys:{p}")));
+            mt.remove("create");
+            mt.remove("direct");
+        }
+        if let Some(b) = table.get("bitmap") {
+            let volatile = match b {
+                toml::Value::String(p) => p == "ram",
+                toml::Value::Table(bt) => bt.get("path").and_then(|p| p.as_str()) == Some("ram"),
+                _ => false,
+            };
+            let chunk = match table.get("bitmap_chunk_bytes") {
+                Some(v) => {
+                    let c: tierlab_stack::Bytes = v
+                        .clone()
+                        .try_into()
+                        .map_err(|e| format!("key `{at}.bitmap_chunk_bytes`: {e}"))?;
+                    c.0
+                }
+                None => tierlab_real::raid_bitmap::DEFAULT_CHUNK_BYTES,
+            };
+            // Sized for members of the smallest member's size (the array
+            // uses at most that much of each).
+            let bytes = tierlab_real::raid_bitmap::store_bytes_for(min_member, chunk);
+            let p = self.push(format!("{name}.bitmap"), bytes, volatile)?;
+            let mut bt = toml::Table::new();
+            bt.insert("path".into(), toml::Value::String(format!("phys:{p}")));
+            table.insert("bitmap".into(), toml::Value::Table(bt));
+        }
+        let level = t.get("level").and_then(|v| v.as_str()).unwrap_or("");
+        Ok((table, n, level != "raid0" && failed.is_empty()))
     }
 }
 
@@ -247,6 +420,8 @@ pub struct Report {
     pub crash_points: u64,
     /// States checked, per kind (`StateKind::ALL` order).
     pub states_by_kind: [u64; 5],
+    /// States also read back with an array member lost after the restart.
+    pub degraded_reads: u64,
     pub sectors_checked: u64,
     /// Every violation found (each state reports its first).
     pub violations: Vec<Violation>,
@@ -282,17 +457,18 @@ pub fn record(stack: &Stack, opts: &Options) -> Result<Recording, String> {
             stack.volume_bytes
         ));
     }
-    let mut stores: Vec<Vec<u8>> = stack
+    let zeros = stack
         .capacities_bytes
         .iter()
         .map(|&c| vec![0u8; c as usize])
         .collect();
+    let mut media = Media::new(&stack.maps(), zeros, None)?;
     // Fresh stores: the policy formats them (synced, so durable).
     policy
-        .open(&mut stores)
+        .open(&mut media)
         .map_err(|e| format!("opening fresh stores: {e}"))?;
-    let initial = stores.clone();
-    let mut ex = Exec::new(policy, stores, opts.seed ^ 0x5eed, opts.max_delay_ns).with_log();
+    let initial = media.images();
+    let mut ex = Exec::new(policy, media, opts.seed ^ 0x5eed, opts.max_delay_ns).with_log();
     let mut rng = Rng(opts.seed);
     let units = region / unit;
     let mut issued = 0;
@@ -397,23 +573,26 @@ pub fn check(stack: &Stack, opts: &Options) -> Result<Report, String> {
     Ok(report)
 }
 
-/// Restarts the stack on `stores` and reads [0, region) back through it:
-/// the bytes, or why the restart failed.
+/// Restarts the stack on `stores` (with array member `lost` = (device,
+/// member) failed, if given) and reads [0, region) back through it: the
+/// bytes and the stores afterwards, or why the restart failed.
 pub(crate) fn restart_and_read(
     stack: &Stack,
     stores: Vec<Vec<u8>>,
+    lost: Option<(usize, usize)>,
     region: u64,
     unit: u64,
     seed: u64,
     max_delay_ns: u64,
-) -> Result<Vec<u8>, String> {
-    let run = || -> Result<Vec<u8>, String> {
+) -> Result<(Vec<u8>, Vec<Vec<u8>>), String> {
+    let run = || -> Result<(Vec<u8>, Vec<Vec<u8>>), String> {
         let mut policy = (stack.build)().map_err(|e| format!("the restart failed: {e}"))?;
-        let mut stores = stores;
+        let mut media = Media::new(&stack.maps(), stores, lost)
+            .map_err(|e| format!("the restart failed: {e}"))?;
         policy
-            .open(&mut stores)
+            .open(&mut media)
             .map_err(|e| format!("recovery failed: {e}"))?;
-        let mut ex = Exec::new(policy, stores, seed, max_delay_ns);
+        let mut ex = Exec::new(policy, media, seed, max_delay_ns);
         let chunk = (64 * 1024 / unit).max(1) * unit;
         let mut image = vec![0u8; region as usize];
         let mut next = 0u64;
@@ -433,7 +612,7 @@ pub(crate) fn restart_and_read(
                 return Err(format!("after the restart: {e}"));
             }
             if next >= region && ex.host.is_empty() {
-                return Ok(image);
+                return Ok((image, ex.media.images()));
             }
             if ex.steps > STEP_BOUND {
                 return Err(format!(

@@ -291,26 +291,65 @@ pub(crate) fn explore(
                 opts.seed ^ (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (ki as u64) << 56;
             let plan = plan_state(&stores, log, &unflushed, kind, state_seed);
             report.states_by_kind[ki] += 1;
-            let fails = |plan: &Plan, sectors: &mut u64| {
+            // With an array, the state is read back twice: as restarted,
+            // then with one member lost (a rebuild reads parity: the RAID 5
+            // write hole shows there).
+            let lost = (!stack.redundant_arrays.is_empty()).then(|| {
+                let (d, n) = stack.redundant_arrays
+                    [(state_seed % stack.redundant_arrays.len() as u64) as usize];
+                (d, ((state_seed >> 16) % n as u64) as usize)
+            });
+            let fails = |plan: &Plan, sectors: &mut u64, degraded: &mut u64| {
                 let images = materialize(&stores, log, plan);
-                match restart_and_read(stack, images, region, unit, state_seed, opts.max_delay_ns) {
-                    Err(message) => Some((None, message)),
-                    Ok(image) => {
+                let read = |images, lost| {
+                    restart_and_read(
+                        stack,
+                        images,
+                        lost,
+                        region,
+                        unit,
+                        state_seed,
+                        opts.max_delay_ns,
+                    )
+                };
+                let (image, after) = match read(images, None) {
+                    Err(message) => return Some((None, message)),
+                    Ok(r) => r,
+                };
+                *sectors += region_sectors as u64;
+                if let Some(f) = check_image(&image, &required, last_seq_issued) {
+                    return Some(f);
+                }
+                let (d, m) = lost?;
+                *degraded += 1;
+                let what = format!(
+                    "with member {m} of device {d} ({}) lost after the restart",
+                    stack.device_label(d)
+                );
+                match read(after, Some((d, m))) {
+                    Err(message) => Some((None, format!("{what}: {message}"))),
+                    Ok((image, _)) => {
                         *sectors += region_sectors as u64;
                         check_image(&image, &required, last_seq_issued)
+                            .map(|(sector, message)| (sector, format!("{what}: {message}")))
                     }
                 }
             };
-            let Some(mut found) = fails(&plan, &mut report.sectors_checked) else {
+            let Some(mut found) = fails(
+                &plan,
+                &mut report.sectors_checked,
+                &mut report.degraded_reads,
+            ) else {
                 continue;
             };
             // Shrink: drop unflushed writes (and the tear) one at a time
             // while the state still fails the same way (the same sector,
             // or the restart itself).
             let mut plan = plan;
-            let mut scratch = 0;
+            let (mut scratch, mut scratch_degraded) = (0, 0);
             let sector = found.0;
-            let mut same = |p: &Plan| fails(p, &mut scratch).filter(|f| f.0 == sector);
+            let mut same =
+                |p: &Plan| fails(p, &mut scratch, &mut scratch_degraded).filter(|f| f.0 == sector);
             if plan.torn.is_some() {
                 let without = Plan {
                     torn: None,

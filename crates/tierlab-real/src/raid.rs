@@ -214,9 +214,11 @@ impl RaidBackend {
     /// over this array, or why it cannot have one.
     pub fn bitmap_geometry(&self, chunk_bytes: u64) -> Result<Geometry, String> {
         if self.level == RaidLevel::Raid0 {
-            return Err("raid0 keeps no redundancy, so it has nothing for a write-intent \
+            return Err(
+                "raid0 keeps no redundancy, so it has nothing for a write-intent \
                         bitmap to resynchronise; remove `bitmap`"
-                .into());
+                    .into(),
+            );
         }
         if chunk_bytes == 0 || chunk_bytes % self.unit != 0 {
             return Err(format!(
@@ -299,8 +301,9 @@ impl RaidBackend {
                     _ => {
                         let gs = self.group_size;
                         for g in 0..n / gs {
-                            let copies: Vec<usize> =
-                                (g * gs..(g + 1) * gs).filter(|&m| !self.failed(m)).collect();
+                            let copies: Vec<usize> = (g * gs..(g + 1) * gs)
+                                .filter(|&m| !self.failed(m))
+                                .collect();
                             let Some((&first, rest)) = copies.split_first() else {
                                 continue;
                             };
@@ -317,6 +320,15 @@ impl RaidBackend {
         }
         self.flush_members()?;
         bitmap.clear_resynced(regions)
+    }
+
+    /// Test only: the bitmap's page is no longer flushed before member
+    /// writes (the crash checker must catch it).
+    #[doc(hidden)]
+    pub fn broken_bitmap_skip_flush(&mut self) {
+        if let Some(b) = &mut self.bitmap {
+            b.broken_skip_flush = true;
+        }
     }
 
     /// Marks the bitmap region of `member_offset` busy (setting its bit

@@ -46,6 +46,13 @@ pub const BITS_PER_PAGE: u64 = ((PAGE_BYTES - PAGE_HEAD_BYTES) * 8) as u64;
 /// The default region a bit covers, per member.
 pub const DEFAULT_CHUNK_BYTES: u64 = 4 << 20;
 
+/// Bytes of store a bitmap needs over members of `member_span_bytes` cut
+/// into regions of `chunk_bytes` (an upper bound for any span up to it).
+pub fn store_bytes_for(member_span_bytes: u64, chunk_bytes: u64) -> u64 {
+    let bits = member_span_bytes.div_ceil(chunk_bytes.max(1));
+    (1 + bits.div_ceil(BITS_PER_PAGE)) * PAGE_BYTES as u64
+}
+
 /// What the bitmap describes: refused at open when it differs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
@@ -66,7 +73,7 @@ impl Geometry {
     }
     /// Bytes of store the bitmap needs.
     pub fn store_bytes(&self) -> u64 {
-        (1 + self.pages()) * PAGE_BYTES as u64
+        store_bytes_for(self.member_span_bytes, self.chunk_bytes)
     }
     fn level_code(level: RaidLevel) -> u32 {
         match level {
@@ -319,10 +326,7 @@ impl Bitmap {
     }
 
     fn err(&self, e: io::Error) -> io::Error {
-        io::Error::new(
-            e.kind(),
-            format!("write-intent bitmap {}: {e}", self.what),
-        )
+        io::Error::new(e.kind(), format!("write-intent bitmap {}: {e}", self.what))
     }
 
     /// Before a member write to `region`: sets its bit durably if it is
@@ -334,13 +338,15 @@ impl Bitmap {
         if !st.get(region) {
             st.put(region, true);
             st.sets += 1;
-            let r = self.write_page(&mut st, region / BITS_PER_PAGE).and_then(|()| {
-                if self.broken_skip_flush {
-                    return Ok(());
-                }
-                st.flushes += 1;
-                self.store.flush().map_err(|e| self.err(e))
-            });
+            let r = self
+                .write_page(&mut st, region / BITS_PER_PAGE)
+                .and_then(|()| {
+                    if self.broken_skip_flush {
+                        return Ok(());
+                    }
+                    st.flushes += 1;
+                    self.store.flush().map_err(|e| self.err(e))
+                });
             if let Err(e) = r {
                 // Not known durable: the next write tries again.
                 st.put(region, false);

@@ -42,7 +42,11 @@ fn table(_dir: &Path, failed: &[usize], bitmap: Option<&str>, extra: &str) -> to
 
 fn array(dir: &Path, failed: &[usize], bitmap: Option<&str>) -> Result<RaidBackend, String> {
     // 64 KiB regions: 4 stripes of 16 KiB per member.
-    let chunk = if bitmap.is_some() { "bitmap_chunk_bytes = 65536\n" } else { "" };
+    let chunk = if bitmap.is_some() {
+        "bitmap_chunk_bytes = 65536\n"
+    } else {
+        ""
+    };
     open(&table(dir, failed, bitmap, chunk), "devices[0]", dir)
 }
 
@@ -55,7 +59,9 @@ fn counter(a: &RaidBackend, name: &str) -> f64 {
 }
 
 fn pattern(seed: u8, len: usize) -> Vec<u8> {
-    (0..len).map(|i| seed.wrapping_mul(31).wrapping_add(i as u8)).collect()
+    (0..len)
+        .map(|i| seed.wrapping_mul(31).wrapping_add(i as u8))
+        .collect()
 }
 
 /// Stripe 0 of a 3-member RAID 5 (left-symmetric): data units on members
@@ -70,7 +76,11 @@ fn crash_mid_stripe_write(dir: &Path, bitmap: Option<&str>) -> Vec<u8> {
     a.write_at(&stripe, 0).unwrap();
     a.flush().unwrap();
     if bitmap.is_some() {
-        assert_eq!(counter(&a, "bitmap_dirty_regions"), 0.0, "the flush cleared the bit");
+        assert_eq!(
+            counter(&a, "bitmap_dirty_regions"),
+            0.0,
+            "the flush cleared the bit"
+        );
         // The write that the crash interrupts: through the array, so the
         // bitmap marks the region before any member write starts...
         a.write_at(&pattern(9, UNIT as usize), 0).unwrap();
@@ -78,9 +88,15 @@ fn crash_mid_stripe_write(dir: &Path, bitmap: Option<&str>) -> Vec<u8> {
     }
     drop(a); // the crash: no flush, no clean stop
     // ...and what the crash left: the new data landed, the parity did not.
-    let m0 = OpenOptions::new().write(true).open(dir.join("m0.img")).unwrap();
+    let m0 = OpenOptions::new()
+        .write(true)
+        .open(dir.join("m0.img"))
+        .unwrap();
     m0.write_all_at(&pattern(9, UNIT as usize), 0).unwrap();
-    let m2 = OpenOptions::new().write(true).open(dir.join("m2.img")).unwrap();
+    let m2 = OpenOptions::new()
+        .write(true)
+        .open(dir.join("m2.img"))
+        .unwrap();
     let old_parity: Vec<u8> = pattern(3, UNIT as usize)
         .iter()
         .zip(&unit1)
@@ -137,7 +153,10 @@ fn a_dirty_region_with_a_lost_member_is_refused_not_rebuilt_wrong() {
     let e = array(dir.path(), &[1], Some("\"raid.bitmap\""))
         .err()
         .expect("refused");
-    assert!(e.contains("devices[0].bitmap") && e.contains("member 1"), "{e}");
+    assert!(
+        e.contains("devices[0].bitmap") && e.contains("member 1"),
+        "{e}"
+    );
     assert!(e.contains("delete the bitmap file"), "{e}");
 }
 
@@ -145,7 +164,11 @@ fn a_dirty_region_with_a_lost_member_is_refused_not_rebuilt_wrong() {
 fn bits_are_set_before_the_first_write_and_cleared_by_a_flush() {
     let dir = tempfile::tempdir().unwrap();
     let a = array(dir.path(), &[], Some("{ path = \"raid.bitmap\" }")).unwrap();
-    assert!(a.describe().contains("write-intent bitmap"), "{}", a.describe());
+    assert!(
+        a.describe().contains("write-intent bitmap"),
+        "{}",
+        a.describe()
+    );
     // Two regions of one member each hold 4 stripes (8 units of data).
     a.write_at(&pattern(1, 4096), 0).unwrap();
     a.write_at(&pattern(2, 4096), 4096).unwrap();
@@ -192,14 +215,20 @@ fn a_bitmap_of_another_array_or_a_damaged_one_is_refused() {
     drop(array(dir.path(), &[], Some("\"raid.bitmap\"")).unwrap());
     // Another region size.
     let e = open(
-        &table(dir.path(), &[], Some("\"raid.bitmap\""), "bitmap_chunk_bytes = 131072\n"),
+        &table(
+            dir.path(),
+            &[],
+            Some("\"raid.bitmap\""),
+            "bitmap_chunk_bytes = 131072\n",
+        ),
         "devices[0]",
         dir.path(),
     )
     .err()
     .unwrap();
     assert!(
-        e.contains("made for another array") && e.contains("bitmap_chunk_bytes 65536 (this config: 131072)"),
+        e.contains("made for another array")
+            && e.contains("bitmap_chunk_bytes 65536 (this config: 131072)"),
         "{e}"
     );
     // A damaged header.
@@ -208,7 +237,9 @@ fn a_bitmap_of_another_array_or_a_damaged_one_is_refused() {
         .open(dir.path().join("raid.bitmap"))
         .unwrap();
     f.write_all_at(&[1], 30).unwrap();
-    let e = array(dir.path(), &[], Some("\"raid.bitmap\"")).err().unwrap();
+    let e = array(dir.path(), &[], Some("\"raid.bitmap\""))
+        .err()
+        .unwrap();
     assert!(e.contains("crc32c") && e.contains("refusing"), "{e}");
     // Not a bitmap at all.
     std::fs::write(dir.path().join("other.bin"), vec![7u8; 8192]).unwrap();
@@ -227,8 +258,14 @@ fn bitmap_configs_that_cannot_work_are_refused_with_the_key() {
         ),
         ("bitmap_chunk_bytes = 65536\n", "given without `bitmap`"),
         ("bitmap = 3\n", "devices[0].bitmap`: 3 is not a path"),
-        ("bitmap = { path = \"b\", size = 1 }\n", "devices[0].bitmap.size`"),
-        ("bitmap = { direct = false }\n", "devices[0].bitmap.path`: missing"),
+        (
+            "bitmap = { path = \"b\", size = 1 }\n",
+            "devices[0].bitmap.size`",
+        ),
+        (
+            "bitmap = { direct = false }\n",
+            "devices[0].bitmap.path`: missing",
+        ),
     ];
     for (extra, want) in cases {
         let e = open(&table(d, &[], None, extra), "devices[0]", d)

@@ -10,7 +10,9 @@ pub mod devices;
 pub mod policies;
 
 pub use config::{Bytes, ConfigError, apply_overrides};
-pub use devices::{REAL_DEVICE_KEYS, REAL_RAID_KEYS, device_names, standard_device, strip_real_device_keys};
+pub use devices::{
+    REAL_DEVICE_KEYS, REAL_RAID_KEYS, device_names, standard_device, strip_real_device_keys,
+};
 pub use policies::{
     DeviceSpec, POLICIES, PolicySpec, Registration, StackContext, TenantSpec, build_policy,
     policies_that_move_data, volume_bytes,
