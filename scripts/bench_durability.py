@@ -31,6 +31,8 @@ STACKS = {
     "flashcache": ("serve-flashcache.toml", []),
     "atsmf": ("serve-atsmf.toml", []),
     "hswd": ("serve-hswd.toml", []),
+    "raid5": ("serve-raid5.toml", []),
+    "raid5-bitmap": ("serve-raid5-bitmap.toml", []),
 }
 
 MODES = [("no FLUSH", 0), ("FLUSH every 32", 32), ("FLUSH every write", 1)]

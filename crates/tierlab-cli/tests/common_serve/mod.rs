@@ -159,6 +159,13 @@ pub static RAID5: Stack = Stack {
     multi_conn: true,
 };
 
+/// RAID 5 with a write-intent bitmap (the crash tests).
+pub static RAID5_BITMAP: Stack = Stack {
+    name: "raid5-bitmap",
+    config: "serve-raid5-bitmap.toml",
+    ..RAID5
+};
+
 // ---------------------------------------------------------------------------
 // Tools
 
@@ -752,6 +759,13 @@ impl Server {
     pub fn counter(&self, name: &str) -> Option<f64> {
         self.summary()?
             .pointer(&format!("/run/policy_counters/{name}"))?
+            .as_f64()
+    }
+
+    /// A backing store's counter (`run.device_counters.DEVICE.NAME`).
+    pub fn device_counter(&self, device: &str, name: &str) -> Option<f64> {
+        self.summary()?
+            .pointer(&format!("/run/device_counters/{device}/{name}"))?
             .as_f64()
     }
 }
