@@ -119,6 +119,19 @@ pub fn run(args: RunArgs) -> CliResult {
             result.real.sectors_unverified
         );
     }
+    if result.real.device_errors > 0 {
+        println!(
+            "  device errors: {} device IOs failed and the policy survived them; {} host IOs \
+             were answered with an error (real.device_error_messages has the first: {})",
+            result.real.device_errors,
+            result.real.host_ios_failed,
+            result
+                .real
+                .device_error_messages
+                .first()
+                .map_or("", String::as_str)
+        );
+    }
     println!("  wrote {}", args.out.display());
     Ok(())
 }

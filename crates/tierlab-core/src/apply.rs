@@ -4,10 +4,10 @@
 //!
 //! Order: staging buffers the policy filled, device IOs (in the policy's
 //! order; a write's data is taken when it is submitted, so before any
-//! staging buffer is released), then host completions, timers, actions,
-//! and last the staging buffers released.
+//! staging buffer is released), then host completions, host failures,
+//! timers, actions, and last the staging buffers released.
 
-use crate::policy::{Action, BufRef, Outbox};
+use crate::policy::{Action, BufRef, IoError, Outbox};
 use crate::{DeviceIo, Op, TimeNs};
 
 /// A policy broke the executor protocol: a bug in the policy (or in a
@@ -103,6 +103,23 @@ pub trait OutboxSink {
     ) -> Result<(), Self::Error>;
     /// Host IO `host_id` is complete, served by tier `tier`.
     fn complete(&mut self, now_ns: TimeNs, host_id: u64, tier: u16) -> Result<(), Self::Error>;
+    /// Host IO `host_id` failed with `error` (a device IO it needed
+    /// failed). Executors whose devices never fail (the simulator) refuse.
+    fn fail_host(
+        &mut self,
+        _now_ns: TimeNs,
+        host_id: u64,
+        error: IoError,
+    ) -> Result<(), Self::Error> {
+        Err(PolicyError::Other {
+            policy: String::new(),
+            message: format!(
+                "failed host IO {host_id} ({}), but no device IO can fail in this executor",
+                error.as_str()
+            ),
+        }
+        .into())
+    }
     /// Call the policy's `on_timer(timer_id)` at `at_ns` (never before now).
     fn timer(&mut self, now_ns: TimeNs, at_ns: TimeNs, timer_id: u64);
     fn cap_tenant(&mut self, tenant: u32, iops: Option<f64>) -> Result<(), Self::Error>;
@@ -182,6 +199,10 @@ impl Outbox {
         for i in 0..self.complete.len() {
             let (id, tier) = self.complete[i];
             sink.complete(now_ns, id, tier)?;
+        }
+        for i in 0..self.failed.len() {
+            let (id, e) = self.failed[i];
+            sink.fail_host(now_ns, id, e)?;
         }
         for &(at_ns, id) in &self.timers {
             sink.timer(now_ns, at_ns.max(now_ns), id);

@@ -44,6 +44,35 @@ pub enum BufRef {
     Zeros,
 }
 
+/// Why a device IO failed. Only real backing stores fail (the simulator's
+/// device models never do); the error reaches the host as NBD's EIO or
+/// ENOSPC, or in a run's `host_ios_failed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoError {
+    /// The store reported an IO error (EIO, and any cause but the next).
+    Io,
+    /// The store is out of space (ENOSPC: a sparse file on a full
+    /// filesystem).
+    NoSpace,
+}
+
+impl IoError {
+    pub fn from_io(e: &std::io::Error) -> IoError {
+        if e.raw_os_error() == Some(28) {
+            IoError::NoSpace // ENOSPC
+        } else {
+            IoError::Io
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IoError::Io => "EIO",
+            IoError::NoSpace => "ENOSPC",
+        }
+    }
+}
+
 /// What a policy wants done. Cleared by the executor after each call.
 #[derive(Debug, Default)]
 pub struct Outbox {
@@ -52,6 +81,9 @@ pub struct Outbox {
     /// (host IO id, tier index): host IOs now complete, and which tier
     /// served them (an index into `Policy::tier_names`).
     pub complete: Vec<(u64, u16)>,
+    /// (host IO id, error): host IOs that failed (instead of completing),
+    /// after a device IO they needed failed (`Policy::on_device_error`).
+    pub failed: Vec<(u64, IoError)>,
     /// (fire time, timer id): timers to set.
     pub timers: Vec<(TimeNs, u64)>,
     pub actions: Vec<Action>,
@@ -82,6 +114,7 @@ impl Outbox {
     pub fn clear(&mut self) {
         self.device_ios.clear();
         self.complete.clear();
+        self.failed.clear();
         self.timers.clear();
         self.actions.clear();
         self.data.clear();
@@ -92,6 +125,7 @@ impl Outbox {
     pub fn is_empty(&self) -> bool {
         self.device_ios.is_empty()
             && self.complete.is_empty()
+            && self.failed.is_empty()
             && self.timers.is_empty()
             && self.actions.is_empty()
             && self.data.is_empty()
@@ -150,6 +184,24 @@ pub trait Policy {
     fn tier_names(&self) -> Vec<String>;
     fn on_host_io(&mut self, now_ns: TimeNs, io: HostIo, out: &mut Outbox);
     fn on_device_completion(&mut self, now_ns: TimeNs, device: usize, tag: u64, out: &mut Outbox);
+    /// Device IO `tag` on `device` failed (a write may have landed in
+    /// part, a read's bytes are not there). A policy that survives it
+    /// fails (`Outbox::failed`) or completes every host IO that depended on
+    /// it, keeps its state consistent, goes on serving, and returns true.
+    /// The default returns false and changes nothing: the executor then
+    /// stops at the error (fail-stop — nothing wrong is acknowledged, but
+    /// nothing more is served).
+    fn on_device_error(
+        &mut self,
+        now_ns: TimeNs,
+        device: usize,
+        tag: u64,
+        error: IoError,
+        out: &mut Outbox,
+    ) -> bool {
+        let _ = (now_ns, device, tag, error, out);
+        false
+    }
     fn on_timer(&mut self, now_ns: TimeNs, timer_id: u64, out: &mut Outbox) {
         let _ = (now_ns, timer_id, out);
     }
@@ -288,5 +340,17 @@ impl Policy for Passthrough {
         out: &mut Outbox,
     ) {
         out.complete.push((tag, 0));
+    }
+
+    fn on_device_error(
+        &mut self,
+        _now_ns: TimeNs,
+        _device: usize,
+        tag: u64,
+        error: IoError,
+        out: &mut Outbox,
+    ) -> bool {
+        out.failed.push((tag, error));
+        true
     }
 }

@@ -1451,8 +1451,13 @@ impl Policy for Cache {
     }
 
     fn on_device_completion(&mut self, _now_ns: TimeNs, device: usize, tag: u64, out: &mut Outbox) {
+        // A completion of no IO in flight is an executor bug that would
+        // corrupt the maps if ignored: stop here.
         let Some(rec) = self.inflight.remove(&(device, tag)) else {
-            return; // not ours: ignore rather than panic
+            panic!(
+                "{}: a completion for device {device} tag {tag}, which is not in flight",
+                self.name
+            );
         };
         match rec {
             Rec::HostRead { host, slot, fills } => {

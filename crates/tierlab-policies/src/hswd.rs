@@ -1893,8 +1893,10 @@ impl Policy for Hswd {
     }
 
     fn on_device_completion(&mut self, now_ns: TimeNs, device: usize, tag: u64, out: &mut Outbox) {
+        // A completion of no IO in flight is an executor bug that would
+        // corrupt the maps if ignored: stop here.
         let Some(rec) = self.inflight.remove(&(device, tag)) else {
-            return; // not ours: ignore rather than panic
+            panic!("hswd: a completion for device {device} tag {tag}, which is not in flight");
         };
         match rec {
             Rec::Read {

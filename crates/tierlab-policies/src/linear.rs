@@ -10,7 +10,7 @@
 //! held back, so `drain` has nothing to write; `locate` maps through the
 //! segments.
 
-use tierlab_core::policy::{BufRef, Extent, HostIo, Outbox, Policy};
+use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, Outbox, Policy};
 use tierlab_core::{DeviceIo, Op, TimeNs};
 
 use crate::extent::push_extent;
@@ -21,6 +21,8 @@ pub struct Linear {
     names: Vec<String>,
     /// Per host IO: parts still outstanding and its tier, indexed by a slot.
     pending: Vec<(u64, u32, u16)>,
+    /// Per slot: the error of a part that failed.
+    failed: Vec<Option<IoError>>,
     free: Vec<usize>,
 }
 
@@ -46,6 +48,7 @@ impl Linear {
             starts,
             names: segments.iter().map(|s| s.0.clone()).collect(),
             pending: Vec::new(),
+            failed: Vec::new(),
             free: Vec::new(),
         })
     }
@@ -79,6 +82,7 @@ impl Policy for Linear {
             Some(s) => s,
             None => {
                 self.pending.push((0, 0, 0));
+                self.failed.push(None);
                 self.pending.len() - 1
             }
         };
@@ -163,9 +167,26 @@ impl Policy for Linear {
         assert!(*parts > 0, "a completion for free slot {slot}");
         *parts -= 1;
         if *parts == 0 {
-            out.complete.push((*id, *tier));
+            match self.failed[slot].take() {
+                Some(e) => out.failed.push((*id, e)),
+                None => out.complete.push((*id, *tier)),
+            }
             self.free.push(slot);
         }
+    }
+
+    /// A failed part fails the host IO once its other parts are done.
+    fn on_device_error(
+        &mut self,
+        now_ns: TimeNs,
+        device: usize,
+        tag: u64,
+        error: IoError,
+        out: &mut Outbox,
+    ) -> bool {
+        self.failed[tag as usize].get_or_insert(error);
+        self.on_device_completion(now_ns, device, tag, out);
+        true
     }
 }
 

@@ -516,6 +516,88 @@ impl Backend for RamBackend {
     }
 }
 
+/// A store that fails from a given write on (`fail_after_writes = N`):
+/// its first N writes (and trims) land, every later write, trim and flush
+/// fails with EIO, and reads keep working — a disk whose writes die, as
+/// dm-flakey's `error_writes` or Open CAS's surprise-shutdown test makes
+/// one. For testing how a stack survives device errors
+/// (docs/crash-consistency.md).
+pub struct FailingBackend {
+    inner: Box<dyn Backend>,
+    writes_left: std::sync::atomic::AtomicU64,
+    after: u64,
+}
+
+impl FailingBackend {
+    pub fn new(inner: Box<dyn Backend>, fail_after_writes: u64) -> FailingBackend {
+        FailingBackend {
+            inner,
+            writes_left: std::sync::atomic::AtomicU64::new(fail_after_writes),
+            after: fail_after_writes,
+        }
+    }
+
+    /// Takes one write from the budget, or the error once it is spent.
+    fn take_write(&self) -> io::Result<()> {
+        use std::sync::atomic::Ordering;
+        self.writes_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .map(|_| ())
+            .map_err(|_| self.error())
+    }
+
+    fn error(&self) -> io::Error {
+        io::Error::from_raw_os_error(libc::EIO)
+    }
+
+    fn spent(&self) -> bool {
+        self.writes_left.load(std::sync::atomic::Ordering::SeqCst) == 0
+    }
+}
+
+impl Backend for FailingBackend {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.take_write()?;
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        if self.spent() {
+            return Err(self.error());
+        }
+        self.inner.flush()
+    }
+    fn capacity_bytes(&self) -> u64 {
+        self.inner.capacity_bytes()
+    }
+    fn describe(&self) -> String {
+        format!(
+            "{}, failing every write after {}",
+            self.inner.describe(),
+            self.after
+        )
+    }
+    fn unaligned_ios(&self) -> u64 {
+        self.inner.unaligned_ios()
+    }
+    // No io_uring target: every IO goes through write_at, which counts it.
+    fn is_memory(&self) -> bool {
+        self.inner.is_memory()
+    }
+    fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.take_write()?;
+        self.inner.trim(offset, len)
+    }
+    fn allocation(&self, offset: u64, len: u64, out: &mut Vec<(u64, bool)>) {
+        self.inner.allocation(offset, len, out)
+    }
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        self.inner.counters()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use tierlab_core::apply::OutboxSink;
 use tierlab_core::device::{DeviceModel, DeviceState};
 use tierlab_core::metrics::Recorder;
-use tierlab_core::policy::{BufRef, HostIo, Outbox, Policy};
+use tierlab_core::policy::{BufRef, HostIo, IoError, Outbox, Policy};
 use tierlab_core::{Completion as ModelCompletion, DeviceIo, Op, TimeNs};
 
 use crate::backend::Backend;
@@ -59,6 +59,9 @@ pub struct Finished {
     pub buf: Vec<u8>,
     pub user: u64,
     pub record: bool,
+    /// Set when the host IO failed (a device IO it needed failed and the
+    /// policy survived it): answer the host with this error.
+    pub error: Option<IoError>,
 }
 
 struct Host {
@@ -111,8 +114,9 @@ pub struct Core {
     in_flight: Vec<u32>,
     timers: BinaryHeap<Reverse<(TimeNs, u64, u64)>>,
     timer_seq: u64,
-    /// Barrier id → backing-store flushes still in flight.
-    barriers: HashMap<u64, usize>,
+    /// Barrier id → backing-store flushes still in flight, and the error
+    /// of one that failed.
+    barriers: HashMap<u64, (usize, Option<IoError>)>,
     next_barrier: u64,
     models: Option<ModelTiming>,
     pub recorder: Recorder,
@@ -122,8 +126,14 @@ pub struct Core {
     pub events: u64,
     /// Host IOs the policy completed, oldest first: the driver takes them.
     pub finished: VecDeque<Finished>,
-    /// Barriers (`flush_backends`) whose flushes all completed.
-    pub flushed: VecDeque<u64>,
+    /// Barriers (`flush_backends`) whose flushes all completed, with the
+    /// error of a store whose flush failed.
+    pub flushed: VecDeque<(u64, Option<IoError>)>,
+    /// Device IOs that failed and the policy survived, and host IOs failed.
+    pub device_errors: u64,
+    pub host_ios_failed: u64,
+    /// The first failed device IOs, in words (bounded), for the report.
+    pub device_error_messages: Vec<String>,
     /// Tenant caps the policy asked for (`Action::CapTenant`), in order:
     /// the driver owns the tenants and carries them out.
     pub caps: Vec<(u32, Option<f64>)>,
@@ -175,6 +185,9 @@ impl Core {
             events: 0,
             finished: VecDeque::new(),
             flushed: VecDeque::new(),
+            device_errors: 0,
+            host_ios_failed: 0,
+            device_error_messages: Vec::new(),
             caps: Vec::new(),
             counter_interval_ns,
             next_sample_ns: 0,
@@ -324,7 +337,7 @@ impl Core {
         let barrier = self.next_barrier;
         self.next_barrier += 1;
         let n = self.backends.len();
-        self.barriers.insert(barrier, n);
+        self.barriers.insert(barrier, (n, None));
         for d in 0..n {
             let io = DeviceIo {
                 tag: 0,
@@ -644,17 +657,21 @@ impl Core {
             .devices
             .remove(&c.tag)
             .expect("a completion for an IO the executor submitted");
-        if let Err(e) = c.result {
-            return Err(format!(
-                "device {} ({}): {} of {} bytes at offset {} failed: {e}",
-                self.names[d],
-                self.backends[d].describe(),
-                c.op.as_str(),
-                dev.size_bytes,
-                c.offset_bytes
-            ));
-        }
-        if c.op == Op::Read
+        let failed = c.result.as_ref().err().map(|e| {
+            (
+                IoError::from_io(e),
+                format!(
+                    "device {} ({}): {} of {} bytes at offset {} failed: {e}",
+                    self.names[d],
+                    self.backends[d].describe(),
+                    c.op.as_str(),
+                    dev.size_bytes,
+                    c.offset_bytes
+                ),
+            )
+        });
+        if failed.is_none()
+            && c.op == Op::Read
             && let Some(t) = dev.target
         {
             self.copy_in(t, &c.data)?;
@@ -667,18 +684,38 @@ impl Core {
                 self.recorder.device_state(d, now, DeviceState::Idle);
             }
         }
-        match dev.owner {
-            Owner::Policy(tag) => {
+        if let Some((_, message)) = &failed {
+            self.device_errors += 1;
+            if self.device_error_messages.len() < 20 {
+                self.device_error_messages.push(message.clone());
+            }
+        }
+        match (dev.owner, failed) {
+            (Owner::Policy(tag), None) => {
                 self.events += 1;
                 self.policy.on_device_completion(now, d, tag, &mut self.out);
                 self.apply(now)
             }
-            Owner::Barrier(b) => {
-                let left = self.barriers.get_mut(&b).expect("a barrier in flight");
+            (Owner::Policy(tag), Some((error, message))) => {
+                self.events += 1;
+                if !self
+                    .policy
+                    .on_device_error(now, d, tag, error, &mut self.out)
+                {
+                    // The policy cannot survive it: stop (fail-stop).
+                    return Err(message);
+                }
+                self.apply(now)
+            }
+            (Owner::Barrier(b), failed) => {
+                let (left, error) = self.barriers.get_mut(&b).expect("a barrier in flight");
                 *left -= 1;
+                if let Some((e, _)) = failed {
+                    error.get_or_insert(e);
+                }
                 if *left == 0 {
-                    self.barriers.remove(&b);
-                    self.flushed.push_back(b);
+                    let (_, error) = self.barriers.remove(&b).unwrap();
+                    self.flushed.push_back((b, error));
                 }
                 Ok(())
             }
@@ -796,12 +833,20 @@ impl Core {
         }
     }
 
-    fn host_done(&mut self, now: TimeNs, id: u64, tier: u16) -> Result<(), String> {
+    fn host_done(
+        &mut self,
+        now: TimeNs,
+        id: u64,
+        tier: u16,
+        error: Option<IoError>,
+    ) -> Result<(), String> {
         let h = self
             .host
             .remove(&id)
             .ok_or_else(|| self.fail(format!("host IO {id} completed twice or never issued")))?;
-        if h.req.record && self.recording {
+        if error.is_some() {
+            self.host_ios_failed += 1;
+        } else if h.req.record && self.recording {
             self.recorder.host_io(
                 h.arrival_ns,
                 now,
@@ -823,6 +868,7 @@ impl Core {
             buf: h.req.buf,
             user: h.req.user,
             record: h.req.record,
+            error,
         });
         Ok(())
     }
@@ -850,7 +896,11 @@ impl OutboxSink for Core {
     }
 
     fn complete(&mut self, now: TimeNs, host_id: u64, tier: u16) -> Result<(), String> {
-        self.host_done(now, host_id, tier)
+        self.host_done(now, host_id, tier, None)
+    }
+
+    fn fail_host(&mut self, now: TimeNs, host_id: u64, error: IoError) -> Result<(), String> {
+        self.host_done(now, host_id, 0, Some(error))
     }
 
     fn timer(&mut self, _now: TimeNs, at_ns: TimeNs, timer_id: u64) {

@@ -89,6 +89,12 @@ pub struct RealInfo {
     /// only its fast tier held back to the backing device (`Policy::drain`);
     /// then every backing store was fdatasync'ed.
     pub write_back_s: f64,
+    /// Device IOs that failed and the policy survived (it failed the host
+    /// IOs that needed them); the first ones in words.
+    pub device_errors: u64,
+    pub device_error_messages: Vec<String>,
+    /// Host IOs answered with an error (EIO, ENOSPC) instead of data.
+    pub host_ios_failed: u64,
 }
 
 /// A real run's result: what the simulator's run gives, plus `RealInfo`.
@@ -146,6 +152,10 @@ impl Exec {
         let version = h.user;
         if let Some(v) = &mut self.verifier {
             match h.op {
+                // A failed write or trim leaves its range undefined (old
+                // bytes, new, or a mix): nothing to check there any more.
+                Op::Write | Op::Trim if h.error.is_some() => v.trimmed(first, n),
+                Op::Read if h.error.is_some() => {}
                 Op::Write => v.written(first, n, version),
                 Op::Trim => v.trimmed(first, n),
                 Op::Read => {
@@ -484,11 +494,26 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         // ...which the final scan reads back through the policy.
         exec.final_scan(drain_ns)?;
     }
-    // And every store is made durable, whatever the options.
-    for b in exec.core.backends.iter() {
-        b.flush()
-            .map_err(|e| format!("{}: flush: {e}", b.describe()))?;
+    // And every store is made durable, whatever the options. A store
+    // whose IOs already failed (and the policy survived them) may fail
+    // this too: counted with the rest, not an end to the run.
+    for (d, b) in exec.core.backends.iter().enumerate() {
+        if let Err(e) = b.flush() {
+            let message = format!(
+                "device {} ({}): the final sync failed: {e}",
+                exec.core.names[d],
+                b.describe()
+            );
+            if exec.core.device_errors == 0 {
+                return Err(message);
+            }
+            exec.core.device_errors += 1;
+            exec.core.device_error_messages.push(message);
+        }
     }
+    exec.info.device_errors = exec.core.device_errors;
+    exec.info.device_error_messages = exec.core.device_error_messages.clone();
+    exec.info.host_ios_failed = exec.core.host_ios_failed;
     if let Some(v) = &exec.verifier {
         exec.info.sectors_verified = v.sectors_checked;
         exec.info.sectors_unverified = v.sectors_unverified;

@@ -8,7 +8,7 @@ use tierlab_core::policy::Policy;
 use tierlab_sim::Tenant;
 use tierlab_sim::config::SimConfig;
 
-use crate::backend::{Backend, FileBackend, RamBackend};
+use crate::backend::{Backend, FailingBackend, FileBackend, RamBackend};
 
 /// `at.key` as a byte count (an integer or "64MiB"); `at` names the table
 /// in errors (`devices[0]`, `devices[0].members[2]`).
@@ -54,16 +54,38 @@ pub fn open_backends(
 /// Opens one device table (`at` names it in errors); a RAID opens its
 /// members through this too.
 pub fn open_device(d: &toml::Table, at: &str, base_dir: &Path) -> Result<Box<dyn Backend>, String> {
+    let store = open_store(d, at, base_dir)?;
+    Ok(match toml_u64_or_zero(d, "fail_after_writes", at)? {
+        None => store,
+        Some(n) => Box::new(FailingBackend::new(store, n)),
+    })
+}
+
+/// `fail_after_writes`: a count, 0 allowed (fail from the first write).
+fn toml_u64_or_zero(t: &toml::Table, key: &str, at: &str) -> Result<Option<u64>, String> {
+    match t.get(key) {
+        None => Ok(None),
+        Some(toml::Value::Integer(n)) if *n >= 0 => Ok(Some(*n as u64)),
+        Some(v) => Err(format!(
+            "key `{at}.{key}`: {v} is not a count of writes (0 or more)"
+        )),
+    }
+}
+
+fn open_store(d: &toml::Table, at: &str, base_dir: &Path) -> Result<Box<dyn Backend>, String> {
     if d.get("model").and_then(|m| m.as_str()) == Some("raid") {
-        return Ok(Box::new(crate::raid::open(d, at, base_dir)?));
+        let mut d = d.clone();
+        d.remove("fail_after_writes");
+        return Ok(Box::new(crate::raid::open(&d, at, base_dir)?));
     }
     for k in d.keys() {
         let own = k == "name" || k == "capacity_bytes";
         if !own && !tierlab_stack::REAL_DEVICE_KEYS.contains(&k.as_str()) {
             return Err(format!(
                 "key `{at}.{k}`: not a real-device key; a real device takes \
-                 name, path, capacity_bytes, create, direct, or is model = \"raid\" \
-                 over such members (other models and presets are for `tierlab sim`)"
+                 name, path, capacity_bytes, create, direct, fail_after_writes, or is \
+                 model = \"raid\" over such members (other models and presets are for \
+                 `tierlab sim`)"
             ));
         }
     }

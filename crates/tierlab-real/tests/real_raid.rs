@@ -319,10 +319,10 @@ fn every_level_lays_data_out_like_the_model_and_holds_what_a_single_file_holds()
 }
 
 #[test]
-fn a_member_truncated_underneath_is_an_error_naming_member_path_and_offset() {
+fn a_member_truncated_underneath_fails_reads_naming_member_path_and_offset() {
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
-        "seed = 16\n{}[policy]\nkind = \"passthrough\"\n[[tenants]]\nname = \"t\"\nworkload = {{ generator = \"uniform\", params = {{ duration_s = 20, rate_iops = 2000, region_size_bytes = \"8MiB\", read_ratio = 1.0, size_bytes = \"4k\" }} }}\ndriver = {{ mode = \"open\", speed = 1.0 }}\n",
+        "seed = 16\n{}[policy]\nkind = \"passthrough\"\n[[tenants]]\nname = \"t\"\nworkload = {{ generator = \"uniform\", params = {{ duration_s = 2, rate_iops = 2000, region_size_bytes = \"8MiB\", read_ratio = 1.0, size_bytes = \"4k\" }} }}\ndriver = {{ mode = \"open\", speed = 1.0 }}\n",
         raid_device("raid5", 16 * KIB, 3, &[])
     );
     let path = dir.path().join("m2.img");
@@ -344,12 +344,12 @@ fn a_member_truncated_underneath_is_an_error_naming_member_path_and_offset() {
                 .unwrap();
         })
     };
-    let started = std::time::Instant::now();
-    let e = run(dir.path(), &text, false, 8)
-        .err()
-        .expect("the run must fail");
+    // Passthrough survives device errors: the reads that needed the
+    // truncated member fail (EIO to the host); the run goes on.
+    let r = run(dir.path(), &text, false, 8).unwrap();
     truncate.join().unwrap();
-    assert!(started.elapsed().as_secs() < 15, "it must not run on: {e}");
+    assert!(r.real.host_ios_failed > 50, "{:?}", r.real);
+    let e = &r.real.device_error_messages[0];
     assert!(e.contains("device array (raid5 of 3 members"), "{e}");
     assert!(e.contains("raid5 member 2 (file "), "{e}");
     assert!(e.contains("m2.img"), "{e}");

@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use mio::{Events, Interest, Token};
+use tierlab_core::policy::IoError;
 use tierlab_core::{NS_PER_S, Op, TimeNs};
 use tierlab_nbd::{Command, Connection, Errno, Event, Request};
 use tierlab_real::datapath::{Finished, HostRequest};
@@ -54,6 +55,9 @@ struct Pending {
     zero_end_bytes: u64,
     /// FUA: the policy's FLUSH for this write was issued.
     fua_policy_flushed: bool,
+    /// A part failed: the request is answered with this error once its
+    /// other parts are done.
+    error: Option<IoError>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -308,13 +312,25 @@ impl Loop {
                 progressed = true;
                 self.finished(f)?;
             }
-            while let Some(b) = self.server.core.flushed.pop_front() {
+            while let Some((b, error)) = self.server.core.flushed.pop_front() {
                 progressed = true;
                 if self.phase == Phase::Syncing(b) {
+                    if error.is_some() {
+                        return Err(format!(
+                            "the final sync of the backing stores failed, so the last writes \
+                             may not be durable: {}",
+                            self.server.core.device_error_messages.join("; ")
+                        ));
+                    }
                     self.phase = Phase::Done;
                 }
                 for p in self.barriers.remove(&b).unwrap_or_default() {
-                    self.answer(p, None);
+                    match error {
+                        // A store's sync failed: the FLUSH (or FUA write)
+                        // is not durable, and says so.
+                        Some(e) => self.answer_error(p, e),
+                        None => self.answer(p, None),
+                    }
                 }
             }
             progressed |= self.issue_held()?;
@@ -567,6 +583,7 @@ impl Loop {
             zero_next_bytes: 0,
             zero_end_bytes: 0,
             fua_policy_flushed: false,
+            error: None,
         };
         let conn_id = self.conns[&token].id;
         match r.command {
@@ -728,13 +745,19 @@ impl Loop {
             .as_mut()
             .expect("a finished host IO belongs to a pending request");
         pw.parts -= 1;
+        if let Some(e) = f.error {
+            pw.error.get_or_insert(e);
+        }
         match pw.kind {
             Kind::Read => {
-                self.answer(p, Some(f.buf));
+                match f.error {
+                    Some(e) => self.answer_error(p, e),
+                    None => self.answer(p, Some(f.buf)),
+                }
                 Ok(())
             }
             Kind::WriteZeroes => {
-                if pw.zero_next_bytes < pw.zero_end_bytes {
+                if pw.error.is_none() && pw.zero_next_bytes < pw.zero_end_bytes {
                     return self.issue_zeros(p);
                 }
                 if pw.parts > 0 {
@@ -752,6 +775,14 @@ impl Loop {
     /// back; a barrier alone would only sync the cache device).
     fn durable_then_answer(&mut self, p: usize) -> Result<(), String> {
         let pw = self.pending[p].as_mut().expect("pending");
+        if let Some(e) = pw.error {
+            // Failed: nothing to make durable; answer once no part of it
+            // is left in the stack.
+            if pw.parts == 0 {
+                self.answer_error(p, e);
+            }
+            return Ok(());
+        }
         if pw.fua && pw.kind != Kind::Flush && !pw.fua_policy_flushed {
             pw.fua_policy_flushed = true;
             pw.parts += 1;
@@ -780,6 +811,28 @@ impl Loop {
             self.answer(p, None);
         }
         Ok(())
+    }
+
+    /// Answers pending request `p` with `error` (NBD EIO or ENOSPC).
+    fn answer_error(&mut self, p: usize, error: IoError) {
+        let pw = self.pending[p].take().expect("answered once");
+        self.free.push(p);
+        self.report.requests_failed += 1;
+        let errno = match error {
+            IoError::Io => Errno::Io,
+            IoError::NoSpace => Errno::NoSpc,
+        };
+        match self.conns.get_mut(&pw.conn) {
+            Some(c) if c.gone.is_none() => {
+                c.in_flight -= 1;
+                c.proto.reply_error(pw.handle, errno);
+            }
+            Some(c) => {
+                c.in_flight -= 1;
+                self.report.replies_dropped += 1;
+            }
+            None => self.report.replies_dropped += 1,
+        }
     }
 
     /// Sends the reply of pending request `p` (if its client is still
@@ -1034,6 +1087,9 @@ impl Loop {
             unaligned_ios: core.backends.iter().map(|b| b.unaligned_ios()).collect(),
             io_threads: self.server.opts.io_threads,
             io_engine: core.io.description.clone(),
+            device_errors: core.device_errors,
+            device_error_messages: core.device_error_messages.clone(),
+            host_ios_failed: core.host_ios_failed,
             ..Default::default()
         };
         let result = tierlab_real::RealResult { run, real };

@@ -31,6 +31,10 @@ pub struct ServeReport {
     pub requests_held_for_ordering: u64,
     /// Requests whose client left before the reply.
     pub replies_dropped: u64,
+    /// Requests answered with an error (EIO, ENOSPC) because a backing
+    /// store's IO failed and the policy survived it
+    /// (`real.device_errors` counts those device IOs).
+    pub requests_failed: u64,
     /// Requests that arrived after a stop began, answered ESHUTDOWN.
     pub requests_refused_stopping: u64,
     pub serving_s: f64,

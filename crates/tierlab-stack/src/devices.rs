@@ -6,7 +6,7 @@ use tierlab_core::device::DeviceModel;
 /// `[[devices]]` keys that only the real executors read (their backing
 /// store); the simulator ignores them, so one config can describe a stack
 /// for both (`tierlab compare`, `tierlab serve --model-timing`).
-pub const REAL_DEVICE_KEYS: [&str; 3] = ["path", "create", "direct"];
+pub const REAL_DEVICE_KEYS: [&str; 4] = ["path", "create", "direct", "fail_after_writes"];
 
 /// Keys of a `model = "raid"` table that only the real executors read: its
 /// write-intent bitmap (a store of its own) and the region a bit covers.

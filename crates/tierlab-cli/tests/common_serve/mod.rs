@@ -480,6 +480,11 @@ impl Lab {
     }
 
     pub fn start_with(&mut self, o: Opts) -> Server {
+        self.try_start_with(o).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Starts a server; Err (with its output) if it exits before listening.
+    pub fn try_start_with(&mut self, o: Opts) -> Result<Server, String> {
         self.starts += 1;
         let n = self.starts;
         let label = format!("{} server #{n}", self.stack.name);
@@ -563,12 +568,12 @@ impl Lab {
                 ),
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     let status = server.child.as_mut().and_then(|c| c.wait().ok());
-                    panic!(
+                    return Err(format!(
                         "[{}] exited before listening ({status:?}): `{}`\n{}",
                         server.label,
                         server.cmdline,
                         server.output()
-                    )
+                    ));
                 }
             }
         }
@@ -581,7 +586,7 @@ impl Lab {
                 lines: Arc::clone(&server.lines),
             })
         });
-        server
+        Ok(server)
     }
 }
 
@@ -682,6 +687,11 @@ impl Server {
 
     /// SIGKILL: the process dies with no chance to flush or write back
     /// (a crash, as far as the stores are concerned).
+    /// The exit status, if the server has exited by itself.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
+    }
+
     pub fn kill(&mut self) {
         let mut child = self.child.take().expect("server running");
         forget_server(child.id() as i32);

@@ -1747,13 +1747,16 @@ impl Policy for Atsmf {
     }
 
     fn on_device_completion(&mut self, now_ns: TimeNs, _device: usize, tag: u64, out: &mut Outbox) {
-        let Some(&rec) = self.recs.get(tag as usize) else {
-            return;
+        // A completion of no IO in flight is an executor bug that would
+        // corrupt the tiering table if ignored: stop here.
+        let rec = match self.recs.get(tag as usize) {
+            Some(&rec) if !matches!(rec, Rec::Free) => rec,
+            _ => panic!("atsmf: a completion for tag {tag}, which is not in flight"),
         };
         self.recs[tag as usize] = Rec::Free;
         self.free_recs.push(tag as u32);
         match rec {
-            Rec::Free => {}
+            Rec::Free => unreachable!("a free record was refused above"),
             Rec::Host {
                 pi,
                 write_sub,

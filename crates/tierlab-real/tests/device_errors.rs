@@ -1,0 +1,117 @@
+//! Device errors on real files (`fail_after_writes`): a policy that
+//! survives them (passthrough, linear) fails only the host IOs that needed
+//! the failed device IO and runs on; one that does not stops the run at
+//! the first, naming the IO (fail-stop).
+
+use std::path::Path;
+
+use tierlab_real::{RealOptions, RealResult};
+use tierlab_sim::config;
+
+fn run(dir: &Path, text: &str) -> Result<RealResult, String> {
+    let cfg = config::parse(text, "test.toml", &[]).map_err(|e| e.to_string())?;
+    let opts = RealOptions {
+        verify: true,
+        io_threads: 4,
+        ..Default::default()
+    };
+    tierlab_real::run(&cfg, dir, &opts)
+}
+
+fn workload(count: u64) -> String {
+    format!(
+        r#"[[tenants]]
+name = "t"
+workload = {{ generator = "uniform", params = {{ count = {count}, region_size_bytes = 4194304, read_ratio = 0.5, size_bytes = "4096" }} }}
+driver = {{ mode = "afap", iodepth = 8 }}
+"#
+    )
+}
+
+#[test]
+fn passthrough_fails_the_writes_after_the_fault_and_runs_on_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[[devices]]\nname = \"disk\"\npath = \"disk.img\"\ncapacity_bytes = \"4MiB\"\ncreate = true\n\
+         fail_after_writes = 200\n[policy]\nkind = \"passthrough\"\n{}",
+        workload(2000)
+    );
+    let r = run(dir.path(), &text).unwrap();
+    let real = &r.real;
+    // About half of 2,000 IOs are writes: 200 land, the rest fail.
+    assert!(
+        (600..=900).contains(&real.host_ios_failed),
+        "{} host IOs failed",
+        real.host_ios_failed
+    );
+    // Each failed write, and the final sync of the failing store.
+    assert_eq!(real.device_errors, real.host_ios_failed + 1);
+    assert!(
+        real.device_error_messages
+            .last()
+            .unwrap()
+            .contains("the final sync failed"),
+        "{:?}",
+        real.device_error_messages
+    );
+    assert!(
+        real.device_error_messages[0].contains("device disk")
+            && real.device_error_messages[0].contains("Input/output error"),
+        "{:?}",
+        real.device_error_messages
+    );
+    // Every read checked what the landed writes put there.
+    assert!(real.sectors_verified > 1000, "{real:?}");
+    assert_eq!(r.run.outcome.host_ios_unfinished, 0);
+}
+
+#[test]
+fn linear_fails_the_host_io_whose_part_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[[devices]]\nname = \"a\"\npath = \"a.img\"\ncapacity_bytes = \"2MiB\"\ncreate = true\n\
+         fail_after_writes = 0\n\
+         [[devices]]\nname = \"b\"\npath = \"b.img\"\ncapacity_bytes = \"2MiB\"\ncreate = true\n\
+         [policy]\nkind = \"linear\"\n{}",
+        workload(1000)
+    );
+    let r = run(dir.path(), &text).unwrap();
+    // Writes to the first half fail, to the second land: about a quarter.
+    let failed = r.real.host_ios_failed;
+    assert!((150..=350).contains(&failed), "{failed} host IOs failed");
+    assert!(r.real.sectors_verified > 500, "{:?}", r.real);
+}
+
+#[test]
+fn a_policy_that_cannot_survive_a_device_error_stops_the_run_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[[devices]]\nname = \"cache\"\npath = \"cache.img\"\ncapacity_bytes = \"1MiB\"\ncreate = true\n\
+         fail_after_writes = 10\n\
+         [[devices]]\nname = \"disk\"\npath = \"disk.img\"\ncapacity_bytes = \"4MiB\"\ncreate = true\n\
+         [policy]\nkind = \"cache\"\ncapacity_bytes = \"1MiB\"\nwrite_mode = \"write-back\"\n{}",
+        workload(1000)
+    );
+    let e = run(dir.path(), &text).err().expect("the run stops");
+    assert!(
+        e.contains("device cache")
+            && e.contains("failing every write after 10")
+            && e.contains("Input/output error"),
+        "{e}"
+    );
+}
+
+#[test]
+fn fail_after_writes_must_be_a_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[[devices]]\nname = \"disk\"\npath = \"disk.img\"\ncapacity_bytes = \"4MiB\"\ncreate = true\n\
+         fail_after_writes = -1\n[policy]\nkind = \"passthrough\"\n{}",
+        workload(10)
+    );
+    let e = run(dir.path(), &text).err().unwrap();
+    assert!(
+        e.contains("devices[0].fail_after_writes") && e.contains("not a count"),
+        "{e}"
+    );
+}
