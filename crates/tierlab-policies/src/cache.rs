@@ -65,7 +65,7 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
 use tierlab_cache::Eviction;
-use tierlab_core::policy::{BufRef, Extent, HostIo, Outbox, Policy};
+use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, Outbox, Policy};
 use tierlab_core::{DeviceIo, Op, TimeNs};
 
 use crate::extent::push_extent;
@@ -283,6 +283,11 @@ pub struct CacheStats {
     /// Host FLUSHes that waited for dirty pages to be written back (the
     /// others found nothing dirty).
     pub flush_waits: u64,
+    /// Device IOs that failed and the cache survived (`on_device_error`),
+    /// and of those the cache reads of clean pages read again from the
+    /// backing device.
+    pub device_errors: u64,
+    pub reads_retried_from_backing: u64,
 }
 
 impl CacheStats {
@@ -365,6 +370,9 @@ enum Rec {
         host: u64,
         slot: Option<u64>,
         fills: Vec<Fill>,
+        /// A hit: (its page, the host IO's first page), to read it from the
+        /// backing device instead if the cache read fails.
+        hit: Option<(u64, u64)>,
     },
     /// A host write into a slot.
     SlotWrite {
@@ -407,6 +415,8 @@ struct Staging {
 struct HostPending {
     parts: u32,
     cache_only: bool,
+    /// A part failed (a device error): the IO fails once every part ended.
+    failed: Option<IoError>,
 }
 
 pub struct Cache {
@@ -743,6 +753,7 @@ impl Cache {
                 host: id,
                 slot: None,
                 fills,
+                hit: None,
             },
         );
         1
@@ -928,10 +939,14 @@ impl Cache {
             } else {
                 TIER_BACKING
             };
+            let h = self.hosts.remove(&host).unwrap();
+            if let Some(e) = h.failed {
+                out.failed.push((host, e));
+                return;
+            }
             if h.cache_only {
                 self.stats.host_ios_cache_only += 1;
             }
-            self.hosts.remove(&host);
             out.complete.push((host, tier));
         }
     }
@@ -981,6 +996,7 @@ impl Cache {
                         host: id,
                         slot: Some(slot),
                         fills: Vec::new(),
+                        hit: Some((p, first)),
                     },
                 );
             } else {
@@ -1014,7 +1030,14 @@ impl Cache {
             i += 1;
         }
         parts += self.submit_backing_read(out, id, first, run.take());
-        self.hosts.insert(id, HostPending { parts, cache_only });
+        self.hosts.insert(
+            id,
+            HostPending {
+                parts,
+                cache_only,
+                failed: None,
+            },
+        );
     }
 
     /// Issues (or queues behind an earlier one) a host write into a page's slot.
@@ -1052,6 +1075,7 @@ impl Cache {
             HostPending {
                 parts: 1,
                 cache_only: true,
+                failed: None,
             },
         );
         let mut cache_only = true;
@@ -1397,6 +1421,11 @@ impl Policy for Cache {
             ("drain_dirty_pages", s.drain_dirty_pages as f64),
             ("drain_evicting_pages", s.drain_evicting_pages as f64),
             ("flush_waits", s.flush_waits as f64),
+            ("device_errors", s.device_errors as f64),
+            (
+                "reads_retried_from_backing",
+                s.reads_retried_from_backing as f64,
+            ),
         ]
     }
 
@@ -1460,7 +1489,9 @@ impl Policy for Cache {
             );
         };
         match rec {
-            Rec::HostRead { host, slot, fills } => {
+            Rec::HostRead {
+                host, slot, fills, ..
+            } => {
                 if let Some(s) = slot {
                     self.unpin(s);
                 }
@@ -1545,6 +1576,115 @@ impl Policy for Cache {
         if cfg!(debug_assertions) {
             self.check_invariants();
         }
+    }
+
+    /// Survives what it can answer without losing an acknowledged byte
+    /// (docs/cache-layer.md): a failed cache read of a *clean* page is read
+    /// again from the backing device (and the copy dropped); any other
+    /// failed host read fails that host IO; a failed fill drops the copy it
+    /// was making. Everything else — a failed slot write, write-back or
+    /// trim — is refused (fail-stop): the executor stops.
+    fn on_device_error(
+        &mut self,
+        _now_ns: TimeNs,
+        device: usize,
+        tag: u64,
+        error: IoError,
+        out: &mut Outbox,
+    ) -> bool {
+        let handled = match self.inflight.get(&(device, tag)) {
+            Some(Rec::HostRead { .. }) => true,
+            // (A fill for a copy dropped since is nobody's data.)
+            Some(Rec::FillWrite {
+                page, incarnation, ..
+            }) => self.map.get(page).is_none_or(|e| {
+                e.incarnation != *incarnation || (!e.dirty && e.waiting.is_empty() && !e.flushing)
+            }),
+            _ => false,
+        };
+        if !handled {
+            return false;
+        }
+        self.stats.device_errors += 1;
+        match self.inflight.remove(&(device, tag)).unwrap() {
+            Rec::HostRead {
+                host,
+                slot,
+                fills,
+                hit,
+            } => {
+                if let Some(s) = slot {
+                    self.unpin(s);
+                }
+                // A failed backing read fills nothing.
+                for (p, inc, generation, _) in fills {
+                    if let Some(e) = self.map.get_mut(&p)
+                        && e.incarnation == inc
+                        && e.filling == Some(generation)
+                    {
+                        e.filling = None;
+                    }
+                }
+                // The backing device holds a page that is not dirty now: its
+                // copy there is no older than the one the failed read would
+                // have returned (a write-back since only brought it newer).
+                let retry = hit.filter(|&(page, _)| {
+                    device == CACHE_DEVICE && self.map.get(&page).is_none_or(|e| !e.dirty)
+                });
+                match retry {
+                    Some((page, first)) => {
+                        self.stats.reads_retried_from_backing += 1;
+                        let idle = self.map.get(&page).is_some_and(|e| {
+                            !e.evicting
+                                && !e.slot_write_inflight
+                                && e.waiting.is_empty()
+                                && !e.flushing
+                        });
+                        if idle {
+                            // The slot may be bad: stop using this copy.
+                            self.evict.remove(page);
+                            self.drop_entry(page, out);
+                        }
+                        let parts =
+                            self.submit_backing_read(out, host, first, Some((page, 1, Vec::new())));
+                        if let Some(h) = self.hosts.get_mut(&host) {
+                            h.parts += parts;
+                        }
+                        self.host_part_done(host, false, out);
+                    }
+                    None => {
+                        if let Some(h) = self.hosts.get_mut(&host) {
+                            h.failed.get_or_insert(error);
+                        }
+                        self.host_part_done(host, device == CACHE_DEVICE, out);
+                    }
+                }
+            }
+            Rec::FillWrite {
+                page,
+                incarnation,
+                slot,
+            } => {
+                // The copy never landed: drop it (the page is clean, the
+                // backing device has it).
+                self.unpin(slot);
+                if let Some(e) = self.map.get_mut(&page)
+                    && e.incarnation == incarnation
+                {
+                    e.slot_write_inflight = false;
+                    if !e.evicting {
+                        self.evict.remove(page);
+                    }
+                    self.drop_entry(page, out);
+                }
+            }
+            _ => unreachable!("only the records checked above"),
+        }
+        self.try_flush(out);
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
+        true
     }
 
     fn on_timer(&mut self, now_ns: TimeNs, timer_id: u64, out: &mut Outbox) {
@@ -1648,6 +1788,7 @@ impl Cache {
             HostPending {
                 parts: 1,
                 cache_only: false,
+                failed: None,
             },
         );
         let dio = DeviceIo {

@@ -115,3 +115,27 @@ fn fail_after_writes_must_be_a_count() {
         "{e}"
     );
 }
+
+#[test]
+fn a_write_around_cache_whose_cache_file_fails_serves_every_io_from_the_disk() {
+    // Write-around: host writes go to the disk; the cache device only
+    // receives fills, and a failed fill drops the copy — nothing fails.
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[[devices]]\nname = \"cache\"\npath = \"cache.img\"\ncapacity_bytes = \"1MiB\"\ncreate = true\n\
+         fail_after_writes = 20\n\
+         [[devices]]\nname = \"disk\"\npath = \"disk.img\"\ncapacity_bytes = \"4MiB\"\ncreate = true\n\
+         [policy]\nkind = \"cache\"\ncapacity_bytes = \"1MiB\"\nwrite_mode = \"write-around\"\n{}",
+        workload(2000)
+    );
+    let r = run(dir.path(), &text).unwrap();
+    assert_eq!(r.real.host_ios_failed, 0, "{:?}", r.real);
+    let fills_failed = r.run.info.policy_counters["device_errors"]
+        .as_f64()
+        .unwrap();
+    assert!(fills_failed > 50.0, "{fills_failed} failed fills");
+    // The policy's counters stop at the end of the workload; the executor
+    // also counts the final scan's failed fills and the final sync.
+    assert!(r.real.device_errors > fills_failed as u64, "{:?}", r.real);
+    assert!(r.real.sectors_verified > 1000, "{:?}", r.real);
+}

@@ -1,0 +1,173 @@
+//! The cache under device errors (`Policy::on_device_error`), driven by
+//! hand: a failed cache read of a clean page is read again from the
+//! backing device, a failed cache read of a dirty page or a failed backing
+//! read fails its host read, a failed fill drops the copy, and anything
+//! else is refused (fail-stop) with the cache left as it was.
+
+use tierlab_core::policy::{HostIo, IoError, Outbox, Policy};
+use tierlab_core::{DeviceIo, Op};
+use tierlab_policies::cache::{BACKING_DEVICE, CACHE_DEVICE, Cache, CacheParams, WriteMode};
+
+const PAGE: u64 = 4096;
+
+fn cache(mode: WriteMode) -> Cache {
+    let mut p = CacheParams::with_capacity(1 << 20);
+    p.write_mode = mode;
+    Cache::new(&p).unwrap()
+}
+
+fn outbox() -> Outbox {
+    Outbox {
+        wants_data: true,
+        ..Default::default()
+    }
+}
+
+fn host(c: &mut Cache, out: &mut Outbox, id: u64, op: Op, page: u64) {
+    let io = HostIo {
+        id,
+        op,
+        offset_bytes: page * PAGE,
+        size_bytes: PAGE as u32,
+        tenant: 0,
+    };
+    c.on_host_io(0, io, out);
+}
+
+/// The device IOs the last call submitted, and clears the outbox's IOs.
+fn take_ios(out: &mut Outbox) -> Vec<(usize, DeviceIo)> {
+    let ios = std::mem::take(&mut out.device_ios);
+    out.data.clear();
+    ios
+}
+
+fn complete(c: &mut Cache, out: &mut Outbox, (d, io): (usize, DeviceIo)) {
+    c.on_device_completion(0, d, io.tag, out);
+}
+
+fn counter(c: &Cache, name: &str) -> f64 {
+    c.counters()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .unwrap()
+        .1
+}
+
+/// Page 0 read once: cached, clean, valid.
+fn cached_clean_page(c: &mut Cache, out: &mut Outbox) {
+    host(c, out, 1, Op::Read, 0);
+    let ios = take_ios(out);
+    assert_eq!(ios.len(), 1);
+    assert_eq!(ios[0].0, BACKING_DEVICE);
+    complete(c, out, ios[0]);
+    assert_eq!(out.complete, vec![(1, 1)]);
+    let fill = take_ios(out);
+    assert_eq!(fill.len(), 1, "the fill write");
+    assert_eq!(fill[0].0, CACHE_DEVICE);
+    complete(c, out, fill[0]);
+    out.clear();
+    assert_eq!(counter(c, "resident_bytes"), PAGE as f64);
+}
+
+#[test]
+fn a_failed_cache_read_of_a_clean_page_is_read_from_the_backing_device() {
+    let (mut c, mut out) = (cache(WriteMode::WriteBack), outbox());
+    cached_clean_page(&mut c, &mut out);
+    host(&mut c, &mut out, 2, Op::Read, 0);
+    let hit = take_ios(&mut out);
+    assert_eq!(hit.len(), 1);
+    assert_eq!(hit[0].0, CACHE_DEVICE, "a hit");
+    assert!(c.on_device_error(0, CACHE_DEVICE, hit[0].1.tag, IoError::Io, &mut out));
+    assert!(out.failed.is_empty() && out.complete.is_empty());
+    let retry = take_ios(&mut out);
+    assert_eq!(retry.len(), 1);
+    assert_eq!(
+        (
+            retry[0].0,
+            retry[0].1.op,
+            retry[0].1.offset_bytes,
+            retry[0].1.size_bytes
+        ),
+        (BACKING_DEVICE, Op::Read, 0, PAGE as u32)
+    );
+    // Its bytes land in the host IO's buffer.
+    assert!(out.data.is_empty(), "take_ios cleared it");
+    complete(&mut c, &mut out, retry[0]);
+    assert_eq!(out.complete, vec![(2, 1)], "served by the backing tier");
+    assert_eq!(counter(&c, "reads_retried_from_backing"), 1.0);
+    assert_eq!(counter(&c, "device_errors"), 1.0);
+    assert_eq!(counter(&c, "resident_bytes"), 0.0, "the copy is dropped");
+}
+
+#[test]
+fn a_failed_cache_read_of_a_dirty_page_fails_the_host_read() {
+    let (mut c, mut out) = (cache(WriteMode::WriteBack), outbox());
+    host(&mut c, &mut out, 1, Op::Write, 0);
+    let w = take_ios(&mut out);
+    assert_eq!(w[0].0, CACHE_DEVICE);
+    complete(&mut c, &mut out, w[0]);
+    assert_eq!(out.complete, vec![(1, 0)]);
+    out.clear();
+    host(&mut c, &mut out, 2, Op::Read, 0);
+    let hit = take_ios(&mut out);
+    assert!(c.on_device_error(0, CACHE_DEVICE, hit[0].1.tag, IoError::Io, &mut out));
+    // The backing device is older than the acknowledged write: no retry.
+    assert_eq!(out.failed, vec![(2, IoError::Io)]);
+    assert!(out.device_ios.is_empty());
+    assert_eq!(
+        counter(&c, "dirty_bytes"),
+        PAGE as f64,
+        "the dirty page stays"
+    );
+}
+
+#[test]
+fn a_failed_backing_read_fails_the_host_read_and_fills_nothing() {
+    let (mut c, mut out) = (cache(WriteMode::WriteBack), outbox());
+    host(&mut c, &mut out, 1, Op::Read, 0);
+    let r = take_ios(&mut out);
+    assert_eq!(r[0].0, BACKING_DEVICE);
+    assert!(c.on_device_error(0, BACKING_DEVICE, r[0].1.tag, IoError::NoSpace, &mut out));
+    assert_eq!(out.failed, vec![(1, IoError::NoSpace)]);
+    assert!(out.device_ios.is_empty(), "no fill write");
+    out.clear();
+    // The next read of the page goes to the backing device again.
+    host(&mut c, &mut out, 2, Op::Read, 0);
+    let r = take_ios(&mut out);
+    assert_eq!(r[0].0, BACKING_DEVICE);
+    complete(&mut c, &mut out, r[0]);
+    assert_eq!(out.complete, vec![(2, 1)]);
+}
+
+#[test]
+fn a_failed_fill_drops_the_copy() {
+    let (mut c, mut out) = (cache(WriteMode::WriteBack), outbox());
+    host(&mut c, &mut out, 1, Op::Read, 0);
+    let r = take_ios(&mut out);
+    complete(&mut c, &mut out, r[0]);
+    let fill = take_ios(&mut out);
+    out.clear();
+    assert!(c.on_device_error(0, CACHE_DEVICE, fill[0].1.tag, IoError::Io, &mut out));
+    assert_eq!(counter(&c, "resident_bytes"), 0.0);
+    out.clear();
+    // A miss again, admitted and filled anew.
+    host(&mut c, &mut out, 2, Op::Read, 0);
+    let r = take_ios(&mut out);
+    assert_eq!(r[0].0, BACKING_DEVICE);
+    complete(&mut c, &mut out, r[0]);
+    assert_eq!(take_ios(&mut out).len(), 1, "a new fill");
+}
+
+#[test]
+fn a_failed_slot_write_is_refused_and_changes_nothing() {
+    let (mut c, mut out) = (cache(WriteMode::WriteBack), outbox());
+    host(&mut c, &mut out, 1, Op::Write, 0);
+    let w = take_ios(&mut out);
+    out.clear(); // its idle-flush timer
+    assert!(!c.on_device_error(0, CACHE_DEVICE, w[0].1.tag, IoError::Io, &mut out));
+    assert!(out.is_empty());
+    assert_eq!(counter(&c, "device_errors"), 0.0);
+    // Still in flight: its completion is accepted as before.
+    complete(&mut c, &mut out, w[0]);
+    assert_eq!(out.complete, vec![(1, 0)]);
+}
