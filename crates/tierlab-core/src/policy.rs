@@ -58,8 +58,9 @@ pub enum IoError {
 
 impl IoError {
     pub fn from_io(e: &std::io::Error) -> IoError {
-        if e.raw_os_error() == Some(28) {
-            IoError::NoSpace // ENOSPC
+        // ENOSPC; a RAID rewraps member errors, keeping only their kind.
+        if e.raw_os_error() == Some(28) || e.kind() == std::io::ErrorKind::StorageFull {
+            IoError::NoSpace
         } else {
             IoError::Io
         }
@@ -352,5 +353,20 @@ impl Policy for Passthrough {
     ) -> bool {
         out.failed.push((tag, error));
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IoError;
+
+    #[test]
+    fn enospc_is_no_space_by_number_or_by_kind() {
+        let by_number = std::io::Error::from_raw_os_error(28);
+        let by_kind = std::io::Error::new(std::io::ErrorKind::StorageFull, "member 2: full");
+        assert_eq!(IoError::from_io(&by_number), IoError::NoSpace);
+        assert_eq!(IoError::from_io(&by_kind), IoError::NoSpace);
+        let eio = std::io::Error::from_raw_os_error(5);
+        assert_eq!(IoError::from_io(&eio), IoError::Io);
     }
 }

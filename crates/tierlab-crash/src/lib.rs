@@ -228,6 +228,19 @@ impl Stack {
     }
 }
 
+/// `fail_after_writes` injects faults into a real run; the checker makes
+/// its own crash states, and ignoring the key would check something else.
+fn refuse_faults(t: &toml::Table, at: &str) -> Result<(), String> {
+    if t.contains_key("fail_after_writes") {
+        return Err(format!(
+            "key `{at}.fail_after_writes`: fault injection is for `tierlab run` and `tierlab \
+             serve`; the checker makes its own crash states (remove the key, or use \
+             --surprise-every for a store that fails from one write on)"
+        ));
+    }
+    Ok(())
+}
+
 /// Physical stores as `from_config` assigns them.
 #[derive(Default)]
 struct Stores {
@@ -239,6 +252,7 @@ struct Stores {
 impl Stores {
     /// A plain store from a device table (`path`, `capacity_bytes`).
     fn add(&mut self, t: &toml::Table, at: &str, name: String) -> Result<usize, String> {
+        refuse_faults(t, at)?;
         let cap = t.get("capacity_bytes").ok_or_else(|| {
             format!("key `{at}.capacity_bytes`: missing (the checker holds each store in memory and needs its size)")
         })?;
@@ -269,6 +283,7 @@ impl Stores {
         at: &str,
         name: &str,
     ) -> Result<(toml::Table, usize, bool), String> {
+        refuse_faults(t, at)?;
         let mut table = t.clone();
         let failed = match t.get("failed_members") {
             Some(toml::Value::Array(a)) => a.iter().filter_map(|v| v.as_integer()).collect(),

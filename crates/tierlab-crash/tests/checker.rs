@@ -311,6 +311,28 @@ fn bad_options_and_stacks_are_refused_with_the_reason() {
     let (cfg, _) = StackConfig::parse(&dev("disk", "d.img", "2GiB"), "big.toml", &[]).unwrap();
     let e = Stack::from_config(&cfg).err().unwrap();
     assert!(e.contains("at most") && e.contains("--set"), "{e}");
+    // Fault injection is for real runs, on a store or an array.
+    let faulty = format!("{}fail_after_writes = 3\n", dev("disk", "d.img", "4MiB"));
+    let (cfg, _) = StackConfig::parse(&faulty, "f.toml", &[]).unwrap();
+    let e = Stack::from_config(&cfg).err().unwrap();
+    assert!(
+        e.contains("devices[0].fail_after_writes") && e.contains("--surprise-every"),
+        "{e}"
+    );
+    // An array's failed member needs no store; a bad one is named.
+    let (cfg, _) = StackConfig::parse(
+        "[[devices]]\nname = \"a\"\nmodel = \"raid\"\nlevel = \"raid5\"\nstripe_unit_bytes = 16384\n\
+         members = [{ path = \"m0\", capacity_bytes = \"1MiB\" }, { path = \"m1\" }, \
+         { path = \"m2\", capacity_bytes = \"1MiB\" }]\n",
+        "r.toml",
+        &[],
+    )
+    .unwrap();
+    let e = Stack::from_config(&cfg).err().unwrap();
+    assert!(
+        e.contains("devices[0].members[1].capacity_bytes`: missing"),
+        "{e}"
+    );
 }
 
 fn atsmf_stack(flush_writes_back: bool) -> Stack {

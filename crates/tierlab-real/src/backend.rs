@@ -517,8 +517,9 @@ impl Backend for RamBackend {
 }
 
 /// A store that fails from a given write on (`fail_after_writes = N`):
-/// its first N writes (and trims) land, every later write, trim and flush
-/// fails with EIO, and reads keep working — a disk whose writes die, as
+/// its first N writes (and trims) land, every later write and trim fails
+/// with EIO, and so does every flush once a write has failed; reads keep
+/// working — a disk whose writes die, as
 /// dm-flakey's `error_writes` or Open CAS's surprise-shutdown test makes
 /// one. For testing how a stack survives device errors
 /// (docs/crash-consistency.md).
@@ -526,6 +527,8 @@ pub struct FailingBackend {
     inner: Box<dyn Backend>,
     writes_left: std::sync::atomic::AtomicU64,
     after: u64,
+    /// A write was refused: the store is dead from then on.
+    failed: std::sync::atomic::AtomicBool,
 }
 
 impl FailingBackend {
@@ -534,6 +537,7 @@ impl FailingBackend {
             inner,
             writes_left: std::sync::atomic::AtomicU64::new(fail_after_writes),
             after: fail_after_writes,
+            failed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -543,15 +547,18 @@ impl FailingBackend {
         self.writes_left
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .map(|_| ())
-            .map_err(|_| self.error())
+            .map_err(|_| {
+                self.failed.store(true, Ordering::SeqCst);
+                self.error()
+            })
     }
 
     fn error(&self) -> io::Error {
         io::Error::from_raw_os_error(libc::EIO)
     }
 
-    fn spent(&self) -> bool {
-        self.writes_left.load(std::sync::atomic::Ordering::SeqCst) == 0
+    fn dead(&self) -> bool {
+        self.failed.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
@@ -564,7 +571,7 @@ impl Backend for FailingBackend {
         self.inner.write_at(buf, offset)
     }
     fn flush(&self) -> io::Result<()> {
-        if self.spent() {
+        if self.dead() {
             return Err(self.error());
         }
         self.inner.flush()

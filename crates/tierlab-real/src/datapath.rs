@@ -129,8 +129,12 @@ pub struct Core {
     /// Barriers (`flush_backends`) whose flushes all completed, with the
     /// error of a store whose flush failed.
     pub flushed: VecDeque<(u64, Option<IoError>)>,
-    /// Device IOs that failed and the policy survived, and host IOs failed.
+    /// Device IOs and store syncs that failed, and host IOs failed.
     pub device_errors: u64,
+    /// Per store: a sync failed once. Sticky, so that no later FLUSH
+    /// reports durable what that failure may have lost (a store's next
+    /// fdatasync can succeed although the failed writes are gone).
+    sync_failed: Vec<bool>,
     pub host_ios_failed: u64,
     /// The first failed device IOs, in words (bounded), for the report.
     pub device_error_messages: Vec<String>,
@@ -186,6 +190,7 @@ impl Core {
             finished: VecDeque::new(),
             flushed: VecDeque::new(),
             device_errors: 0,
+            sync_failed: vec![false; n],
             host_ios_failed: 0,
             device_error_messages: Vec::new(),
             caps: Vec::new(),
@@ -708,6 +713,9 @@ impl Core {
                 self.apply(now)
             }
             (Owner::Barrier(b), failed) => {
+                if failed.is_some() {
+                    self.sync_failed[d] = true;
+                }
                 let (left, error) = self.barriers.get_mut(&b).expect("a barrier in flight");
                 *left -= 1;
                 if let Some((e, _)) = failed {
@@ -715,7 +723,8 @@ impl Core {
                 }
                 if *left == 0 {
                     let (_, error) = self.barriers.remove(&b).unwrap();
-                    self.flushed.push_back((b, error));
+                    let sticky = self.sync_failed.iter().any(|&f| f).then_some(IoError::Io);
+                    self.flushed.push_back((b, error.or(sticky)));
                 }
                 Ok(())
             }

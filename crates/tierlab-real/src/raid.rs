@@ -105,15 +105,27 @@ pub struct RaidBackend {
     resync_member_bytes: u64,
 }
 
-/// Marks a bitmap region busy for as long as it lives.
+/// Marks a bitmap region busy for as long as it lives. Dropped before
+/// `done` (a member write failed part-way), the region keeps its bit until
+/// the next open resynchronises it: its copies or parity may disagree.
 struct RegionWrite<'a> {
     bitmap: Option<&'a Bitmap>,
     region: u64,
+    done: bool,
+}
+
+impl RegionWrite<'_> {
+    fn done(mut self) {
+        self.done = true;
+    }
 }
 
 impl Drop for RegionWrite<'_> {
     fn drop(&mut self) {
         if let Some(b) = self.bitmap {
+            if !self.done {
+                b.needs_resync(self.region);
+            }
             b.end_write(self.region);
         }
     }
@@ -338,6 +350,7 @@ impl RaidBackend {
             return Ok(RegionWrite {
                 bitmap: None,
                 region: 0,
+                done: false,
             });
         };
         let region = b.region(member_offset);
@@ -345,6 +358,7 @@ impl RaidBackend {
         Ok(RegionWrite {
             bitmap: Some(b),
             region,
+            done: false,
         })
     }
 
@@ -484,13 +498,14 @@ impl RaidBackend {
             // under its unit's lock when there are copies to keep equal.
             let n = n.min(self.unit - at % self.unit);
             let _guard = (gs > 1).then(|| self.lock(at / self.unit));
-            let _busy = self.region_write(member_offset)?;
+            let busy = self.region_write(member_offset)?;
             let i = (at - offset) as usize;
             for m in g * gs..(g + 1) * gs {
                 if !self.failed(m) {
                     self.mwrite(m, &buf[i..i + n as usize], member_offset)?;
                 }
             }
+            busy.done();
             at += n;
         }
         Ok(())
@@ -605,7 +620,7 @@ impl RaidBackend {
         // Where a unit range sits in the parity buffer.
         let pr = |w: UnitRange| (w.0 - pa) as usize..(w.1 - pa) as usize;
         let _guard = self.lock(stripe);
-        let _busy = self.region_write(row)?;
+        let busy = self.region_write(row)?;
         let mode = raid5_write_mode(geo, u, lo, hi, |m| self.failed(m));
         let mut parity = vec![0u8; (pb - pa) as usize];
         let mut old = Vec::new();
@@ -681,6 +696,7 @@ impl RaidBackend {
         if mode != Raid5WriteMode::NoParity {
             self.mwrite(p, &parity, row + pa)?;
         }
+        busy.done();
         Ok(())
     }
 }
@@ -783,6 +799,10 @@ impl Backend for RaidBackend {
                 ("bitmap_page_writes", c.page_writes as f64),
                 ("bitmap_flushes", c.flushes as f64),
                 ("bitmap_dirty_regions", b.dirty_regions() as f64),
+                (
+                    "bitmap_regions_needing_resync",
+                    b.regions_needing_resync() as f64,
+                ),
                 ("resync_regions", self.resync_regions as f64),
                 ("resync_member_bytes", self.resync_member_bytes as f64),
             ]);
@@ -1002,6 +1022,78 @@ mod tests {
             ram_members(n, 64 * unit, failed),
         )
         .unwrap()
+    }
+
+    /// RAM that refuses its `nth` write (1-based) only.
+    struct FailsOneWrite {
+        ram: RamBackend,
+        nth: u64,
+        writes: AtomicU64,
+    }
+
+    impl Backend for FailsOneWrite {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+            self.ram.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+            if self.writes.fetch_add(1, Ordering::SeqCst) + 1 == self.nth {
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+            self.ram.write_at(buf, offset)
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn capacity_bytes(&self) -> u64 {
+            self.ram.capacity_bytes()
+        }
+        fn describe(&self) -> String {
+            "ram failing one write".into()
+        }
+    }
+
+    /// A member write that fails part-way through a stripe write leaves the
+    /// stripe's parity stale: its region must keep its bit through every
+    /// later flush, so that the next open resynchronises it.
+    #[test]
+    fn a_failed_member_write_keeps_its_region_dirty_through_flushes() {
+        let unit = 16 * 1024;
+        let mut members = ram_members(3, 64 * unit, &[]);
+        members[2] = RaidMember::Store(Box::new(FailsOneWrite {
+            ram: RamBackend::new(64 * unit),
+            nth: 2,
+            writes: AtomicU64::new(0),
+        }));
+        let r = RaidBackend::new(RaidLevel::Raid5, unit, ReadPolicy::default(), members)
+            .unwrap()
+            .with_bitmap(Box::new(RamBackend::new(1 << 20)), 4 * unit, false)
+            .unwrap();
+        let count = |name: &str| {
+            r.counters()
+                .into_iter()
+                .find(|(n, _)| *n == name)
+                .unwrap()
+                .1
+        };
+        // Stripe 0: data on members 0 and 1, parity on member 2.
+        r.write_at(&vec![7u8; 2 * unit as usize], 0).unwrap();
+        r.flush().unwrap();
+        assert_eq!(count("bitmap_dirty_regions"), 0.0);
+        // Unit 0 rewritten: its data lands, the parity write fails.
+        let e = r.write_at(&vec![9u8; 4096], 0).unwrap_err();
+        assert!(e.to_string().contains("raid5 member 2"), "{e}");
+        assert_eq!(count("bitmap_regions_needing_resync"), 1.0);
+        r.flush().unwrap();
+        assert_eq!(
+            count("bitmap_dirty_regions"),
+            1.0,
+            "a flush must not clear it"
+        );
+        // Other regions still clear normally.
+        r.write_at(&vec![1u8; 4096], 8 * unit).unwrap();
+        assert_eq!(count("bitmap_dirty_regions"), 2.0);
+        r.flush().unwrap();
+        assert_eq!(count("bitmap_dirty_regions"), 1.0);
     }
 
     /// Every member's bytes (zeros for a failed one).

@@ -45,6 +45,9 @@ const PAGE_HEAD_BYTES: usize = 8;
 pub const BITS_PER_PAGE: u64 = ((PAGE_BYTES - PAGE_HEAD_BYTES) * 8) as u64;
 /// The default region a bit covers, per member.
 pub const DEFAULT_CHUNK_BYTES: u64 = 4 << 20;
+/// Regions at most (12 bytes of state each in memory): 4 MiB regions of
+/// 16 TiB members.
+pub const MAX_BITS: u64 = 1 << 22;
 
 /// Bytes of store a bitmap needs over members of `member_span_bytes` cut
 /// into regions of `chunk_bytes` (an upper bound for any span up to it).
@@ -144,6 +147,10 @@ struct State {
     /// Bumped by every write that starts in a region: a flush clears a bit
     /// only if no write started there while the members were flushed.
     started: Vec<u64>,
+    /// Regions where a member write failed part-way: their copies or
+    /// parity may disagree, so no flush clears their bit (the next open
+    /// resynchronises them).
+    needs_resync: std::collections::BTreeSet<u64>,
     sets: u64,
     clears: u64,
     page_writes: u64,
@@ -194,6 +201,16 @@ impl Bitmap {
     /// and lists the regions to resynchronise.
     pub fn open(geo: Geometry, store: Box<dyn Backend>) -> Result<Opened, String> {
         let what = store.describe();
+        if geo.bits() > MAX_BITS {
+            return Err(format!(
+                "write-intent bitmap {what}: {} regions of {} bytes per member is more than the \
+                 {MAX_BITS} this bitmap keeps in memory; give a bigger bitmap_chunk_bytes (at \
+                 least {})",
+                geo.bits(),
+                geo.chunk_bytes,
+                geo.member_span_bytes.div_ceil(MAX_BITS)
+            ));
+        }
         let need = geo.store_bytes();
         if store.capacity_bytes() < need {
             return Err(format!(
@@ -212,6 +229,7 @@ impl Bitmap {
             bits: vec![0; words],
             pending: vec![0; geo.bits() as usize],
             started: vec![0; geo.bits() as usize],
+            needs_resync: Default::default(),
             sets: 0,
             clears: 0,
             page_writes: 0,
@@ -357,6 +375,12 @@ impl Bitmap {
         Ok(())
     }
 
+    /// A member write in `region` failed part-way: keep its bit set until
+    /// the region is resynchronised at the next open.
+    pub fn needs_resync(&self, region: u64) {
+        self.lock().needs_resync.insert(region);
+    }
+
     pub fn end_write(&self, region: u64) {
         let mut st = self.lock();
         st.pending[region as usize] -= 1;
@@ -366,10 +390,19 @@ impl Bitmap {
     /// progress, and how many writes each had started.
     pub fn flush_candidates(&self) -> Vec<(u64, u64)> {
         let st = self.lock();
-        (0..self.geo.bits())
-            .filter(|&b| st.get(b) && st.pending[b as usize] == 0)
-            .map(|b| (b, st.started[b as usize]))
-            .collect()
+        let mut out = Vec::new();
+        // Set bits only: a clean array's flush scans words, not regions.
+        for (w, &word) in st.bits.iter().enumerate() {
+            let mut rest = word;
+            while rest != 0 {
+                let b = w as u64 * 64 + rest.trailing_zeros() as u64;
+                rest &= rest - 1;
+                if st.pending[b as usize] == 0 && !st.needs_resync.contains(&b) {
+                    out.push((b, st.started[b as usize]));
+                }
+            }
+        }
+        out
     }
 
     /// The second half, after every member was flushed: clears the bits of
@@ -416,6 +449,12 @@ impl Bitmap {
         self.store.flush().map_err(|e| self.err(e))
     }
 
+    /// Regions waiting for a resynchronisation at the next open (a member
+    /// write failed there).
+    pub fn regions_needing_resync(&self) -> u64 {
+        self.lock().needs_resync.len() as u64
+    }
+
     pub fn counters(&self) -> BitmapCounters {
         let st = self.lock();
         BitmapCounters {
@@ -430,5 +469,76 @@ impl Bitmap {
     pub fn dirty_regions(&self) -> u64 {
         let st = self.lock();
         st.bits.iter().map(|w| w.count_ones() as u64).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::RamBackend;
+
+    fn bitmap() -> Bitmap {
+        let geo = Geometry {
+            level: RaidLevel::Raid5,
+            members: 3,
+            stripe_unit_bytes: 4096,
+            chunk_bytes: 65536,
+            member_span_bytes: 1 << 20,
+        };
+        Bitmap::open(geo, Box::new(RamBackend::new(geo.store_bytes())))
+            .unwrap()
+            .bitmap
+    }
+
+    /// A write that starts (and even ends) while the members are being
+    /// flushed is not covered by that flush: its region keeps its bit.
+    #[test]
+    fn a_write_during_the_member_flush_keeps_its_bit() {
+        let b = bitmap();
+        b.start_write(3).unwrap();
+        b.end_write(3);
+        let candidates = b.flush_candidates();
+        assert_eq!(candidates.len(), 1);
+        // ...the members are flushed while another write comes and goes...
+        b.start_write(3).unwrap();
+        b.end_write(3);
+        b.clear_flushed(&candidates).unwrap();
+        assert_eq!(b.dirty_regions(), 1);
+        // The next flush covers it.
+        let candidates = b.flush_candidates();
+        b.clear_flushed(&candidates).unwrap();
+        assert_eq!(b.dirty_regions(), 0);
+    }
+
+    /// A write in progress when the flush begins is no candidate at all.
+    #[test]
+    fn a_write_in_progress_is_not_a_candidate() {
+        let b = bitmap();
+        b.start_write(0).unwrap();
+        b.start_write(9).unwrap();
+        b.end_write(9);
+        let c = b.flush_candidates();
+        assert_eq!(c.iter().map(|x| x.0).collect::<Vec<_>>(), vec![9]);
+        b.clear_flushed(&c).unwrap();
+        assert_eq!(b.dirty_regions(), 1);
+        b.end_write(0);
+    }
+
+    #[test]
+    fn too_many_regions_are_refused_with_the_chunk_to_use() {
+        let geo = Geometry {
+            level: RaidLevel::Raid1,
+            members: 2,
+            stripe_unit_bytes: 4096,
+            chunk_bytes: 4096,
+            member_span_bytes: 1 << 40,
+        };
+        let e = Bitmap::open(geo, Box::new(RamBackend::new(4096)))
+            .err()
+            .unwrap();
+        assert!(
+            e.contains("give a bigger bitmap_chunk_bytes (at least 262144)"),
+            "{e}"
+        );
     }
 }

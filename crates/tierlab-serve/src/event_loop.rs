@@ -737,6 +737,15 @@ impl Loop {
     /// A host IO the stack finished.
     fn finished(&mut self, f: Finished) -> Result<(), String> {
         if f.user == STOP_FLUSH {
+            if let Some(e) = f.error {
+                // A warm stop that cannot make the cache durable is no
+                // clean stop: say so (the restart recovers as after a crash).
+                return Err(format!(
+                    "the stop's FLUSH failed ({}): {}",
+                    e.as_str(),
+                    self.server.core.device_error_messages.join("; ")
+                ));
+            }
             self.stop_flush_pending = false;
             return Ok(());
         }
