@@ -976,3 +976,112 @@ impl tierlab_core::policy::Stores for OpenStores<'_> {
             .map_err(|e| self.err(d, "syncing", e))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::RamBackend;
+    use crate::engine::EngineKind;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tierlab_core::metrics::MetricsConfig;
+    use tierlab_core::policy::Passthrough;
+
+    /// RAM whose first flush fails and whose writes fail from the `n`-th on.
+    struct Flaky {
+        ram: RamBackend,
+        flushes: AtomicU64,
+        writes: AtomicU64,
+        fail_writes_from: u64,
+    }
+
+    impl Backend for Flaky {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+            self.ram.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+            if self.writes.fetch_add(1, Ordering::SeqCst) + 1 >= self.fail_writes_from {
+                return Err(std::io::Error::from_raw_os_error(28));
+            }
+            self.ram.write_at(buf, offset)
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            if self.flushes.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Err(std::io::Error::from_raw_os_error(5));
+            }
+            Ok(())
+        }
+        fn capacity_bytes(&self) -> u64 {
+            self.ram.capacity_bytes()
+        }
+        fn describe(&self) -> String {
+            "flaky ram".into()
+        }
+    }
+
+    fn core(fail_writes_from: u64) -> Core {
+        let backends: Arc<Vec<Box<dyn Backend>>> = Arc::new(vec![Box::new(Flaky {
+            ram: RamBackend::new(1 << 20),
+            flushes: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            fail_writes_from,
+        })]);
+        let io = Io::new(Arc::clone(&backends), EngineKind::Auto, 0).unwrap();
+        let recorder = Recorder::new(MetricsConfig::default()).unwrap();
+        Core::new(
+            Box::new(Passthrough),
+            backends,
+            vec!["disk".into()],
+            io,
+            recorder,
+            0,
+        )
+    }
+
+    fn settle(c: &mut Core) {
+        while c.poll_completions().unwrap() {}
+    }
+
+    /// A sync that failed once fails every later FLUSH, although the
+    /// store's next fdatasync succeeds: the writes it covered may be gone.
+    #[test]
+    fn a_failed_sync_fails_every_later_barrier() {
+        let mut c = core(u64::MAX);
+        let b1 = c.flush_backends(0).unwrap();
+        settle(&mut c);
+        assert_eq!(c.flushed.pop_front(), Some((b1, Some(IoError::Io))));
+        let b2 = c.flush_backends(0).unwrap();
+        settle(&mut c);
+        assert_eq!(c.flushed.pop_front(), Some((b2, Some(IoError::Io))));
+        assert_eq!(c.device_errors, 1, "the store's second sync succeeded");
+    }
+
+    /// A failed device write fails its host IO with the store's error
+    /// (ENOSPC here), and the next one is served.
+    #[test]
+    fn a_failed_write_fails_its_host_io_and_serving_goes_on() {
+        let mut c = core(2);
+        for (i, expect) in [(0u64, None), (1, Some(IoError::NoSpace))] {
+            c.issue(
+                0,
+                HostRequest {
+                    op: Op::Write,
+                    offset_bytes: i * 4096,
+                    size_bytes: 4096,
+                    tenant: 0,
+                    buf: vec![1u8; 4096],
+                    user: i,
+                    record: true,
+                },
+            )
+            .unwrap();
+            settle(&mut c);
+            let f = c.finished.pop_front().expect("answered");
+            assert_eq!((f.user, f.error), (i, expect));
+        }
+        assert_eq!((c.device_errors, c.host_ios_failed), (1, 1));
+        assert!(
+            c.device_error_messages[0]
+                .contains("device disk (flaky ram): write of 4096 bytes at offset 4096 failed")
+        );
+    }
+}
