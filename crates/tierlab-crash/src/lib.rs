@@ -154,13 +154,7 @@ impl Stack {
         let mut shingled_band_bytes = vec![None; stores.capacities_bytes.len()];
         if spec.kind == "hswd" && devices.len() > 1 {
             let band = match spec.params.get("band_bytes") {
-                Some(v) => {
-                    let b: tierlab_stack::Bytes = v
-                        .clone()
-                        .try_into()
-                        .map_err(|e| format!("key `policy.band_bytes`: {e}"))?;
-                    b.0
-                }
+                Some(v) => bytes(v, "policy.band_bytes")?,
                 None => 32 << 20,
             };
             // (An array of shingled disks is not modelled: its members
@@ -228,6 +222,15 @@ impl Stack {
     }
 }
 
+/// A byte count (an integer or "64MiB") at config key `key`.
+fn bytes(v: &toml::Value, key: &str) -> Result<u64, String> {
+    let b: tierlab_stack::Bytes = v
+        .clone()
+        .try_into()
+        .map_err(|e| format!("key `{key}`: {e}"))?;
+    Ok(b.0)
+}
+
 /// `fail_after_writes` injects faults into a real run; the checker makes
 /// its own crash states, and ignoring the key would check something else.
 fn refuse_faults(t: &toml::Table, at: &str) -> Result<(), String> {
@@ -256,13 +259,10 @@ impl Stores {
         let cap = t.get("capacity_bytes").ok_or_else(|| {
             format!("key `{at}.capacity_bytes`: missing (the checker holds each store in memory and needs its size)")
         })?;
-        let cap: tierlab_stack::Bytes = cap
-            .clone()
-            .try_into()
-            .map_err(|e| format!("key `{at}.capacity_bytes`: {e}"))?;
+        let cap = bytes(cap, &format!("{at}.capacity_bytes"))?;
         self.push(
             name,
-            cap.0,
+            cap,
             t.get("path").and_then(|p| p.as_str()) == Some("ram"),
         )
     }
@@ -322,13 +322,7 @@ impl Stores {
                 _ => false,
             };
             let chunk = match table.get("bitmap_chunk_bytes") {
-                Some(v) => {
-                    let c: tierlab_stack::Bytes = v
-                        .clone()
-                        .try_into()
-                        .map_err(|e| format!("key `{at}.bitmap_chunk_bytes`: {e}"))?;
-                    c.0
-                }
+                Some(v) => bytes(v, &format!("{at}.bitmap_chunk_bytes"))?,
                 None => tierlab_real::raid_bitmap::DEFAULT_CHUNK_BYTES,
             };
             // Sized for members of the smallest member's size (the array
