@@ -48,6 +48,15 @@ pub struct CrashcheckArgs {
     /// write, every write before it landed and none after (1: every write).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub surprise_every: u64,
+    /// Real device errors: every device write from the N-th on (0-based)
+    /// fails, and every flush once one failed, as a store that died; the
+    /// policy is told, and one that cannot survive it stops there.
+    #[arg(long, value_name = "N")]
+    pub fail_writes_from: Option<u64>,
+    /// A transient device error: only the N-th device write (0-based)
+    /// fails; flushes keep working (a stack must not acknowledge it).
+    #[arg(long, value_name = "N")]
+    pub fail_write_at: Option<u64>,
     /// Replay one state: CRASH_POINT:KIND (as a violation prints it).
     #[arg(long, value_name = "POINT:KIND", value_parser = parse_replay)]
     pub replay: Option<(u64, StateKind)>,
@@ -91,6 +100,8 @@ pub fn run(args: CrashcheckArgs) -> CliResult {
         states: args.states,
         only: args.replay,
         surprise_every: args.surprise_every,
+        fail_writes_from: args.fail_writes_from,
+        fail_write_at: args.fail_write_at,
         ..Options::default()
     };
     let report = tierlab_crash::check(&stack, &opts)
@@ -151,6 +162,17 @@ fn print_report(r: &Report) {
         r.sectors_checked,
         r.violations.len()
     );
+    if r.host_ios_failed > 0 || r.stopped_at_error {
+        println!(
+            "device errors: {} host IOs answered with an error{}",
+            r.host_ios_failed,
+            if r.stopped_at_error {
+                "; the stack stopped at a failed device IO (fail-stop), the log ends there"
+            } else {
+                ""
+            }
+        );
+    }
     if r.degraded_reads > 0 {
         println!(
             "{} of those states were also read back with one array member lost after the restart",
@@ -173,6 +195,12 @@ fn replay_command(a: &CrashcheckArgs) -> String {
         a.max_io_units,
         a.region_bytes
     );
+    if let Some(n) = a.fail_writes_from {
+        c.push_str(&format!(" --fail-writes-from {n}"));
+    }
+    if let Some(n) = a.fail_write_at {
+        c.push_str(&format!(" --fail-write-at {n}"));
+    }
     if a.surprise_every > 0 {
         c.push_str(&format!(" --surprise-every {}", a.surprise_every));
     }
@@ -197,6 +225,8 @@ fn report_json(a: &CrashcheckArgs, r: &Report, replay: &str) -> serde_json::Valu
         "states_by_kind": StateKind::ALL.iter().zip(r.states_by_kind).map(|(k, n)| (k.as_str().to_string(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
         "sectors_checked": r.sectors_checked,
         "degraded_reads": r.degraded_reads,
+        "host_ios_failed": r.host_ios_failed,
+        "stopped_at_error": r.stopped_at_error,
         "violations": r.violations.iter().map(|v| serde_json::json!({
             "crash_point": v.crash_point,
             "kind": v.kind.as_str(),

@@ -13,7 +13,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use tierlab_core::apply::OutboxSink;
-use tierlab_core::policy::{BufRef, HostIo, Outbox, Policy};
+use tierlab_core::policy::{BufRef, HostIo, IoError, Outbox, Policy};
 use tierlab_core::{DeviceIo, Op, TimeNs};
 
 use crate::Rng;
@@ -31,6 +31,11 @@ pub struct LoggedWrite {
     /// Log positions (indices into `Log::events`).
     pub submitted_at: usize,
     pub completed_at: Option<usize>,
+    /// The device answered it with an error at this log position: it may
+    /// have landed, until a flush of its store submitted after the error
+    /// completes — from then on it is taken as not landed (a write that
+    /// failed does not land later, over newer writes).
+    pub failed_at: Option<usize>,
 }
 
 /// A device flush: writes to `device` completed before `submitted_at`
@@ -61,6 +66,7 @@ pub struct LoggedHostFlush {
 pub enum Event {
     WriteSubmitted(usize),
     WriteCompleted(usize),
+    WriteFailed(usize),
     FlushSubmitted(usize),
     FlushCompleted(usize),
     HostWriteIssued(usize),
@@ -103,6 +109,8 @@ struct DeviceIoInFlight {
     target: Option<BufRef>,
     /// Index into `Log::writes` / `Log::flushes`.
     logged: Option<usize>,
+    /// The store has died (`fail_writes_from`): this IO fails.
+    fails: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -120,6 +128,8 @@ pub struct HostInFlight {
     logged: Option<usize>,
     /// Policy completed a FLUSH: barrier device flushes still in flight.
     barrier_left: Option<usize>,
+    /// One of those flushes failed: the FLUSH fails.
+    barrier_failed: bool,
 }
 
 pub struct Exec {
@@ -143,6 +153,20 @@ pub struct Exec {
     pub steps: u64,
     /// A protocol error the policy made (the run stops at the first).
     pub error: Option<String>,
+    /// Surprise shutdown with real errors: every device write (and trim)
+    /// from this one on (0-based, in submission order) fails, and so does
+    /// every flush once a write failed, as a store that died; reads work.
+    pub fail_writes_from: Option<u64>,
+    /// A transient error: only this device write (0-based) fails; every
+    /// other IO, flushes included, works.
+    pub fail_write_at: Option<u64>,
+    device_writes: u64,
+    died: bool,
+    /// The policy did not survive a failed device IO (fail-stop): the
+    /// process would stop here, so the run does.
+    pub stopped: bool,
+    /// Host IOs the policy failed (answered with an error).
+    pub host_ios_failed: u64,
 }
 
 impl Exec {
@@ -168,6 +192,12 @@ impl Exec {
             log: None,
             steps: 0,
             error: None,
+            fail_writes_from: None,
+            fail_write_at: None,
+            device_writes: 0,
+            died: false,
+            stopped: false,
+            host_ios_failed: 0,
         }
     }
 
@@ -229,6 +259,7 @@ impl Exec {
                 buf,
                 logged,
                 barrier_left: None,
+                barrier_failed: false,
             },
         );
         let io = HostIo {
@@ -286,6 +317,9 @@ impl Exec {
             .remove(&key)
             .expect("a due device IO is in flight");
         let (dev, io) = (d.device, d.io);
+        if d.fails {
+            return self.device_failed(d);
+        }
         let r = match io.op {
             Op::Write | Op::Trim => self.media.write(
                 dev,
@@ -333,7 +367,9 @@ impl Exec {
                 *left -= 1;
                 if *left == 0 {
                     let h = self.host.remove(&host_id).unwrap();
-                    if let (Some(log), Some(f)) = (&mut self.log, h.logged) {
+                    if h.barrier_failed {
+                        self.host_ios_failed += 1;
+                    } else if let (Some(log), Some(f)) = (&mut self.log, h.logged) {
                         let at = log.push(Event::HostFlushDone(f));
                         log.host_flushes[f].done_at = Some(at);
                     }
@@ -358,7 +394,19 @@ impl Exec {
         };
         let mut logged = None;
         let store = self.media.store_of(device);
-        if store.is_none() && io.op == Op::Flush {
+        let fails = match io.op {
+            Op::Write | Op::Trim => {
+                let nth = self.device_writes;
+                self.device_writes += 1;
+                if self.fail_writes_from.is_some_and(|n| nth >= n) {
+                    self.died = true;
+                }
+                self.died || self.fail_write_at == Some(nth)
+            }
+            Op::Flush => self.died,
+            Op::Read => false,
+        };
+        if store.is_none() && io.op == Op::Flush && !fails {
             // An array flushes its members (and clears its bitmap) now.
             if let Err(e) = self.media.flush(device) {
                 self.error.get_or_insert(e);
@@ -377,6 +425,7 @@ impl Exec {
                         len_bytes: io.size_bytes as u64,
                         submitted_at: at,
                         completed_at: None,
+                        failed_at: None,
                     });
                     logged = Some(w);
                 }
@@ -404,10 +453,53 @@ impl Exec {
                 data,
                 target,
                 logged,
+                fails,
             },
         );
         let delay = 1 + self.rng.below(self.max_delay_ns);
         self.schedule(self.now_ns + delay, Due::Device(key));
+    }
+
+    /// A device IO of a dead store ends: nothing of it is applied (a failed
+    /// write stays in the log as never completed: it may have landed in
+    /// part, never durably), and the policy is told.
+    fn device_failed(&mut self, mut d: DeviceIoInFlight) {
+        if let (Some(log), Some(w)) = (&mut self.log, d.logged.take())
+            && d.io.op != Op::Flush
+        {
+            let at = log.push(Event::WriteFailed(w));
+            log.writes[w].failed_at = Some(at);
+        }
+        match d.owner {
+            Owner::Policy(tag) => {
+                if self.policy.on_device_error(
+                    self.now_ns,
+                    d.device,
+                    tag,
+                    IoError::Io,
+                    &mut self.out,
+                ) {
+                    self.apply();
+                } else {
+                    self.stopped = true;
+                }
+            }
+            Owner::Barrier(host_id) => {
+                // A store's sync failed: the FLUSH fails (covers nothing).
+                let h = self
+                    .host
+                    .get_mut(&host_id)
+                    .expect("a barrier's FLUSH is in flight");
+                h.barrier_failed = true;
+                let left = h.barrier_left.as_mut().unwrap();
+                *left -= 1;
+                if *left == 0 {
+                    let h = self.host.remove(&host_id).unwrap();
+                    self.host_ios_failed += 1;
+                    self.finished.push((host_id, h));
+                }
+            }
+        }
     }
 
     /// Logs the physical writes and flushes the media journaled (each as
@@ -433,6 +525,7 @@ impl Exec {
                         data: Some(data),
                         submitted_at: at,
                         completed_at: None,
+                        failed_at: None,
                     });
                     let at = log.push(Event::WriteCompleted(w));
                     log.writes[w].completed_at = Some(at);
@@ -563,6 +656,18 @@ impl OutboxSink for Exec {
             let at = log.push(Event::HostWriteAcked(w));
             log.host_writes[w].acked_at = Some(at);
         }
+        self.finished.push((host_id, h));
+        Ok(())
+    }
+
+    fn fail_host(&mut self, _now: TimeNs, host_id: u64, _error: IoError) -> Result<(), String> {
+        let name = self.policy.name().to_string();
+        let h = self
+            .host
+            .remove(&host_id)
+            .ok_or_else(|| format!("{name}: host IO {host_id} failed twice or never issued"))?;
+        // Not acknowledged: nothing is logged for it.
+        self.host_ios_failed += 1;
         self.finished.push((host_id, h));
         Ok(())
     }

@@ -367,6 +367,15 @@ pub struct Options {
     /// device write, a state where every write before it landed and none
     /// after (1: at every write; 0: off).
     pub surprise_every: u64,
+    /// Real device errors: every device write from this one on (0-based)
+    /// fails, and every flush once one failed, as a store that died. The
+    /// policy is told (`on_device_error`); one that cannot survive it stops
+    /// the run there (fail-stop), as the process would.
+    pub fail_writes_from: Option<u64>,
+    /// A transient device error: only this device write (0-based) fails;
+    /// flushes keep working, so a stack that acknowledged the failed write
+    /// is caught by the next FLUSH's promise.
+    pub fail_write_at: Option<u64>,
 }
 
 impl Default for Options {
@@ -384,6 +393,8 @@ impl Default for Options {
             max_delay_ns: 200_000,
             only: None,
             surprise_every: 0,
+            fail_writes_from: None,
+            fail_write_at: None,
         }
     }
 }
@@ -431,6 +442,10 @@ pub struct Report {
     pub states_by_kind: [u64; 5],
     /// States also read back with an array member lost after the restart.
     pub degraded_reads: u64,
+    /// With `fail_writes_from`: host IOs the stack answered with an error,
+    /// and whether it stopped at a device error (fail-stop).
+    pub host_ios_failed: u64,
+    pub stopped_at_error: bool,
     pub sectors_checked: u64,
     /// Every violation found (each state reports its first).
     pub violations: Vec<Violation>,
@@ -478,6 +493,8 @@ pub fn record(stack: &Stack, opts: &Options) -> Result<Recording, String> {
         .map_err(|e| format!("opening fresh stores: {e}"))?;
     let initial = media.images();
     let mut ex = Exec::new(policy, media, opts.seed ^ 0x5eed, opts.max_delay_ns).with_log();
+    ex.fail_writes_from = opts.fail_writes_from;
+    ex.fail_write_at = opts.fail_write_at;
     let mut rng = Rng(opts.seed);
     let units = region / unit;
     let mut issued = 0;
@@ -486,6 +503,9 @@ pub fn record(stack: &Stack, opts: &Options) -> Result<Recording, String> {
     while issued < opts.host_ios || !ex.host.is_empty() {
         if let Some(e) = ex.error.take() {
             return Err(e);
+        }
+        if ex.stopped {
+            break; // fail-stop: the process ends here
         }
         if ex.steps > STEP_BOUND {
             return Err(format!(
@@ -575,6 +595,8 @@ pub fn check(stack: &Stack, opts: &Options) -> Result<Report, String> {
         device_writes: log.writes.len() as u64,
         device_flushes: log.flushes.len() as u64,
         log_events: log.events.len() as u64,
+        host_ios_failed: ex.host_ios_failed,
+        stopped_at_error: ex.stopped,
         ..Default::default()
     };
     drop(ex);

@@ -266,6 +266,12 @@ pub(crate) fn explore(
             .iter()
             .enumerate()
             .filter(|(i, w)| w.submitted_at < k && !durable[*i])
+            // A failed write is taken as not landed once a flush of its
+            // store after the failure completed (it does not land later).
+            .filter(|(_, w)| {
+                !w.failed_at
+                    .is_some_and(|f| f < k && stores[w.device].durable_before > f)
+            })
             .map(|(i, w)| (w.completed_at.filter(|&c| c < k).unwrap_or(usize::MAX), i))
             .collect();
         if opts.surprise_every > 0 {

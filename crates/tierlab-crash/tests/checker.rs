@@ -615,3 +615,181 @@ fn raid1_and_raid10_keep_every_flushed_write_even_after_a_member_is_lost() {
         assert_clean(level, &s, 23);
     }
 }
+
+/// Surprise shutdown with real device errors: every device write from
+/// write N on fails, as a store that died, for N across the workload. The
+/// stack is told (`on_device_error`): passthrough and linear fail the host
+/// IOs that needed the writes and go on, the caches survive failed fills
+/// and stop at a failed write-back or slot write, ATSMF and HSWD stop at
+/// the first (fail-stop). Every crash state must still hold every write a
+/// completed FLUSH covered — a failed write is never acknowledged, and a
+/// FLUSH whose syncs failed covers nothing.
+#[test]
+fn a_store_that_dies_mid_workload_loses_nothing_flushed() {
+    let linear = stack(&format!(
+        "{}{}[policy]\nkind = \"linear\"\n",
+        dev("a", "a.img", "2MiB"),
+        dev("b", "b.img", "2MiB")
+    ));
+    let stacks: Vec<(&str, Stack, bool)> = vec![
+        ("passthrough", stack(&dev("disk", "disk.img", "4MiB")), true),
+        ("linear", linear, true),
+        (
+            "cache write-back",
+            cache_stack("write-back", "cache.img"),
+            false,
+        ),
+        (
+            "cache write-around",
+            cache_stack("write-around", "cache.img"),
+            true,
+        ),
+        ("atsmf", atsmf_stack(true), false),
+        ("hswd", hswd_stack("fully"), false),
+        ("raid5 + bitmap", raid5_stack(true), true),
+    ];
+    for (name, s, survives) in stacks {
+        let (mut failed, mut stopped) = (0, 0);
+        for n in [0, 40, 400, 1500] {
+            let opts = Options {
+                fail_writes_from: Some(n),
+                states: 24,
+                host_ios: 1200,
+                ..Default::default()
+            };
+            let r = check(&s, &opts).unwrap_or_else(|e| panic!("{name} failing from {n}: {e}"));
+            if let Some(v) = r.violations.first() {
+                panic!(
+                    "{name}, writes failing from {n}: {} of {} states lose flushed data; first: crash point {} ({}), {}",
+                    r.violations.len(),
+                    r.states(),
+                    v.crash_point,
+                    v.kind.as_str(),
+                    v.message
+                );
+            }
+            failed += r.host_ios_failed;
+            stopped += r.stopped_at_error as u64;
+        }
+        eprintln!("{name}: {failed} host IOs failed, stopped at the error in {stopped} of 4 runs");
+        if survives {
+            assert!(
+                failed > 0 && stopped == 0,
+                "{name}: {failed} failed, {stopped} stopped"
+            );
+        } else {
+            assert!(stopped > 0, "{name} never stopped at an error");
+        }
+    }
+}
+
+/// A transient device error: one device write fails, everything else
+/// (flushes included) works, for several positions in the workload. A
+/// stack must not acknowledge the failed write — the next FLUSH would then
+/// promise it — and every flushed write must survive.
+#[test]
+fn one_failed_device_write_is_never_acknowledged() {
+    let stacks: Vec<(&str, Stack, bool)> = vec![
+        ("passthrough", stack(&dev("disk", "disk.img", "4MiB")), true),
+        (
+            "cache write-around",
+            cache_stack("write-around", "cache.img"),
+            true,
+        ),
+        (
+            "cache write-back",
+            cache_stack("write-back", "cache.img"),
+            false,
+        ),
+        ("raid5 + bitmap", raid5_stack(true), true),
+    ];
+    for (name, s, survives) in stacks {
+        let mut failed = 0;
+        for n in [0, 5, 100, 600] {
+            let opts = Options {
+                fail_write_at: Some(n),
+                states: 40,
+                host_ios: 1200,
+                ..Default::default()
+            };
+            let r = check(&s, &opts).unwrap_or_else(|e| panic!("{name}, write {n} failing: {e}"));
+            assert!(
+                r.violations.is_empty(),
+                "{name}, write {n} failing: {}",
+                r.violations[0].message
+            );
+            failed += r.host_ios_failed;
+            if survives {
+                assert!(!r.stopped_at_error, "{name} stopped at write {n}");
+            }
+        }
+        eprintln!("{name}: {failed} host IOs failed over 4 runs with one failed device write each");
+        if survives {
+            assert!(failed > 0, "{name}");
+        }
+    }
+}
+
+/// A passthrough that answers a failed write as done: the checker must
+/// catch it (the next FLUSH covers a write that never landed).
+struct AcksFailedWrites(tierlab_core::policy::Passthrough);
+
+impl Policy for AcksFailedWrites {
+    fn name(&self) -> &str {
+        "acks-failed-writes"
+    }
+    fn tier_names(&self) -> Vec<String> {
+        self.0.tier_names()
+    }
+    fn moves_data(&self) -> bool {
+        true
+    }
+    fn on_host_io(&mut self, now: TimeNs, io: HostIo, out: &mut Outbox) {
+        self.0.on_host_io(now, io, out)
+    }
+    fn on_device_completion(&mut self, now: TimeNs, device: usize, tag: u64, out: &mut Outbox) {
+        self.0.on_device_completion(now, device, tag, out)
+    }
+    fn on_device_error(
+        &mut self,
+        _now: TimeNs,
+        _device: usize,
+        tag: u64,
+        _error: tierlab_core::policy::IoError,
+        out: &mut Outbox,
+    ) -> bool {
+        out.complete.push((tag, 0)); // the lie
+        true
+    }
+}
+
+#[test]
+fn the_checker_catches_a_failed_write_acknowledged() {
+    let s = Stack {
+        build: Box::new(|| {
+            Ok(Box::new(AcksFailedWrites(tierlab_core::policy::Passthrough)) as Box<dyn Policy>)
+        }),
+        device_names: vec!["disk".into()],
+        capacities_bytes: vec![4 << 20],
+        volatile: vec![false],
+        shingled_band_bytes: vec![None],
+        volume_bytes: 4 << 20,
+        devices: Vec::new(),
+        redundant_arrays: Vec::new(),
+    };
+    let mut caught = 0;
+    for n in [5, 100, 600] {
+        let r = check(
+            &s,
+            &Options {
+                fail_write_at: Some(n),
+                states: 200,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        caught += r.violations.len();
+    }
+    eprintln!("acks-failed-writes: {caught} violating states");
+    assert!(caught > 0, "an acknowledged failed write was not caught");
+}

@@ -1582,8 +1582,10 @@ impl Policy for Cache {
     /// (docs/cache-layer.md): a failed cache read of a *clean* page is read
     /// again from the backing device (and the copy dropped); any other
     /// failed host read fails that host IO; a failed fill drops the copy it
-    /// was making. Everything else — a failed slot write, write-back or
-    /// trim — is refused (fail-stop): the executor stops.
+    /// was making; a failed host write to the backing device alone (write-
+    /// around, or an uncached page) fails that write. Everything else — a
+    /// failed slot write, write-through backing write, write-back or trim —
+    /// is refused (fail-stop): the executor stops.
     fn on_device_error(
         &mut self,
         _now_ns: TimeNs,
@@ -1594,6 +1596,9 @@ impl Policy for Cache {
     ) -> bool {
         let handled = match self.inflight.get(&(device, tag)) {
             Some(Rec::HostRead { .. }) => true,
+            // A host write that went to the backing device only (write-
+            // around, or a page not cached): no copy to keep consistent.
+            Some(Rec::BackingWrite { .. }) => self.mode != WriteMode::WriteThrough,
             // (A fill for a copy dropped since is nobody's data.)
             Some(Rec::FillWrite {
                 page, incarnation, ..
@@ -1677,6 +1682,20 @@ impl Policy for Cache {
                     }
                     self.drop_entry(page, out);
                 }
+            }
+            Rec::BackingWrite { host, first, n } => {
+                for p in first..first + n {
+                    if let Some(c) = self.backing_inflight.get_mut(&p) {
+                        *c -= 1;
+                        if *c == 0 {
+                            self.backing_inflight.remove(&p);
+                        }
+                    }
+                }
+                if let Some(h) = self.hosts.get_mut(&host) {
+                    h.failed.get_or_insert(error);
+                }
+                self.host_part_done(host, false, out);
             }
             _ => unreachable!("only the records checked above"),
         }
