@@ -460,9 +460,10 @@ impl Exec {
         self.schedule(self.now_ns + delay, Due::Device(key));
     }
 
-    /// A device IO of a dead store ends: nothing of it is applied (a failed
-    /// write stays in the log as never completed: it may have landed in
-    /// part, never durably), and the policy is told.
+    /// A device IO that fails ends: nothing of it is applied to the stores
+    /// the run reads, a failed write is logged as failed (a crash state may
+    /// have it landed, whole or torn, until a later flush of its store —
+    /// never durably), and the policy is told.
     fn device_failed(&mut self, mut d: DeviceIoInFlight) {
         if let (Some(log), Some(w)) = (&mut self.log, d.logged.take())
             && d.io.op != Op::Flush
