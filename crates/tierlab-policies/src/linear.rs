@@ -57,6 +57,28 @@ impl Linear {
         *self.starts.last().unwrap()
     }
 
+    /// Checked after every handler in debug builds: every slot is free
+    /// exactly once or has parts in flight, and a free slot carries no
+    /// error into its next host IO.
+    fn check_invariants(&self) {
+        assert_eq!(self.pending.len(), self.failed.len());
+        let mut free = vec![false; self.pending.len()];
+        for &s in &self.free {
+            assert!(!free[s], "linear: slot {s} is free twice");
+            free[s] = true;
+        }
+        for (s, &(id, parts, _)) in self.pending.iter().enumerate() {
+            if free[s] {
+                assert!(
+                    parts == 0 && self.failed[s].is_none(),
+                    "linear: free slot {s} has {parts} parts or an error"
+                );
+            } else {
+                assert!(parts > 0, "linear: host IO {id} in slot {s} has no part in flight");
+            }
+        }
+    }
+
     fn segment_of(&self, offset: u64) -> usize {
         // Few segments: a linear scan beats a binary search.
         let mut i = 0;
@@ -121,7 +143,9 @@ impl Policy for Linear {
             seg += 1;
         }
         self.pending[slot] = (io.id, parts, first as u16);
-        debug_assert!(self.free.len() < self.pending.len());
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
     }
 
     fn moves_data(&self) -> bool {
@@ -172,6 +196,9 @@ impl Policy for Linear {
                 None => out.complete.push((*id, *tier)),
             }
             self.free.push(slot);
+        }
+        if cfg!(debug_assertions) {
+            self.check_invariants();
         }
     }
 
