@@ -74,7 +74,10 @@ impl Linear {
                     "linear: free slot {s} has {parts} parts or an error"
                 );
             } else {
-                assert!(parts > 0, "linear: host IO {id} in slot {s} has no part in flight");
+                assert!(
+                    parts > 0,
+                    "linear: host IO {id} in slot {s} has no part in flight"
+                );
             }
         }
     }
