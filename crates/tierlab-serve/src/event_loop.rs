@@ -824,38 +824,31 @@ impl Loop {
 
     /// Answers pending request `p` with `error` (NBD EIO or ENOSPC).
     fn answer_error(&mut self, p: usize, error: IoError) {
-        let pw = self.pending[p].take().expect("answered once");
-        self.free.push(p);
         self.report.requests_failed += 1;
         let errno = match error {
             IoError::Io => Errno::Io,
             IoError::NoSpace => Errno::NoSpc,
         };
-        match self.conns.get_mut(&pw.conn) {
-            Some(c) if c.gone.is_none() => {
-                c.in_flight -= 1;
-                c.proto.reply_error(pw.handle, errno);
-            }
-            Some(c) => {
-                c.in_flight -= 1;
-                self.report.replies_dropped += 1;
-            }
-            None => self.report.replies_dropped += 1,
-        }
+        self.reply(p, |c, handle| c.reply_error(handle, errno));
     }
 
-    /// Sends the reply of pending request `p` (if its client is still
-    /// there) and frees the slot.
+    /// Sends the reply of pending request `p` (its read data, or done).
     fn answer(&mut self, p: usize, data: Option<Vec<u8>>) {
+        self.reply(p, |c, handle| match data {
+            Some(d) => c.reply_read(handle, d),
+            None => c.reply_ok(handle),
+        });
+    }
+
+    /// Frees pending request `p`'s slot and sends its reply through `send`
+    /// if its client is still there.
+    fn reply(&mut self, p: usize, send: impl FnOnce(&mut Connection, u64)) {
         let pw = self.pending[p].take().expect("answered once");
         self.free.push(p);
         match self.conns.get_mut(&pw.conn) {
             Some(c) if c.gone.is_none() => {
                 c.in_flight -= 1;
-                match data {
-                    Some(d) => c.proto.reply_read(pw.handle, d),
-                    None => c.proto.reply_ok(pw.handle),
-                }
+                send(&mut c.proto, pw.handle);
             }
             Some(c) => {
                 c.in_flight -= 1;
