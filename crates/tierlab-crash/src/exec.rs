@@ -358,25 +358,32 @@ impl Exec {
                     .on_device_completion(self.now_ns, dev, tag, &mut self.out);
                 self.apply();
             }
-            Owner::Barrier(host_id) => {
-                let h = self
-                    .host
-                    .get_mut(&host_id)
-                    .expect("a barrier's FLUSH is in flight");
-                let left = h.barrier_left.as_mut().unwrap();
-                *left -= 1;
-                if *left == 0 {
-                    let h = self.host.remove(&host_id).unwrap();
-                    if h.barrier_failed {
-                        self.host_ios_failed += 1;
-                    } else if let (Some(log), Some(f)) = (&mut self.log, h.logged) {
-                        let at = log.push(Event::HostFlushDone(f));
-                        log.host_flushes[f].done_at = Some(at);
-                    }
-                    self.finished.push((host_id, h));
-                }
-            }
+            Owner::Barrier(host_id) => self.barrier_flush_done(host_id, false),
         }
+    }
+
+    /// One store flush of host FLUSH `host_id`'s barrier ended (`failed`:
+    /// with an error). The FLUSH ends with the last: done, or failed if
+    /// any of them failed (then it covers nothing).
+    fn barrier_flush_done(&mut self, host_id: u64, failed: bool) {
+        let h = self
+            .host
+            .get_mut(&host_id)
+            .expect("a barrier's FLUSH is in flight");
+        h.barrier_failed |= failed;
+        let left = h.barrier_left.as_mut().unwrap();
+        *left -= 1;
+        if *left > 0 {
+            return;
+        }
+        let h = self.host.remove(&host_id).unwrap();
+        if h.barrier_failed {
+            self.host_ios_failed += 1;
+        } else if let (Some(log), Some(f)) = (&mut self.log, h.logged) {
+            let at = log.push(Event::HostFlushDone(f));
+            log.host_flushes[f].done_at = Some(at);
+        }
+        self.finished.push((host_id, h));
     }
 
     fn start(&mut self, device: usize, io: DeviceIo, target: Option<BufRef>, owner: Owner) {
@@ -485,21 +492,7 @@ impl Exec {
                     self.stopped = true;
                 }
             }
-            Owner::Barrier(host_id) => {
-                // A store's sync failed: the FLUSH fails (covers nothing).
-                let h = self
-                    .host
-                    .get_mut(&host_id)
-                    .expect("a barrier's FLUSH is in flight");
-                h.barrier_failed = true;
-                let left = h.barrier_left.as_mut().unwrap();
-                *left -= 1;
-                if *left == 0 {
-                    let h = self.host.remove(&host_id).unwrap();
-                    self.host_ios_failed += 1;
-                    self.finished.push((host_id, h));
-                }
-            }
+            Owner::Barrier(host_id) => self.barrier_flush_done(host_id, true),
         }
     }
 

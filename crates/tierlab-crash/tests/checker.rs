@@ -240,10 +240,10 @@ impl Policy for AckEarly {
     }
 }
 
-#[test]
-fn the_checker_catches_writes_acknowledged_before_they_completed() {
-    let s = Stack {
-        build: Box::new(|| Ok(Box::new(AckEarly::default()) as Box<dyn Policy>)),
+/// A hand-made policy over one 4 MiB disk.
+fn one_disk_stack(build: impl Fn() -> Box<dyn Policy> + 'static) -> Stack {
+    Stack {
+        build: Box::new(move || Ok(build())),
         device_names: vec!["disk".into()],
         capacities_bytes: vec![4 << 20],
         volatile: vec![false],
@@ -251,7 +251,12 @@ fn the_checker_catches_writes_acknowledged_before_they_completed() {
         volume_bytes: 4 << 20,
         devices: Vec::new(),
         redundant_arrays: Vec::new(),
-    };
+    }
+}
+
+#[test]
+fn the_checker_catches_writes_acknowledged_before_they_completed() {
+    let s = one_disk_stack(|| Box::new(AckEarly::default()));
     let r = check(
         &s,
         &Options {
@@ -765,18 +770,7 @@ impl Policy for AcksFailedWrites {
 
 #[test]
 fn the_checker_catches_a_failed_write_acknowledged() {
-    let s = Stack {
-        build: Box::new(|| {
-            Ok(Box::new(AcksFailedWrites(tierlab_core::policy::Passthrough)) as Box<dyn Policy>)
-        }),
-        device_names: vec!["disk".into()],
-        capacities_bytes: vec![4 << 20],
-        volatile: vec![false],
-        shingled_band_bytes: vec![None],
-        volume_bytes: 4 << 20,
-        devices: Vec::new(),
-        redundant_arrays: Vec::new(),
-    };
+    let s = one_disk_stack(|| Box::new(AcksFailedWrites(tierlab_core::policy::Passthrough)));
     let mut caught = 0;
     for n in [5, 100, 600] {
         let r = check(

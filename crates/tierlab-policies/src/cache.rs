@@ -1179,6 +1179,19 @@ impl Cache {
         self.host_part_done(id, true, out);
     }
 
+    /// A direct backing write of pages [first, first + n) ended (done or
+    /// failed): fills of those pages may run again.
+    fn backing_write_done(&mut self, first: u64, n: u64) {
+        for p in first..first + n {
+            if let Some(c) = self.backing_inflight.get_mut(&p) {
+                *c -= 1;
+                if *c == 0 {
+                    self.backing_inflight.remove(&p);
+                }
+            }
+        }
+    }
+
     fn add_part(&mut self, host: u64) {
         if let Some(h) = self.hosts.get_mut(&host) {
             h.parts += 1;
@@ -1545,14 +1558,7 @@ impl Policy for Cache {
                 self.slot_written(page, incarnation, out);
             }
             Rec::BackingWrite { host, first, n } => {
-                for p in first..first + n {
-                    if let Some(c) = self.backing_inflight.get_mut(&p) {
-                        *c -= 1;
-                        if *c == 0 {
-                            self.backing_inflight.remove(&p);
-                        }
-                    }
-                }
+                self.backing_write_done(first, n);
                 self.host_part_done(host, false, out);
             }
             Rec::FlushRead { staging, slot } => {
@@ -1684,14 +1690,7 @@ impl Policy for Cache {
                 }
             }
             Rec::BackingWrite { host, first, n } => {
-                for p in first..first + n {
-                    if let Some(c) = self.backing_inflight.get_mut(&p) {
-                        *c -= 1;
-                        if *c == 0 {
-                            self.backing_inflight.remove(&p);
-                        }
-                    }
-                }
+                self.backing_write_done(first, n);
                 if let Some(h) = self.hosts.get_mut(&host) {
                     h.failed.get_or_insert(error);
                 }

@@ -46,6 +46,21 @@ pub struct HostRequest {
     pub record: bool,
 }
 
+impl HostRequest {
+    /// A FLUSH the driver sends itself (not a host IO in the metrics).
+    pub fn flush(user: u64) -> HostRequest {
+        HostRequest {
+            op: Op::Flush,
+            offset_bytes: 0,
+            size_bytes: 0,
+            tenant: 0,
+            buf: Vec::new(),
+            user,
+            record: false,
+        }
+    }
+}
+
 /// A host IO the policy completed.
 pub struct Finished {
     pub id: u64,

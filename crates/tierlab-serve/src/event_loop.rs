@@ -797,16 +797,7 @@ impl Loop {
             pw.parts += 1;
             self.host_ios += 1;
             let core = &mut self.server.core;
-            let flush = HostRequest {
-                op: Op::Flush,
-                offset_bytes: 0,
-                size_bytes: 0,
-                tenant: 0,
-                buf: Vec::new(),
-                user: p as u64,
-                // Not a host IO of its own in the metrics.
-                record: false,
-            };
+            let flush = HostRequest::flush(p as u64);
             core.issue(core.now_ns(), flush)?;
             return Ok(());
         }
@@ -1022,15 +1013,7 @@ impl Loop {
                         // The cache survives a restart: make it durable (a
                         // FLUSH of the policy), do not write it back.
                         self.stop_flush_pending = true;
-                        let flush = HostRequest {
-                            op: Op::Flush,
-                            offset_bytes: 0,
-                            size_bytes: 0,
-                            tenant: 0,
-                            buf: Vec::new(),
-                            user: STOP_FLUSH,
-                            record: false,
-                        };
+                        let flush = HostRequest::flush(STOP_FLUSH);
                         self.server.core.issue(now, flush)?;
                     } else {
                         self.server.core.drain(now)?;
