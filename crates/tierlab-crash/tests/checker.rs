@@ -113,6 +113,78 @@ fn flashcache_keeps_every_flushed_write() {
     assert_clean("flashcache", &s, 6);
 }
 
+/// A cache that keeps its slot metadata on the cache device file and
+/// restarts warm (`persistent = true`).
+fn persistent_cache_stack(kind: &str, mode: &str) -> Stack {
+    let policy = if kind == "flashcache" {
+        "kind = \"flashcache\"\ncapacity_bytes = \"1MiB\"\nassociativity = 64\n".to_string()
+    } else {
+        format!("kind = \"cache\"\ncapacity_bytes = \"1MiB\"\nwrite_mode = \"{mode}\"\n")
+    };
+    stack(&format!(
+        "{}{}[policy]\n{policy}persistent = true\n",
+        dev("cache", "cache.img", "2MiB"),
+        dev("disk", "disk.img", "4MiB")
+    ))
+}
+
+#[test]
+fn persistent_caches_restart_warm_and_keep_every_flushed_write() {
+    for (i, (kind, mode)) in [
+        ("cache", "write-back"),
+        ("cache", "write-through"),
+        ("cache", "write-around"),
+        ("flashcache", "write-back"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert_clean(
+            &format!("{kind} {mode}, persistent"),
+            &persistent_cache_stack(kind, mode),
+            20 + i as u64,
+        );
+    }
+}
+
+/// The persistent cache with its commits' data flush removed: an entry can
+/// reach the device before the data it names; the checker must see a
+/// restart serve (and copy back) bytes no write of that block produced.
+#[test]
+fn the_checker_catches_a_persistent_cache_whose_commit_skips_the_flush() {
+    let mut p = CacheParams::with_capacity(1 << 20);
+    p.persistent = true;
+    let s = Stack {
+        build: Box::new(move || {
+            let mut c = Cache::new(&p)?;
+            c.broken_commit_skips_flush = true;
+            Ok(Box::new(c) as Box<dyn Policy>)
+        }),
+        device_names: vec!["cache".into(), "disk".into()],
+        capacities_bytes: vec![2 << 20, 4 << 20],
+        volatile: vec![false, false],
+        shingled_band_bytes: vec![None, None],
+        volume_bytes: 4 << 20,
+        devices: Vec::new(),
+        redundant_arrays: Vec::new(),
+    };
+    let opts = Options {
+        states: states(400),
+        ..Default::default()
+    };
+    let r = check(&s, &opts).unwrap();
+    eprintln!(
+        "persistent cache, commit without flush: {} of {} states violate",
+        r.violations.len(),
+        r.states()
+    );
+    assert!(
+        !r.violations.is_empty(),
+        "not caught in {} states",
+        r.states()
+    );
+}
+
 /// The cache with its FLUSH write-back removed (a FLUSH completes at once,
 /// as before the checker existed): the checker must catch it, and shrink
 /// the failing state to the fewest unflushed writes.
@@ -473,6 +545,10 @@ fn surprise_shutdown_at_every_write_loses_nothing_flushed() {
     let stacks: Vec<(&str, Stack)> = vec![
         ("passthrough", stack(&dev("disk", "disk.img", "4MiB"))),
         ("cache write-back", cache_stack("write-back", "ram")),
+        (
+            "cache write-back, persistent",
+            persistent_cache_stack("cache", "write-back"),
+        ),
         (
             "flashcache",
             stack(&format!(

@@ -65,10 +65,11 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
 use tierlab_cache::Eviction;
-use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, Outbox, Policy};
+use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, Outbox, Policy, Stores};
 use tierlab_core::{DeviceIo, Op, TimeNs};
 
 use crate::extent::push_extent;
+use crate::slot_meta::{self, CommitState, SlotTable};
 
 pub const CACHE_DEVICE: usize = 0;
 pub const BACKING_DEVICE: usize = 1;
@@ -82,6 +83,25 @@ const TAG_ID_BITS: u32 = 41;
 const TAG_ID_MASK: u64 = (1 << TAG_ID_BITS) - 1;
 const TAG_PAGE_MASK: u64 = (1 << TAG_PAGE_BITS) - 1;
 const IDLE_TIMER: u64 = 1;
+/// Staging ids of metadata writes and flushes (flush staging ids stay
+/// below it).
+const META_STAGING: u64 = 1 << (TAG_ID_BITS - 1);
+const STAGING_ID_MASK: u64 = META_STAGING - 1;
+const MAGIC_HEADER: &[u8; 4] = b"TLCH";
+const MAGIC_ENTRIES: &[u8; 4] = b"TLCE";
+const META_ENTRY_BYTES: u64 = 16;
+/// Header fields: kind (1 cache, 2 flashcache), page bytes, slots, entry
+/// bytes, backing device bytes, associativity, sets, clean (1: written by
+/// a clean stop after every page was written back).
+const HEADER_FIELDS: [&str; 7] = [
+    "policy",
+    "page bytes",
+    "slots",
+    "entry bytes",
+    "backing device bytes",
+    "associativity",
+    "sets",
+];
 
 /// The buffer a device IO reads into or writes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -198,6 +218,10 @@ pub struct CacheParams {
     /// Largest merged flush write.
     #[serde(default = "default_flush_max")]
     pub max_flush_bytes: ByteCount,
+    /// Keep slot metadata on the cache device (after the slots), so a
+    /// restart comes up warm (docs/crash-consistency.md).
+    #[serde(default)]
+    pub persistent: bool,
     /// Background flush batches in flight at once.
     #[serde(default = "default_flush_depth")]
     pub flush_iodepth: u32,
@@ -245,6 +269,7 @@ impl CacheParams {
             sequential_bypass_bytes: ByteCount(0),
             max_flush_bytes: default_flush_max(),
             flush_iodepth: default_flush_depth(),
+            persistent: false,
         }
     }
 }
@@ -350,6 +375,48 @@ struct FlushWait {
     host: u64,
     /// page -> (incarnation, generation a write-back must have read).
     pages: HashMap<u64, (u64, u64)>,
+    /// Persistent mode: the metadata commits that must have completed
+    /// (one begun after the FLUSH arrived), so no entry the FLUSH's writes
+    /// made stale survives it.
+    commits_needed: u64,
+}
+
+/// The persistent half of the cache (`persistent = true`).
+struct Persist {
+    table: SlotTable,
+    /// Header kind: 1 cache, 2 flashcache.
+    kind: u64,
+    /// Commits completed.
+    commits_done: u64,
+    /// Per slot: its cleared entry must be durable before it is reused.
+    blocked: Vec<bool>,
+    /// The clean stop: None, then the final commit, the flush, the header.
+    stop: StopStep,
+    /// The backing device's size (known at `open`; 0 in simulation).
+    backing_bytes: u64,
+    next_id: u64,
+    stats: PersistStats,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StopStep {
+    None,
+    Commit,
+    Flush,
+    Header,
+    Done,
+}
+
+/// Counters of the persistent mode (docs/crash-consistency.md).
+#[derive(Clone, Copy, Debug, Default)]
+struct PersistStats {
+    metadata_writes: u64,
+    formatted: u64,
+    recovered_pages: u64,
+    /// Recovered after a crash: copied to the backing device at open.
+    resynced_pages: u64,
+    opened_clean: u64,
+    misses_uncached_waiting_for_commit: u64,
 }
 
 /// A host trim whose backing trim is in flight.
@@ -403,6 +470,12 @@ enum Rec {
     Trim {
         host: u64,
     },
+    /// Persistent mode: a commit's cache-device flush, a commit's entry
+    /// page write, the clean stop's flush and header write.
+    MetaFlush,
+    MetaPage,
+    StopFlush,
+    StopHeader,
 }
 
 struct Staging {
@@ -470,6 +543,11 @@ pub struct Cache {
     /// FLUSH existed (the crash checker must catch it).
     #[doc(hidden)]
     pub broken_flush_skips_write_back: bool,
+    /// Test builds only (persistent mode): entries are committed without
+    /// flushing their data first (the crash checker must catch it).
+    #[doc(hidden)]
+    pub broken_commit_skips_flush: bool,
+    persist: Option<Persist>,
     stats: CacheStats,
 }
 
@@ -588,12 +666,48 @@ impl Cache {
             draining: false,
             flush_waits: Vec::new(),
             broken_flush_skips_write_back: false,
+            broken_commit_skips_flush: false,
+            persist: p.persistent.then(|| Persist {
+                table: SlotTable::new(
+                    MAGIC_ENTRIES,
+                    Cache::meta_base_bytes(cap, page),
+                    cap,
+                    META_ENTRY_BYTES,
+                ),
+                kind: 1,
+                commits_done: 0,
+                blocked: vec![false; cap as usize],
+                stop: StopStep::None,
+                backing_bytes: 0,
+                next_id: 0,
+                stats: PersistStats::default(),
+            }),
             stats: CacheStats::default(),
         })
     }
 
     pub(crate) fn set_name(&mut self, name: &str) {
         self.name = name.into();
+        if let Some(m) = &mut self.persist {
+            m.kind = if name == "flashcache" { 2 } else { 1 };
+        }
+    }
+
+    /// Persistent mode: where the metadata area starts on the cache device
+    /// (after the slots, 4 KiB-aligned).
+    fn meta_base_bytes(capacity_pages: u64, page: u64) -> u64 {
+        (capacity_pages * page).next_multiple_of(slot_meta::PAGE as u64)
+    }
+
+    /// Bytes of the cache device the cache uses: its slots, and in
+    /// persistent mode the metadata area after them.
+    pub fn cache_device_bytes(&self) -> u64 {
+        match &self.persist {
+            Some(m) => {
+                m.table.base_bytes + slot_meta::area_bytes(self.capacity_pages, META_ENTRY_BYTES)
+            }
+            None => self.capacity_pages * self.page,
+        }
     }
 
     pub fn capacity_pages(&self) -> u64 {
@@ -645,13 +759,64 @@ impl Cache {
                 (*p, (e.incarnation, e.generation))
             })
             .collect();
-        if pages.is_empty() || self.broken_flush_skips_write_back {
+        let pages = if self.broken_flush_skips_write_back {
+            HashMap::new()
+        } else {
+            pages
+        };
+        // Persistent mode: entries the FLUSH's writes made stale (a page
+        // written around its cached copy, trimmed) must be cleared on the
+        // device too — by a commit begun from now on. With nothing to
+        // commit and none running, the last commit's pages are written
+        // and the executor's sync makes them durable.
+        let commits_needed = match &self.persist {
+            Some(m) if m.table.due() || m.table.state != CommitState::Idle => m.table.commits + 1,
+            Some(m) => m.commits_done,
+            None => 0,
+        };
+        let w = FlushWait {
+            host: io.id,
+            pages,
+            commits_needed,
+        };
+        if self.flush_wait_done(&w) {
             out.complete.push((io.id, TIER_BACKING));
             return;
         }
-        self.stats.flush_waits += 1;
-        self.flush_waits.push(FlushWait { host: io.id, pages });
+        if !w.pages.is_empty() {
+            self.stats.flush_waits += 1;
+        }
+        self.flush_waits.push(w);
         self.try_flush(out);
+        self.try_commit(out);
+    }
+
+    fn flush_wait_done(&self, w: &FlushWait) -> bool {
+        w.pages.is_empty()
+            && self
+                .persist
+                .as_ref()
+                .is_none_or(|m| m.commits_done >= w.commits_needed)
+    }
+
+    /// FLUSHes whose pages are written back and whose commits are done
+    /// complete.
+    fn complete_flush_waits(&mut self, out: &mut Outbox) {
+        let done: Vec<bool> = self
+            .flush_waits
+            .iter()
+            .map(|w| self.flush_wait_done(w))
+            .collect();
+        let mut i = 0;
+        self.flush_waits.retain(|w| {
+            i += 1;
+            if done[i - 1] {
+                out.complete.push((w.host, TIER_BACKING));
+                false
+            } else {
+                true
+            }
+        });
     }
 
     /// Page `page` (incarnation `inc`) reached the backing device at
@@ -675,14 +840,150 @@ impl Cache {
                 w.pages.remove(&page);
             }
         }
-        self.flush_waits.retain(|w| {
-            if w.pages.is_empty() {
-                out.complete.push((w.host, TIER_BACKING));
-                false
-            } else {
-                true
+        self.complete_flush_waits(out);
+    }
+
+    // ---- persistent mode: commits, the clean stop, recovery -------------
+
+    fn meta_io(
+        &mut self,
+        op: Op,
+        offset_bytes: u64,
+        rec: Rec,
+        bytes: Option<Vec<u8>>,
+        out: &mut Outbox,
+    ) {
+        let m = self.persist.as_mut().expect("persistent mode");
+        let id = META_STAGING | m.next_id;
+        m.next_id = (m.next_id + 1) & STAGING_ID_MASK;
+        let size_bytes = if op == Op::Write {
+            m.stats.metadata_writes += 1;
+            slot_meta::PAGE as u32
+        } else {
+            0
+        };
+        if let Some(b) = bytes {
+            out.fills.push((id, b));
+        }
+        let io = DeviceIo {
+            tag: encode_tag(Buffer::Staging(id), 0),
+            op,
+            offset_bytes,
+            size_bytes,
+        };
+        self.submit(out, CACHE_DEVICE, io, rec);
+        if op == Op::Write && out.wants_data {
+            // The write took its bytes when submitted.
+            out.release.push(id);
+        }
+    }
+
+    /// Begins a commit when entries changed, slots wait for one, or a FLUSH
+    /// waits for one not begun yet; none runs at a time.
+    fn try_commit(&mut self, out: &mut Outbox) {
+        let Some(m) = &mut self.persist else { return };
+        if m.table.state != CommitState::Idle {
+            return;
+        }
+        let begun = m.table.commits;
+        let flush_needs = self.flush_waits.iter().any(|w| w.commits_needed > begun);
+        let stopping = m.stop == StopStep::Commit;
+        if !(m.table.due() || flush_needs || (stopping && m.table.slots_waiting() > 0)) {
+            return;
+        }
+        m.table.begin(out.wants_data);
+        if self.broken_commit_skips_flush {
+            self.commit_flushed(out);
+            return;
+        }
+        self.meta_io(Op::Flush, 0, Rec::MetaFlush, None, out);
+    }
+
+    /// The commit's flush completed: free the slots whose cleared entries
+    /// it made durable, write the changed entry pages.
+    fn commit_flushed(&mut self, out: &mut Outbox) {
+        let m = self.persist.as_mut().unwrap();
+        let (released, writes) = m.table.flushed();
+        for &slot in &released {
+            m.blocked[slot as usize] = false;
+        }
+        for slot in released {
+            self.free_if_unused(slot);
+        }
+        for w in writes {
+            self.meta_io(Op::Write, w.offset_bytes, Rec::MetaPage, w.bytes, out);
+        }
+        if self.persist.as_ref().unwrap().table.state == CommitState::Idle {
+            self.commit_done(out);
+        }
+    }
+
+    fn commit_done(&mut self, out: &mut Outbox) {
+        self.persist.as_mut().unwrap().commits_done += 1;
+        self.complete_flush_waits(out);
+        self.try_commit(out);
+        self.stop_progress(out);
+    }
+
+    /// The clean stop (`drain`): once every page is written back and no
+    /// host IO is left, a last commit, a flush, then the header marked
+    /// clean (a restart then trusts the entries as clean copies).
+    fn stop_progress(&mut self, out: &mut Outbox) {
+        if !self.draining {
+            return;
+        }
+        let quiet = self.dirty_set.is_empty() && self.hosts.is_empty();
+        let Some(m) = &mut self.persist else { return };
+        match m.stop {
+            StopStep::None if quiet => {
+                m.stop = StopStep::Commit;
+                self.stop_progress(out);
             }
-        });
+            StopStep::Commit => {
+                if m.table.state == CommitState::Idle && !m.table.due() {
+                    let data_ios = self
+                        .inflight
+                        .values()
+                        .any(|r| !matches!(r, Rec::MetaFlush | Rec::MetaPage));
+                    if data_ios {
+                        return;
+                    }
+                    m.stop = StopStep::Flush;
+                    self.meta_io(Op::Flush, 0, Rec::StopFlush, None, out);
+                } else {
+                    self.try_commit(out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn header_fields(&self, backing_bytes: u64, clean: bool) -> Vec<u64> {
+        let m = self.persist.as_ref().unwrap();
+        let (assoc, sets) = self.sets.as_ref().map_or((0, 0), |s| (s.assoc, s.num_sets));
+        vec![
+            m.kind,
+            self.page,
+            self.capacity_pages,
+            META_ENTRY_BYTES,
+            backing_bytes,
+            assoc,
+            sets,
+            clean as u64,
+        ]
+    }
+
+    fn write_stop_header(&mut self, out: &mut Outbox) {
+        let backing_bytes = self.persist.as_ref().unwrap().backing_bytes;
+        let fields = self.header_fields(backing_bytes, true);
+        let m = self.persist.as_mut().unwrap();
+        let seq = m.table.next_seq(0);
+        let (offset, _) = m.table.next_version(0);
+        let bytes = out
+            .wants_data
+            .then(|| slot_meta::encode_header(MAGIC_HEADER, &fields, seq));
+        m.stop = StopStep::Header;
+        self.meta_io(Op::Write, offset, Rec::StopHeader, bytes, out);
     }
 
     /// A host trim in flight covers `page` entirely.
@@ -787,7 +1088,15 @@ impl Cache {
     fn unpin(&mut self, slot: u64) {
         let s = slot as usize;
         self.pins[s] -= 1;
-        if self.pins[s] == 0 && !self.owned[s] {
+        self.free_if_unused(slot);
+    }
+
+    /// Puts a slot no entry owns on the free list once no IO uses it and
+    /// (persistent mode) its cleared entry is durable.
+    fn free_if_unused(&mut self, slot: u64) {
+        let s = slot as usize;
+        let blocked = self.persist.as_ref().is_some_and(|m| m.blocked[s]);
+        if self.pins[s] == 0 && !self.owned[s] && !blocked {
             self.free.push(slot);
         }
     }
@@ -838,9 +1147,13 @@ impl Cache {
         }
         let s = e.slot as usize;
         self.owned[s] = false;
-        if self.pins[s] == 0 {
-            self.free.push(e.slot);
+        if let Some(m) = &mut self.persist
+            && !m.table.clear(e.slot)
+        {
+            m.blocked[s] = true;
+            self.try_commit(out);
         }
+        self.free_if_unused(e.slot);
     }
 
     /// The eviction policy chose `victim`: drop it if clean, else write it
@@ -863,8 +1176,14 @@ impl Cache {
             self.handle_victim(v, out);
         }
         let Some(slot) = self.free.pop() else {
-            // Every slot waits for a write-back or an IO: serve uncached.
+            // Every slot waits for a write-back, an IO or (persistent mode)
+            // a commit: serve uncached.
             self.evict.remove(page);
+            if let Some(m) = &mut self.persist
+                && m.table.slots_waiting() > 0
+            {
+                m.stats.misses_uncached_waiting_for_commit += 1;
+            }
             return None;
         };
         self.owned[slot as usize] = true;
@@ -1224,7 +1543,7 @@ impl Cache {
 
     fn flush_range(&mut self, lo: u64, hi: u64, out: &mut Outbox) {
         let sid = self.next_staging;
-        self.next_staging = (self.next_staging + 1) & TAG_ID_MASK;
+        self.next_staging = (self.next_staging + 1) & STAGING_ID_MASK;
         let mut pages = Vec::new();
         for (i, p) in (lo..hi).enumerate() {
             let raced = self.under_trim(p);
@@ -1412,7 +1731,7 @@ impl Policy for Cache {
 
     fn counters(&self) -> Vec<(&'static str, f64)> {
         let s = self.stats();
-        vec![
+        let mut v = vec![
             ("host_ios", s.host_ios as f64),
             ("host_ios_cache_only", s.host_ios_cache_only as f64),
             ("memory_access_ratio", s.memory_access_ratio()),
@@ -1439,7 +1758,23 @@ impl Policy for Cache {
                 "reads_retried_from_backing",
                 s.reads_retried_from_backing as f64,
             ),
-        ]
+        ];
+        if let Some(m) = &self.persist {
+            let p = m.stats;
+            v.extend([
+                ("metadata_commits", m.table.commits as f64),
+                ("metadata_writes", p.metadata_writes as f64),
+                ("metadata_formatted", p.formatted as f64),
+                ("recovered_pages", p.recovered_pages as f64),
+                ("recovered_pages_resynced", p.resynced_pages as f64),
+                ("opened_after_clean_stop", p.opened_clean as f64),
+                (
+                    "misses_uncached_waiting_for_commit",
+                    p.misses_uncached_waiting_for_commit as f64,
+                ),
+            ]);
+        }
+        v
     }
 
     fn tier_names(&self) -> Vec<String> {
@@ -1577,8 +1912,17 @@ impl Policy for Cache {
             }
             Rec::FlushWrite { staging } => self.staging_done(staging, out),
             Rec::Trim { host } => self.trim_done(host, out),
+            Rec::MetaFlush => self.commit_flushed(out),
+            Rec::MetaPage => {
+                if self.persist.as_mut().unwrap().table.page_written() {
+                    self.commit_done(out);
+                }
+            }
+            Rec::StopFlush => self.write_stop_header(out),
+            Rec::StopHeader => self.persist.as_mut().unwrap().stop = StopStep::Done,
         }
         self.try_flush(out);
+        self.stop_progress(out);
         if cfg!(debug_assertions) {
             self.check_invariants();
         }
@@ -1729,6 +2073,7 @@ impl Policy for Cache {
         self.stats.drain_dirty_pages = self.dirty_set.len() as u64;
         self.stats.drain_evicting_pages = self.map.values().filter(|e| e.evicting).count() as u64;
         self.try_flush(out);
+        self.stop_progress(out);
         if cfg!(debug_assertions) {
             self.check_invariants();
         }
@@ -1738,7 +2083,22 @@ impl Policy for Cache {
     /// page's newest data (write-through and write-around never hold dirty
     /// pages).
     fn is_drained(&self) -> bool {
-        self.inflight.is_empty() && self.dirty_set.is_empty() && self.hosts.is_empty()
+        self.inflight.is_empty()
+            && self.dirty_set.is_empty()
+            && self.hosts.is_empty()
+            && self
+                .persist
+                .as_ref()
+                .is_none_or(|m| m.stop == StopStep::Done)
+    }
+
+    /// Persistent mode: reads the metadata area and comes up warm (module
+    /// docs); without it the cache starts cold.
+    fn open(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
+        if self.persist.is_some() {
+            self.recover(stores)?;
+        }
+        Ok(())
     }
 
     /// Per page, where `read` would send it now: the slot while it holds
@@ -1857,6 +2217,201 @@ impl Cache {
         self.host_part_done(host, false, out);
     }
 
+    /// Persistent mode, `Policy::open`: formats a never-written area;
+    /// refuses one of another configuration or a damaged one; loads the
+    /// entries (per page the claim of the newest commit). After a clean
+    /// stop they are clean copies; after a crash a slot may hold a write
+    /// newer than its backing block (or its backing block one newer than a
+    /// slot whose clear was not durable yet — never a flushed one), so every
+    /// recovered slot is copied to its backing block first, as md resyncs
+    /// its dirty regions. Then the header is marked not clean (synced)
+    /// before any IO runs.
+    fn recover(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
+        assert!(
+            self.map.is_empty() && self.inflight.is_empty(),
+            "open before any IO"
+        );
+        let need = self.cache_device_bytes();
+        let have = stores.capacity_bytes(CACHE_DEVICE);
+        if have < need {
+            return Err(format!(
+                "the cache device holds {have} bytes; {} pages of {} bytes and their metadata need {need}",
+                self.capacity_pages, self.page
+            ));
+        }
+        let backing_bytes = stores.capacity_bytes(BACKING_DEVICE);
+        self.persist.as_mut().unwrap().backing_bytes = backing_bytes;
+        // What a killed process left may sit in the OS's cache only: make
+        // it durable before building on it.
+        stores.sync(CACHE_DEVICE)?;
+        stores.sync(BACKING_DEVICE)?;
+        let base = self.persist.as_ref().unwrap().table.base_bytes;
+        let mut a = vec![0u8; slot_meta::PAGE];
+        let mut b = vec![0u8; slot_meta::PAGE];
+        stores.read_at(CACHE_DEVICE, base + slot_meta::copy_offset(0, 0), &mut a)?;
+        stores.read_at(CACHE_DEVICE, base + slot_meta::copy_offset(0, 1), &mut b)?;
+        let n = HEADER_FIELDS.len() + 1;
+        let (ha, hb) = (
+            slot_meta::decode_header(MAGIC_HEADER, &a, n),
+            slot_meta::decode_header(MAGIC_HEADER, &b, n),
+        );
+        let (ra, rb) = (ha.as_ref().err().copied(), hb.as_ref().err().copied());
+        let Some((copy, fields, seq)) = slot_meta::newest(ha, hb) else {
+            // Only an area never written is formatted: a damaged or foreign
+            // one holds data nobody should wipe silently.
+            if a.iter().chain(&b).all(|&x| x == 0) {
+                return self.format(stores);
+            }
+            return Err(format!(
+                "{}: the cache device's metadata header (at byte {base}) is unreadable \
+                 (copy 0: {}; copy 1: {}): refusing to format over what it may hold; give a \
+                 new or zeroed cache device to start with an empty cache",
+                self.name,
+                ra.unwrap_or("valid"),
+                rb.unwrap_or("valid")
+            ));
+        };
+        let here = self.header_fields(backing_bytes, false);
+        let differ: Vec<String> = HEADER_FIELDS
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| fields[*i] != here[*i])
+            .map(|(i, f)| {
+                let show = |v: u64| match (i, v) {
+                    (0, 1) => "cache".to_string(),
+                    (0, 2) => "flashcache".to_string(),
+                    _ => v.to_string(),
+                };
+                format!(
+                    "{f} {} on the device, {} in the config",
+                    show(fields[i]),
+                    show(here[i])
+                )
+            })
+            .collect();
+        if !differ.is_empty() {
+            return Err(format!(
+                "{}: the cache device holds a cache made for another configuration ({}); \
+                 refusing to reinterpret it: use the configuration it was made with, or a new \
+                 (or zeroed) cache device to start with an empty cache",
+                self.name,
+                differ.join("; ")
+            ));
+        }
+        let clean = match fields[HEADER_FIELDS.len()] {
+            0 => false,
+            1 => true,
+            v => {
+                return Err(format!(
+                    "{}: the metadata header's clean flag is {v}, neither 0 nor 1",
+                    self.name
+                ));
+            }
+        };
+        let backing_pages = backing_bytes / self.page;
+        let table = &mut self.persist.as_mut().unwrap().table;
+        table.header_loaded(seq, copy);
+        let loaded = table.load(stores, CACHE_DEVICE, &|_, page| {
+            if page < backing_pages {
+                Ok(())
+            } else {
+                Err(format!("past the backing device's {backing_pages} pages"))
+            }
+        })?;
+        // Oldest commit first: the eviction policy sees the newest last.
+        let mut claims = loaded.claims;
+        claims.sort_unstable_by_key(|&(slot, _, cseq)| (cseq, slot));
+        if !clean {
+            let mut buf = vec![0u8; self.page as usize];
+            for &(slot, page, _) in &claims {
+                stores.read_at(CACHE_DEVICE, slot * self.page, &mut buf)?;
+                stores.write_at(BACKING_DEVICE, page * self.page, &buf)?;
+            }
+            stores.sync(BACKING_DEVICE)?;
+        }
+        let mut taken = vec![false; self.capacity_pages as usize];
+        for &(slot, page, _) in &claims {
+            taken[slot as usize] = true;
+            self.owned[slot as usize] = true;
+            self.next_incarnation += 1;
+            self.map.insert(
+                page,
+                Entry {
+                    incarnation: self.next_incarnation,
+                    slot,
+                    valid: true,
+                    dirty: false,
+                    generation: 0,
+                    slot_write_inflight: false,
+                    waiting: VecDeque::new(),
+                    flushing: false,
+                    evicting: false,
+                    filling: None,
+                    trim_raced: false,
+                },
+            );
+            // Same geometry, so every page fits; a victim would mean a
+            // damaged area that passed its checksums.
+            if let Some(v) = self.evict.insert(page) {
+                return Err(format!(
+                    "{}: recovered page {page} evicts page {v}: more pages than the cache holds",
+                    self.name
+                ));
+            }
+        }
+        self.free = (0..self.capacity_pages)
+            .rev()
+            .filter(|&s| !taken[s as usize])
+            .collect();
+        // Not clean from now on, durably, before any IO changes a slot.
+        let fields = self.header_fields(backing_bytes, false);
+        let m = self.persist.as_mut().unwrap();
+        let seq = m.table.next_seq(0);
+        let (offset, _) = m.table.next_version(0);
+        stores.write_at(
+            CACHE_DEVICE,
+            offset,
+            &slot_meta::encode_header(MAGIC_HEADER, &fields, seq),
+        )?;
+        stores.sync(CACHE_DEVICE)?;
+        m.stats.recovered_pages = claims.len() as u64;
+        m.stats.opened_clean = clean as u64;
+        if !clean {
+            m.stats.resynced_pages = claims.len() as u64;
+        }
+        if cfg!(debug_assertions) {
+            self.check_invariants_full();
+        }
+        Ok(())
+    }
+
+    /// A never-written area: entry pages (every slot free) in copy 0, copy 1
+    /// zeroed, synced; then the header, synced — so a crash during the
+    /// format leaves no header over stale entries.
+    fn format(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
+        let backing_bytes = self.persist.as_ref().unwrap().backing_bytes;
+        let fields = self.header_fields(backing_bytes, false);
+        let m = self.persist.as_mut().unwrap();
+        m.table.format(stores, CACHE_DEVICE)?;
+        let base = m.table.base_bytes;
+        stores.write_at(
+            CACHE_DEVICE,
+            base + slot_meta::copy_offset(0, 1),
+            &vec![0u8; slot_meta::PAGE],
+        )?;
+        stores.sync(CACHE_DEVICE)?;
+        let seq = m.table.next_seq(0);
+        let (offset, _) = m.table.next_version(0);
+        stores.write_at(
+            CACHE_DEVICE,
+            offset,
+            &slot_meta::encode_header(MAGIC_HEADER, &fields, seq),
+        )?;
+        stores.sync(CACHE_DEVICE)?;
+        m.stats.formatted = 1;
+        Ok(())
+    }
+
     /// Cheap invariants, checked after every handler in debug builds.
     fn check_invariants(&self) {
         let cap = self.capacity_pages as usize;
@@ -1881,7 +2436,11 @@ impl Cache {
         self.check_invariants();
         // A FLUSH waits only for dirty pages of their current residency.
         for w in &self.flush_waits {
-            assert!(!w.pages.is_empty(), "FLUSH {} waits for nothing", w.host);
+            assert!(
+                !self.flush_wait_done(w),
+                "FLUSH {} waits for nothing",
+                w.host
+            );
             for (p, (inc, _)) in &w.pages {
                 let e = self
                     .map
@@ -1963,10 +2522,24 @@ impl Cache {
         for s in 0..cap {
             assert_eq!(pins[s], self.pins[s], "slot {s}: pins vs IOs in flight");
             assert_eq!(owner[s].is_some(), self.owned[s], "slot {s}: owned flag");
+            let blocked = self.persist.as_ref().is_some_and(|m| m.blocked[s]);
             assert!(
-                self.owned[s] || self.pins[s] > 0 || in_free[s],
-                "slot {s} is lost: neither owned, pinned nor free"
+                self.owned[s] || self.pins[s] > 0 || in_free[s] || blocked,
+                "slot {s} is lost: neither owned, pinned, free nor waiting for a commit"
             );
+            assert!(!(in_free[s] && blocked), "free slot {s} waits for a commit");
+            // Persistent mode: an entry names only a valid page in its slot.
+            if let Some(m) = &self.persist {
+                let (b, _) = m.table.entry(s as u64);
+                if b != 0 {
+                    let e = self.map.get(&(b - 1));
+                    assert!(
+                        e.is_some_and(|e| e.slot == s as u64 && e.valid),
+                        "slot {s}'s entry names page {} which it does not hold",
+                        b - 1
+                    );
+                }
+            }
         }
         assert_eq!(
             backing, self.backing_inflight,
@@ -1991,7 +2564,16 @@ impl Cache {
         }
         e.valid = true;
         e.slot_write_inflight = false;
-        let dirty = e.dirty;
+        let (dirty, slot) = (e.dirty, e.slot);
+        // Persistent mode: the slot holds the page's data now; the next
+        // commit says so.
+        if let Some(m) = &mut self.persist
+            && m.table.entry(slot).0 != page + 1
+        {
+            m.table.set(slot, page);
+            self.try_commit(out);
+        }
+        let e = self.map.get_mut(&page).unwrap();
         if let Some((host, page_in_buf)) = e.waiting.pop_front() {
             self.slot_write(host, page, page_in_buf, out);
         } else if e.evicting || self.flushing_everything() {

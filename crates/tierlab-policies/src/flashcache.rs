@@ -59,6 +59,10 @@ pub struct FlashcacheParams {
     /// Largest merged cleaning write.
     #[serde(default = "default_flush_max")]
     pub max_flush_bytes: ByteCount,
+    /// Keep slot metadata on the cache device, as flashcache does, so a
+    /// restart comes up warm (docs/crash-consistency.md).
+    #[serde(default)]
+    pub persistent: bool,
 }
 
 fn default_block() -> ByteCount {
@@ -84,6 +88,7 @@ impl FlashcacheParams {
             dirty_thresh_pct: default_thresh(),
             idle_flush_ms: 0.0,
             max_flush_bytes: default_flush_max(),
+            persistent: false,
         }
     }
 }
@@ -222,6 +227,7 @@ pub fn new(p: &FlashcacheParams) -> Result<Cache, String> {
     params.low_watermark = 1.0;
     params.idle_flush_ms = p.idle_flush_ms;
     params.max_flush_bytes = p.max_flush_bytes;
+    params.persistent = p.persistent;
     let evict = SetAssoc::new(p.associativity, num_sets, p.replacement);
     let mut cache = Cache::with_eviction(&params, Box::new(evict))?;
     cache.set_name("flashcache");

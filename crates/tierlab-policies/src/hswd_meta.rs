@@ -1,24 +1,10 @@
 //! HSWD's metadata area on the PCache device: the on-disk format
 //! (docs/crash-consistency.md has the same tables).
 //!
-//! The area is `pages` 4 KiB metadata pages — page 0 the volume header,
-//! pages 1.. the per-block entries — each kept in **two copies** (copy `c`
-//! of page `p` at byte `(2p + c) × 4096`). A page is rewritten into the copy
-//! that does not hold its newest version, with a sequence number one
-//! higher, so a torn or lost write leaves the previous version intact;
-//! recovery takes, per page, the valid copy with the highest sequence.
-//!
-//! Every page starts with a 32-byte head, little-endian:
-//!
-//! | bytes | field |
-//! |---|---|
-//! | 0..4 | magic: `HSWH` (header) or `HSWE` (entries) |
-//! | 4..6 | format version (1) |
-//! | 6..8 | 0 |
-//! | 8..16 | page number |
-//! | 16..24 | sequence number |
-//! | 24..28 | crc32c of the whole page with these four bytes zero |
-//! | 28..32 | 0 |
+//! The pages, their two copies and their 32-byte head are
+//! [`crate::slot_meta`]'s (shared with the page cache's persistent mode);
+//! HSWD's magics are `HSWH` (header) and `HSWE` (entries), its area starts
+//! at byte 0 of the PCache device.
 //!
 //! Header payload (from byte 32): geometry as six u64 — block bytes, band
 //! bytes, data blocks, sets, entry bytes, NRegion bytes — then the RMW
@@ -31,15 +17,13 @@
 //! crash, the higher wins); the rest zero. Every cached block is dirty, so
 //! no state field is needed.
 
-pub const PAGE: usize = 4096;
-const HEAD: usize = 32;
+use crate::slot_meta;
+pub use crate::slot_meta::{
+    Entries, MAX_SEQ, MIN_ENTRY_BYTES, PAGE, copy_offset, entries_per_page, entry_pages, newest,
+};
+
 const MAGIC_HEADER: &[u8; 4] = b"HSWH";
 const MAGIC_ENTRIES: &[u8; 4] = b"HSWE";
-pub const VERSION: u16 = 1;
-/// Sequence numbers (page and commit) at or above this are corrupt.
-pub const MAX_SEQ: u64 = 1 << 62;
-/// Smallest entry: block + commit sequence.
-pub const MIN_ENTRY_BYTES: u64 = 16;
 
 /// The geometry a metadata area was made for: a restart with any other is
 /// refused.
@@ -99,102 +83,31 @@ pub struct Header {
     pub journal: Option<Journal>,
 }
 
-/// Per slot: (block number + 1, commit sequence); (0, 0) is a free slot.
-pub type Entries = Vec<(u64, u64)>;
-
-/// Entries per metadata page.
-pub fn entries_per_page(entry_bytes: u64) -> u64 {
-    (PAGE - HEAD) as u64 / entry_bytes
-}
-
-/// Entry pages for `blocks` slots.
-pub fn entry_pages(blocks: u64, entry_bytes: u64) -> u64 {
-    blocks.div_ceil(entries_per_page(entry_bytes))
-}
-
-/// Byte offset of copy `copy` of page `page`.
-pub fn copy_offset(page: u64, copy: u8) -> u64 {
-    (2 * page + copy as u64) * PAGE as u64
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
-}
-
-fn put_u64(b: &mut [u8], at: usize, v: u64) {
-    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
-}
-
-fn seal(page: &mut [u8], magic: &[u8; 4], page_no: u64, seq: u64) {
-    page[0..4].copy_from_slice(magic);
-    page[4..6].copy_from_slice(&VERSION.to_le_bytes());
-    put_u64(page, 8, page_no);
-    put_u64(page, 16, seq);
-    page[24..28].fill(0);
-    let crc = crc32c::crc32c(page);
-    page[24..28].copy_from_slice(&crc.to_le_bytes());
-}
-
-/// A copy's sequence, or why it is not trusted.
-fn check(page: &[u8], magic: &[u8; 4], page_no: u64) -> Result<u64, &'static str> {
-    if page.iter().all(|&b| b == 0) {
-        return Err("never written");
-    }
-    if &page[0..4] != magic {
-        return Err("wrong magic");
-    }
-    if u16::from_le_bytes([page[4], page[5]]) != VERSION {
-        return Err("unknown format version");
-    }
-    if u64_at(page, 8) != page_no {
-        return Err("another page's copy");
-    }
-    let stored = u32::from_le_bytes(page[24..28].try_into().unwrap());
-    let mut copy = page.to_vec();
-    copy[24..28].fill(0);
-    if crc32c::crc32c(&copy) != stored {
-        return Err("checksum mismatch (torn or corrupt)");
-    }
-    let seq = u64_at(page, 16);
-    // Sequences only grow by one per write: one this large is corrupt (and
-    // would wrap).
-    if seq >= MAX_SEQ {
-        return Err("an impossible sequence number");
-    }
-    Ok(seq)
-}
-
 pub fn encode_header(h: &Header, seq: u64) -> Vec<u8> {
-    let mut p = vec![0u8; PAGE];
-    for (i, v) in h.geometry.values().iter().enumerate() {
-        put_u64(&mut p, HEAD + 8 * i, *v);
+    let mut fields = h.geometry.values().to_vec();
+    match h.journal {
+        Some(j) => fields.extend([1, j.band, j.len_bytes]),
+        None => fields.extend([0, 0, 0]),
     }
-    if let Some(j) = h.journal {
-        put_u64(&mut p, HEAD + 48, 1);
-        put_u64(&mut p, HEAD + 56, j.band);
-        put_u64(&mut p, HEAD + 64, j.len_bytes);
-    }
-    seal(&mut p, MAGIC_HEADER, 0, seq);
-    p
+    slot_meta::encode_header(MAGIC_HEADER, &fields, seq)
 }
 
 /// The header and its sequence, if this copy is valid.
 pub fn decode_header(page: &[u8]) -> Result<(Header, u64), &'static str> {
-    let seq = check(page, MAGIC_HEADER, 0)?;
-    let v = |i: usize| u64_at(page, HEAD + 8 * i);
+    let (v, seq) = slot_meta::decode_header(MAGIC_HEADER, page, 9)?;
     let geometry = Geometry {
-        block_bytes: v(0),
-        band_bytes: v(1),
-        blocks: v(2),
-        sets: v(3),
-        entry_bytes: v(4),
-        nregion_bytes: v(5),
+        block_bytes: v[0],
+        band_bytes: v[1],
+        blocks: v[2],
+        sets: v[3],
+        entry_bytes: v[4],
+        nregion_bytes: v[5],
     };
-    let journal = match v(6) {
+    let journal = match v[6] {
         0 => None,
         1 => Some(Journal {
-            band: v(7),
-            len_bytes: v(8),
+            band: v[7],
+            len_bytes: v[8],
         }),
         _ => return Err("a journal flag that is neither 0 nor 1"),
     };
@@ -204,14 +117,7 @@ pub fn decode_header(page: &[u8]) -> Result<(Header, u64), &'static str> {
 /// Entry page `page_no` (1..) holding `entries` (block + 1, commit seq)
 /// for its slots.
 pub fn encode_entries(page_no: u64, seq: u64, entry_bytes: u64, entries: &[(u64, u64)]) -> Vec<u8> {
-    let mut p = vec![0u8; PAGE];
-    for (i, &(block_plus_one, cseq)) in entries.iter().enumerate() {
-        let at = HEAD + i * entry_bytes as usize;
-        put_u64(&mut p, at, block_plus_one);
-        put_u64(&mut p, at + 8, cseq);
-    }
-    seal(&mut p, MAGIC_ENTRIES, page_no, seq);
-    p
+    slot_meta::encode_entries(MAGIC_ENTRIES, page_no, seq, entry_bytes, entries)
 }
 
 /// The `n` entries of a valid copy, and its sequence.
@@ -221,28 +127,7 @@ pub fn decode_entries(
     entry_bytes: u64,
     n: usize,
 ) -> Result<(Entries, u64), &'static str> {
-    let seq = check(page, MAGIC_ENTRIES, page_no)?;
-    let entries = (0..n)
-        .map(|i| {
-            let at = HEAD + i * entry_bytes as usize;
-            (u64_at(page, at), u64_at(page, at + 8))
-        })
-        .collect();
-    Ok((entries, seq))
-}
-
-/// Of a page's two copies, the valid one with the highest sequence:
-/// (copy, its result).
-pub fn newest<T>(
-    a: Result<(T, u64), &'static str>,
-    b: Result<(T, u64), &'static str>,
-) -> Option<(u8, T, u64)> {
-    match (a, b) {
-        (Ok((x, sa)), Ok((y, sb))) => Some(if sb > sa { (1, y, sb) } else { (0, x, sa) }),
-        (Ok((x, s)), Err(_)) => Some((0, x, s)),
-        (Err(_), Ok((y, s))) => Some((1, y, s)),
-        (Err(_), Err(_)) => None,
-    }
+    slot_meta::decode_entries(MAGIC_ENTRIES, page, page_no, entry_bytes, n)
 }
 
 #[cfg(test)]
@@ -308,17 +193,6 @@ mod tests {
             "another page's copy"
         );
         assert!(decode_header(&page).is_err(), "an entry page is no header");
-    }
-
-    #[test]
-    fn the_newest_valid_copy_wins() {
-        let ok = |s| Ok(((), s));
-        let bad = || Err("torn");
-        assert_eq!(newest(ok(3), ok(4)).map(|x| (x.0, x.2)), Some((1, 4)));
-        assert_eq!(newest(ok(5), ok(4)).map(|x| (x.0, x.2)), Some((0, 5)));
-        assert_eq!(newest(bad(), ok(4)).map(|x| (x.0, x.2)), Some((1, 4)));
-        assert_eq!(newest(ok(2), bad()).map(|x| (x.0, x.2)), Some((0, 2)));
-        assert!(newest::<()>(bad(), bad()).is_none());
     }
 
     #[test]

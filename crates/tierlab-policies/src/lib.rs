@@ -9,6 +9,7 @@ pub mod hswd;
 pub mod hswd_meta;
 pub mod linear;
 pub mod qos;
+pub mod slot_meta;
 
 pub use linear::Linear;
 pub use tierlab_core::policy::Passthrough;

@@ -107,7 +107,7 @@ struct Case {
 fn run(policy: &mut Cache, seed: u64, case: &Case, max_delay: u64) -> (Vec<String>, Reached) {
     let g = Geometry::backed(
         PAGE,
-        vec![policy.capacity_pages() * PAGE, case.pages * PAGE],
+        vec![policy.cache_device_bytes(), case.pages * PAGE],
         BACKING_DEVICE,
         case.pages,
     );
@@ -227,6 +227,9 @@ fn random_params(rng: &mut Rng) -> CacheParams {
     }
     p.max_flush_bytes = ByteCount((1 + rng.below(8)) * PAGE);
     p.flush_iodepth = 1 + rng.below(4) as u32;
+    // Persistent slot metadata: commits, deferred slot reuse, FLUSHes
+    // waiting for commits (the data rules must hold unchanged).
+    p.persistent = rng.chance(30);
     p
 }
 
@@ -456,6 +459,7 @@ fn flashcache_never_loses_reorders_or_serves_stale_data() {
         p.dirty_thresh_pct = rng.below(101) as f64;
         p.max_flush_bytes = ByteCount((1 + rng.below(8)) * PAGE);
         p.idle_flush_ms = if rng.chance(50) { 0.05 } else { 0.0 };
+        p.persistent = rng.chance(30);
         let mut case = random_case(&mut rng, seed % 2 == 1);
         case.end = match rng.below(3) {
             0 if p.idle_flush_ms > 0.0 => End::Idle,

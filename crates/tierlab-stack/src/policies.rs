@@ -158,8 +158,9 @@ pub static POLICIES: &[Registration] = &[
         check: check_typed::<cache::CacheParams>,
         build: |t, ctx| {
             let p: cache::CacheParams = typed(t)?;
-            check_cache_devices(ctx, p.capacity_bytes.0)?;
-            Ok(Box::new(cache::Cache::new(&p).map_err(policy_err)?))
+            let c = cache::Cache::new(&p).map_err(policy_err)?;
+            check_cache_devices(ctx, &c)?;
+            Ok(Box::new(c))
         },
         volume_bytes: |_, ctx| ctx.devices[1].capacity_bytes,
         example: "capacity_bytes = \"1MiB\"",
@@ -170,8 +171,9 @@ pub static POLICIES: &[Registration] = &[
         check: check_typed::<flashcache::FlashcacheParams>,
         build: |t, ctx| {
             let p: flashcache::FlashcacheParams = typed(t)?;
-            check_cache_devices(ctx, p.capacity_bytes.0)?;
-            Ok(Box::new(flashcache::new(&p).map_err(policy_err)?))
+            let c = flashcache::new(&p).map_err(policy_err)?;
+            check_cache_devices(ctx, &c)?;
+            Ok(Box::new(c))
         },
         volume_bytes: |_, ctx| ctx.devices[1].capacity_bytes,
         example: "capacity_bytes = \"4MiB\"",
@@ -375,16 +377,26 @@ fn build_linear(t: &toml::Table, ctx: &StackContext) -> Result<Box<dyn Policy>, 
 }
 
 /// A cache needs a cache device (0) large enough and a backing device (1).
-fn check_cache_devices(ctx: &StackContext, capacity_bytes: u64) -> Result<(), ConfigError> {
+fn check_cache_devices(ctx: &StackContext, c: &cache::Cache) -> Result<(), ConfigError> {
     need_devices(
         ctx,
         2,
         "a cache needs exactly two devices (0 = cache, 1 = backing)",
     )?;
-    if capacity_bytes > ctx.devices[0].capacity_bytes {
+    let slots = c.capacity_pages() * c.page_size_bytes();
+    let need = c.cache_device_bytes();
+    let have = ctx.devices[0].capacity_bytes;
+    if need > have {
+        let what = if need > slots {
+            format!(
+                "its slots ({slots} bytes) and their persistent metadata ({} bytes) need {need} bytes",
+                need - slots
+            )
+        } else {
+            format!("{need} bytes")
+        };
         return Err(ConfigError(format!(
-            "key `policy.capacity_bytes`: {capacity_bytes} bytes is more than the cache device holds ({} bytes)",
-            ctx.devices[0].capacity_bytes
+            "key `policy.capacity_bytes`: {what}, more than the cache device holds ({have} bytes)"
         )));
     }
     Ok(())
