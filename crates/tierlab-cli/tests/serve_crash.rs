@@ -10,7 +10,8 @@
 //!   must hold a write to that block no older than the last one
 //!   acknowledged before the last completed FLUSH — never an older one,
 //!   never zeros after a flushed write, never another block's bytes.
-//! - **Warm restart** (HSWD): the blocks cached before a clean stop or a
+//! - **Warm restart** (HSWD, and the page cache and flashcache with
+//!   `persistent = true`): the blocks cached before a clean stop or a
 //!   SIGKILL (after a FLUSH) are cached after the restart — the same reads
 //!   hit — with the same data.
 
@@ -258,6 +259,18 @@ fn sigkill_loop_write_back_cache() {
 }
 
 #[test]
+fn sigkill_loop_persistent_cache() {
+    // Restarts come up warm: the recovered slots are copied back, and the
+    // cache keeps evicting and committing under the kills.
+    kill_loop(
+        &CACHE,
+        &["policy.capacity_bytes=2MiB", "policy.persistent=true"],
+        2048,
+        Some("recovered_pages"),
+    );
+}
+
+#[test]
 fn sigkill_loop_flashcache() {
     kill_loop(
         &FLASHCACHE,
@@ -302,17 +315,44 @@ fn sigkill_loop_hswd() {
 /// reading them back hits every one — and hold the same data.
 #[test]
 fn hswd_restarts_warm_after_a_clean_stop_and_after_a_sigkill() {
-    if !require("hswd_restarts_warm", &[]) {
+    restarts_warm(&HSWD, &[], "recovered_blocks", true);
+}
+
+/// The same for the page cache and flashcache with `persistent = true`
+/// (their clean stop writes every dirty page back, then marks the
+/// metadata clean).
+#[test]
+fn persistent_caches_restart_warm_after_a_clean_stop_and_after_a_sigkill() {
+    restarts_warm(
+        &CACHE,
+        &["policy.persistent=true", "policy.capacity_bytes=4MiB"],
+        "recovered_pages",
+        false,
+    );
+    restarts_warm(
+        &FLASHCACHE,
+        &["policy.persistent=true", "policy.capacity_bytes=4MiB"],
+        "recovered_pages",
+        false,
+    );
+}
+
+fn restarts_warm(stack: &'static Stack, set: &[&str], recovered: &str, warm_stop: bool) {
+    if !require("restarts_warm", &[]) {
         return;
     }
-    let mut lab = Lab::new(&HSWD);
+    let mut lab = Lab::new(stack);
+    let opts = || Opts {
+        set,
+        ..Opts::default()
+    };
     let blocks: Vec<u64> = (0..300).map(|i| i * 7 + 3).collect(); // < the PCache's 80 %
     let data = |b: u64| {
         let mut d = vec![0u8; BLOCK as usize];
         stamp::fill(&mut d, b * BLOCK / SECTOR_BYTES as u64, b + 1);
         d
     };
-    let mut srv = lab.start();
+    let mut srv = lab.start_with(opts());
     let mut c = Client::connect(&lab.socket());
     for &b in &blocks {
         assert_eq!(c.write(b * BLOCK, &data(b)), 0);
@@ -329,39 +369,48 @@ fn hswd_restarts_warm_after_a_clean_stop_and_after_a_sigkill() {
     };
     read_all(&mut c);
     c.disconnect();
+    let name = stack.name;
     let before = counter_when(&srv, "read_hits", blocks.len() as f64);
     assert_eq!(
         before,
         blocks.len() as f64,
-        "every block was a hit before the stop"
+        "{name}: every block was a hit before the stop"
     );
     let line = srv.stop();
     eprintln!("{line}");
     let s = srv.summary().unwrap();
     assert_eq!(
         s.pointer("/serve/warm_stop").and_then(|v| v.as_bool()),
-        Some(true),
+        Some(warm_stop),
         "{s:#}"
     );
 
     for how in ["clean stop", "SIGKILL"] {
-        let mut srv = lab.start();
+        let mut srv = lab.start_with(opts());
         let mut c = Client::connect(&lab.socket());
         read_all(&mut c);
         c.disconnect();
-        let recovered = counter_when(&srv, "recovered_blocks", blocks.len() as f64);
+        let got = counter_when(&srv, recovered, blocks.len() as f64);
         assert_eq!(
-            recovered,
+            got,
             blocks.len() as f64,
-            "after a {how}: blocks recovered"
+            "{name} after a {how}: blocks recovered"
         );
         let hits = counter_when(&srv, "read_hits", blocks.len() as f64);
         assert_eq!(
             hits,
             blocks.len() as f64,
-            "after a {how}: the same reads hit"
+            "{name} after a {how}: the same reads hit"
         );
-        assert_eq!(srv.counter("read_misses"), Some(0.0), "after a {how}");
+        assert_eq!(
+            srv.counter("read_misses"),
+            Some(0.0),
+            "{name} after a {how}"
+        );
+        eprintln!(
+            "{name} after a {how}: {got} blocks recovered, {hits} of {} reads hit",
+            blocks.len()
+        );
         if how == "clean stop" {
             srv.kill();
         } else {
