@@ -28,6 +28,7 @@ import bench_serve  # noqa: E402  (the server and fio helpers)
 STACKS = {
     "file": ("serve-file.toml", []),
     "cache": ("serve-cache.toml", []),
+    "cache-persistent": ("serve-cache-persistent.toml", []),
     "flashcache": ("serve-flashcache.toml", []),
     "atsmf": ("serve-atsmf.toml", []),
     "hswd": ("serve-hswd.toml", []),

@@ -396,7 +396,7 @@ fn check_cache_devices(ctx: &StackContext, c: &cache::Cache) -> Result<(), Confi
             format!("{need} bytes")
         };
         return Err(ConfigError(format!(
-            "key `policy.capacity_bytes`: {what}, more than the cache device holds ({have} bytes)"
+            "key `policy.capacity_bytes`: {what}, more than the cache device (devices[0]) holds ({have} bytes); give it at least {need} bytes or a smaller cache"
         )));
     }
     Ok(())
