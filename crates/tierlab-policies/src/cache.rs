@@ -416,6 +416,9 @@ struct PersistStats {
     /// Recovered after a crash: copied to the backing device at open.
     resynced_pages: u64,
     opened_clean: u64,
+    /// Recovered after a crash beyond their set's ways (flashcache): dropped
+    /// once copied back.
+    recovered_pages_dropped: u64,
     misses_uncached_waiting_for_commit: u64,
 }
 
@@ -1768,6 +1771,7 @@ impl Policy for Cache {
                 ("recovered_pages", p.recovered_pages as f64),
                 ("recovered_pages_resynced", p.resynced_pages as f64),
                 ("opened_after_clean_stop", p.opened_clean as f64),
+                ("recovered_pages_dropped", p.recovered_pages_dropped as f64),
                 (
                     "misses_uncached_waiting_for_commit",
                     p.misses_uncached_waiting_for_commit as f64,
@@ -2330,6 +2334,7 @@ impl Cache {
             stores.sync(BACKING_DEVICE)?;
         }
         let mut taken = vec![false; self.capacity_pages as usize];
+        let mut dropped = Vec::new();
         for &(slot, page, _) in &claims {
             taken[slot as usize] = true;
             self.owned[slot as usize] = true;
@@ -2350,15 +2355,21 @@ impl Cache {
                     trim_raced: false,
                 },
             );
-            // Same geometry, so every page fits; a victim would mean a
-            // damaged area that passed its checksums.
+            // After a crash a set of flashcache can hold more claims than it
+            // has ways: a page evicted (its entry's clear not durable yet)
+            // and the page that took its place (committed). The older
+            // goes — its slot was copied to the backing device above — and
+            // its entry is cleared on the device now.
             if let Some(v) = self.evict.insert(page) {
-                return Err(format!(
-                    "{}: recovered page {page} evicts page {v}: more pages than the cache holds",
-                    self.name
-                ));
+                let e = self.map.remove(&v).expect("a victim is cached");
+                taken[e.slot as usize] = false;
+                self.owned[e.slot as usize] = false;
+                dropped.push(e.slot);
             }
         }
+        let m = self.persist.as_mut().unwrap();
+        m.table.clear_now(stores, CACHE_DEVICE, &dropped)?;
+        m.stats.recovered_pages_dropped = dropped.len() as u64;
         self.free = (0..self.capacity_pages)
             .rev()
             .filter(|&s| !taken[s as usize])
@@ -2374,7 +2385,7 @@ impl Cache {
             &slot_meta::encode_header(MAGIC_HEADER, &fields, seq),
         )?;
         stores.sync(CACHE_DEVICE)?;
-        m.stats.recovered_pages = claims.len() as u64;
+        m.stats.recovered_pages = claims.len() as u64 - dropped.len() as u64;
         m.stats.opened_clean = clean as u64;
         if !clean {
             m.stats.resynced_pages = claims.len() as u64;

@@ -120,6 +120,7 @@ use tierlab_core::{DeviceIo, NS_PER_MS, Op, TimeNs};
 use crate::cache::ByteCount;
 use crate::extent::push_extent;
 use crate::hswd_meta::{self, Geometry, Header, Journal};
+use crate::slot_meta::{CommitState, SlotTable};
 
 pub const PCACHE_DEVICE: usize = 0;
 pub const NREGION_DEVICE: usize = 1;
@@ -545,52 +546,20 @@ enum Step {
     BandFlush,
 }
 
-/// The metadata commit running now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum CommitState {
-    Idle,
-    Flushing,
-    /// Entry page writes in flight.
-    Writing(u32),
-}
-
 /// What the metadata area holds or is about to: the persistent half of
-/// HSWD (hswd_meta has the format).
+/// HSWD (hswd_meta has the format; `SlotTable` the entries and the commit
+/// protocol, shared with the persistent page cache).
 struct Durable {
-    /// Per slot: (block + 1, commit sequence) as its entry should read
-    /// (0: free). Set when a new block's first write lands, cleared when
-    /// the block leaves the cache.
-    entries: Vec<(u64, u64)>,
-    /// Per metadata page (0: header): the sequence of its newest copy and
-    /// which copy holds it (the next write goes to the other).
-    page_seq: Vec<u64>,
-    page_copy: Vec<u8>,
+    /// Per slot entries, the pages' versions, and the commits.
+    table: SlotTable,
     /// The journal as the newest header says.
     journal: Option<Journal>,
-    /// Entry pages changed since the last commit started.
-    dirty_pages: BTreeSet<u64>,
-    commit: CommitState,
-    /// The sequence the next commit writes into entries.
-    next_commit: u64,
     /// New entries (block, slot) and host write parts (host) waiting for
     /// the next commit, and those of the running one.
     new_next: Vec<(u64, u64)>,
     new_running: Vec<(u64, u64)>,
     hosts_next: Vec<u64>,
     hosts_running: Vec<u64>,
-    /// Slots whose block left the cache: their cleared entry waits for the
-    /// next commit (`clear_next`), is in the running one (`clear_running`),
-    /// or is written and waits for the next commit's flush to make it
-    /// durable (`clear_written`) — only then may the slot take another
-    /// block, so no crash can find the old entry over new data.
-    clear_next: Vec<u64>,
-    clear_running: Vec<u64>,
-    clear_written: Vec<u64>,
-    /// Slots released by the running commit's flush.
-    release_at_flush: Vec<u64>,
-    /// The running commit's entry pages, their bytes taken when it
-    /// started (None in simulation, which moves no data).
-    pages_running: Vec<(u64, Option<Vec<u8>>)>,
     next_meta_staging: u64,
 }
 
@@ -718,30 +687,17 @@ impl Hswd {
             nregion_blocks: nregion_bytes / layout.block_bytes,
             broken: Broken::None,
             durable: Durable {
-                entries: vec![(0, 0); layout.blocks as usize],
-                page_seq: vec![
-                    0;
-                    (1 + hswd_meta::entry_pages(layout.blocks, p.metadata_entry_bytes))
-                        as usize
-                ],
-                page_copy: vec![
-                    1;
-                    (1 + hswd_meta::entry_pages(layout.blocks, p.metadata_entry_bytes))
-                        as usize
-                ],
+                table: SlotTable::new(
+                    hswd_meta::MAGIC_ENTRIES,
+                    0,
+                    layout.blocks,
+                    p.metadata_entry_bytes,
+                ),
                 journal: None,
-                dirty_pages: BTreeSet::new(),
-                commit: CommitState::Idle,
-                next_commit: 1,
                 new_next: Vec::new(),
                 new_running: Vec::new(),
                 hosts_next: Vec::new(),
                 hosts_running: Vec::new(),
-                clear_next: Vec::new(),
-                clear_running: Vec::new(),
-                clear_written: Vec::new(),
-                release_at_flush: Vec::new(),
-                pages_running: Vec::new(),
                 next_meta_staging: 0,
             },
             layout,
@@ -893,7 +849,7 @@ impl Hswd {
             let set = self.set_of_band(band);
             self.sets[set].used -= 1;
             // The slot is free once its cleared entry is durable.
-            self.clear_entry(slot);
+            self.clear_entry(slot, out);
         }
         self.try_commit(out);
         self.host_part_done(host, TIER_NREGION, now_ns, out);
@@ -912,10 +868,6 @@ impl Hswd {
 
     fn slot_offset(&self, slot: u64) -> u64 {
         self.layout.data_offset_bytes + slot * self.layout.block_bytes
-    }
-
-    fn meta_page_of_slot(&self, slot: u64) -> u64 {
-        1 + slot / hswd_meta::entries_per_page(self.entry_bytes)
     }
 
     fn submit(&mut self, out: &mut Outbox, device: usize, io: DeviceIo, rec: Rec) {
@@ -968,43 +920,27 @@ impl Hswd {
         }
     }
 
-    /// The bytes of entry page `page` as `durable.entries` says.
-    fn entry_page_bytes(&self, page: u64, seq: u64) -> Vec<u8> {
-        let per = hswd_meta::entries_per_page(self.entry_bytes);
-        let first = ((page - 1) * per) as usize;
-        let end = (first + per as usize).min(self.durable.entries.len());
-        hswd_meta::encode_entries(
-            page,
-            seq,
-            self.entry_bytes,
-            &self.durable.entries[first..end],
-        )
-    }
-
-    /// Writes metadata page `page` (its bytes made by `bytes` from the
-    /// page's next sequence) into the copy not holding its newest version.
-    fn write_meta_page(&mut self, page: u64, bytes: Option<Vec<u8>>, rec: Rec, out: &mut Outbox) {
-        let p = page as usize;
-        let seq = self.durable.page_seq[p] + 1;
-        let copy = 1 - self.durable.page_copy[p];
-        self.durable.page_seq[p] = seq;
-        self.durable.page_copy[p] = copy;
+    /// Writes a metadata page (its bytes `bytes`, None in simulation) at
+    /// `offset_bytes` of the PCache (a version `SlotTable` placed).
+    fn write_meta_page(
+        &mut self,
+        offset_bytes: u64,
+        bytes: Option<Vec<u8>>,
+        rec: Rec,
+        out: &mut Outbox,
+    ) {
         let id = self.durable.next_meta_staging;
         self.durable.next_meta_staging = (id + 1) & ID_MASK;
         if out.wants_data {
-            let bytes = bytes.expect("page bytes when data moves");
-            debug_assert_eq!(
-                hswd_meta::decode_header(&bytes).map(|x| x.1).or_else(|_| {
-                    hswd_meta::decode_entries(&bytes, page, self.entry_bytes, 0).map(|x| x.1)
-                }),
-                Ok(seq)
-            );
-            out.fills.push((META_STAGING | id, bytes));
+            out.fills.push((
+                META_STAGING | id,
+                bytes.expect("page bytes when data moves"),
+            ));
         }
         let io = Self::io(
             encode_tag(HswdBuffer::Metadata(id), 0),
             Op::Write,
-            hswd_meta::copy_offset(page, copy),
+            offset_bytes,
             META_PAGE,
         );
         self.stats.metadata_writes += 1;
@@ -1019,14 +955,16 @@ impl Hswd {
     /// Writes the header page with `journal`.
     fn write_header(&mut self, journal: Option<Journal>, out: &mut Outbox) {
         self.durable.journal = journal;
+        let seq = self.durable.table.next_seq(0);
         let bytes = out.wants_data.then(|| {
             let h = Header {
                 geometry: self.geometry(),
                 journal,
             };
-            hswd_meta::encode_header(&h, self.durable.page_seq[0] + 1)
+            hswd_meta::encode_header(&h, seq)
         });
-        self.write_meta_page(0, bytes, Rec::RmwStep, out);
+        let (offset, _) = self.durable.table.next_version(0);
+        self.write_meta_page(offset, bytes, Rec::RmwStep, out);
     }
 
     /// A device flush (PCache or NRegion).
@@ -1039,12 +977,32 @@ impl Hswd {
     }
 
     /// Block `b` left the cache from `slot`: its entry is cleared (at the
-    /// next commit) and the slot is released once that is durable.
-    fn clear_entry(&mut self, slot: u64) {
-        self.durable.entries[slot as usize] = (0, 0);
-        let page = self.meta_page_of_slot(slot);
-        self.durable.dirty_pages.insert(page);
-        self.durable.clear_next.push(slot);
+    /// next commit) and the slot is released once that is durable — at
+    /// once if no commit ever wrote its entry.
+    fn clear_entry(&mut self, slot: u64, out: &mut Outbox) {
+        if self.durable.table.clear(slot) {
+            self.release_slots(vec![slot], out);
+        }
+    }
+
+    /// Slots that may take new blocks: free now, or once no read of them is
+    /// in flight; writes waiting for their sets are served.
+    fn release_slots(&mut self, slots: Vec<u64>, out: &mut Outbox) {
+        let mut sets = BTreeSet::new();
+        for slot in slots {
+            let set = (slot / self.layout.blocks_per_set) as usize;
+            if self.pins[slot as usize] == 0 {
+                self.sets[set].free.push(slot);
+            } else {
+                self.free_on_unpin[slot as usize] = true;
+            }
+            sets.insert(set);
+        }
+        for set in sets {
+            if !self.sets[set].waiters.is_empty() {
+                self.serve_waiters(set, out);
+            }
+        }
     }
 
     /// Starts a commit if one is due and none runs: first a PCache flush
@@ -1054,32 +1012,14 @@ impl Hswd {
     /// is durable.
     fn try_commit(&mut self, out: &mut Outbox) {
         let d = &mut self.durable;
-        if d.commit != CommitState::Idle
-            || (d.dirty_pages.is_empty()
-                && d.hosts_next.is_empty()
-                && d.clear_next.is_empty()
-                && d.clear_written.is_empty()
-                && d.new_next.is_empty())
+        if d.table.state != CommitState::Idle
+            || !(d.table.due() || !d.hosts_next.is_empty() || !d.new_next.is_empty())
         {
             return;
         }
-        d.commit = CommitState::Flushing;
-        d.next_commit += 1;
         d.new_running = std::mem::take(&mut d.new_next);
         d.hosts_running = std::mem::take(&mut d.hosts_next);
-        d.clear_running = std::mem::take(&mut d.clear_next);
-        d.release_at_flush = std::mem::take(&mut d.clear_written);
-        let pages = std::mem::take(&mut d.dirty_pages);
-        self.durable.pages_running = pages
-            .into_iter()
-            .map(|page| {
-                let seq = self.durable.page_seq[page as usize] + 1;
-                (
-                    page,
-                    out.wants_data.then(|| self.entry_page_bytes(page, seq)),
-                )
-            })
-            .collect();
+        d.table.begin(out.wants_data);
         self.stats.commits += 1;
         if self.broken == Broken::SkipCommitFlush {
             self.commit_flushed(self.last_host_ns, out);
@@ -1091,36 +1031,21 @@ impl Hswd {
     /// The commit's flush completed: release the slots whose cleared
     /// entries it made durable, then write the changed pages.
     fn commit_flushed(&mut self, now_ns: TimeNs, out: &mut Outbox) {
-        let mut sets = BTreeSet::new();
-        for slot in std::mem::take(&mut self.durable.release_at_flush) {
-            let set = (slot / self.layout.blocks_per_set) as usize;
-            if self.pins[slot as usize] == 0 {
-                self.sets[set].free.push(slot);
-            } else {
-                self.free_on_unpin[slot as usize] = true;
-            }
-            sets.insert(set);
+        let (released, writes) = self.durable.table.flushed();
+        for w in writes {
+            self.write_meta_page(w.offset_bytes, w.bytes, Rec::CommitPage, out);
         }
-        let pages = std::mem::take(&mut self.durable.pages_running);
-        let n = pages.len() as u32;
-        for (page, bytes) in pages {
-            self.write_meta_page(page, bytes, Rec::CommitPage, out);
-        }
-        self.durable.commit = CommitState::Writing(n);
-        if n == 0 {
+        let done = self.durable.table.state == CommitState::Idle;
+        self.release_slots(released, out);
+        if done {
             self.commit_done(now_ns, out);
-        }
-        for set in sets {
-            if !self.sets[set].waiters.is_empty() {
-                self.serve_waiters(set, out);
-            }
         }
     }
 
     /// The commit's pages are written: its new entries are committed, its
-    /// host writes acknowledged, its cleared slots wait for the next flush.
+    /// host writes acknowledged (its cleared slots wait for the next
+    /// flush, in the table).
     fn commit_done(&mut self, now_ns: TimeNs, out: &mut Outbox) {
-        self.durable.commit = CommitState::Idle;
         for (b, slot) in std::mem::take(&mut self.durable.new_running) {
             if let Some(e) = self.map.get_mut(&b)
                 && e.slot == slot
@@ -1128,8 +1053,6 @@ impl Hswd {
                 e.committed = true;
             }
         }
-        let cleared = std::mem::take(&mut self.durable.clear_running);
-        self.durable.clear_written.extend(cleared);
         for host in std::mem::take(&mut self.durable.hosts_running) {
             self.host_part_done(host, 0, now_ns, out);
         }
@@ -1711,7 +1634,7 @@ impl Hswd {
             // The band is durable on the disk: the entry may go, and the
             // slot once that is durable. (The journal record stays until
             // the next RMW clears it: replaying it rewrites the same bytes.)
-            self.clear_entry(slot);
+            self.clear_entry(slot, out);
         }
         self.try_commit(out);
         self.stats.idle_rmw_count += u64::from(r.idle);
@@ -1933,10 +1856,7 @@ impl Policy for Hswd {
                     if new_block && e.slot == slot {
                         // The block's first data landed: its entry goes
                         // into the next commit (after a flush of this data).
-                        let cseq = self.durable.next_commit;
-                        self.durable.entries[slot as usize] = (block + 1, cseq);
-                        let page = self.meta_page_of_slot(slot);
-                        self.durable.dirty_pages.insert(page);
+                        self.durable.table.set(slot, block);
                         self.durable.new_next.push((block, slot));
                     }
                 }
@@ -1952,13 +1872,8 @@ impl Policy for Hswd {
             Rec::Trim { host } => self.trim_done(host, now_ns, out),
             Rec::CommitFlush => self.commit_flushed(now_ns, out),
             Rec::CommitPage => {
-                let CommitState::Writing(n) = self.durable.commit else {
-                    unreachable!("a commit page write outside a commit");
-                };
-                if n == 1 {
+                if self.durable.table.page_written() {
                     self.commit_done(now_ns, out);
-                } else {
-                    self.durable.commit = CommitState::Writing(n - 1);
                 }
             }
             Rec::RmwBandRead | Rec::RmwStep => self.rmw_part_done(now_ns, out),
@@ -2012,10 +1927,8 @@ impl Policy for Hswd {
             && self.rmw.is_none()
             && self.map.is_empty()
             && self.hosts.is_empty()
-            && d.commit == CommitState::Idle
-            && d.dirty_pages.is_empty()
-            && d.clear_next.is_empty()
-            && d.clear_written.is_empty()
+            && d.table.state == CommitState::Idle
+            && !d.table.due()
     }
 
     /// Per block, where `read` would go now (see the module docs): the
@@ -2135,70 +2048,30 @@ impl Hswd {
                 header.geometry.differences(&self.geometry())
             ));
         }
-        self.durable.page_seq[0] = seq;
-        self.durable.page_copy[0] = copy;
+        self.durable.table.header_loaded(seq, copy);
         self.durable.journal = header.journal;
-        // The entries: per block the claim with the highest commit sequence.
-        let per = hswd_meta::entries_per_page(self.entry_bytes);
-        let pages = self.durable.page_seq.len() as u64;
-        let mut claims: HashMap<u64, (u64, u64)> = HashMap::new();
-        let mut losers = Vec::new();
-        let mut max_cseq = 0;
-        for page in 1..pages {
-            let first = (page - 1) * per;
-            let n = per.min(self.layout.blocks - first) as usize;
-            let (a, b) = (read(stores, page, 0)?, read(stores, page, 1)?);
-            let decode = |x: &[u8]| hswd_meta::decode_entries(x, page, self.entry_bytes, n);
-            let (da, db) = (decode(&a), decode(&b));
-            let (ra, rb) = (da.as_ref().err().copied(), db.as_ref().err().copied());
-            let Some((copy, entries, seq)) = hswd_meta::newest(da, db) else {
-                // A formatted area has a valid copy of every page, and a
-                // write only ever replaces the other one.
-                return Err(format!(
-                    "metadata page {page} is unreadable in both copies (copy 0: {}; copy 1: {}): \
-                     the cache's map is lost; refusing to guess",
-                    ra.unwrap_or("valid"),
-                    rb.unwrap_or("valid")
-                ));
-            };
-            self.durable.page_seq[page as usize] = seq;
-            self.durable.page_copy[page as usize] = copy;
-            for (i, (block_plus_one, cseq)) in entries.into_iter().enumerate() {
-                if block_plus_one == 0 {
-                    continue;
+        // The entries: per block the claim with the highest commit sequence
+        // (older claims are cleared durably by `load`, before anything can
+        // reuse their slots or clean the winner).
+        let (blocks_per_set, nregion_blocks, band_blocks, sets) = (
+            self.layout.blocks_per_set,
+            self.nregion_blocks,
+            self.band_blocks,
+            self.layout.sets,
+        );
+        let loaded = self
+            .durable
+            .table
+            .load(stores, PCACHE_DEVICE, &|slot, block| {
+                let set = slot / blocks_per_set;
+                if block >= nregion_blocks {
+                    Err("past the NRegion".into())
+                } else if (block / band_blocks) % sets != set {
+                    Err(format!("not in the slot's set {set}"))
+                } else {
+                    Ok(())
                 }
-                let (slot, block) = (first + i as u64, block_plus_one - 1);
-                let set = (slot / self.layout.blocks_per_set) as usize;
-                if block >= self.nregion_blocks || self.set_of_band(block / self.band_blocks) != set
-                {
-                    return Err(format!(
-                        "metadata page {page} maps slot {slot} to block {block}, which is {}: \
-                         the metadata area does not belong to this configuration",
-                        if block >= self.nregion_blocks {
-                            "past the NRegion".to_string()
-                        } else {
-                            format!("not in the slot's set {set}")
-                        }
-                    ));
-                }
-                if cseq >= hswd_meta::MAX_SEQ {
-                    return Err(format!(
-                        "metadata page {page} gives slot {slot} the impossible commit {cseq}"
-                    ));
-                }
-                max_cseq = max_cseq.max(cseq);
-                match claims.get(&block) {
-                    Some(&(_, oc)) if oc >= cseq => losers.push(slot),
-                    Some(&(other, _)) => {
-                        losers.push(other);
-                        claims.insert(block, (slot, cseq));
-                    }
-                    None => {
-                        claims.insert(block, (slot, cseq));
-                    }
-                }
-            }
-        }
+            })?;
         // An RMW journaled but maybe not finished: write the staged band.
         if let Some(j) = header.journal {
             let bands = self.nregion_bytes.div_ceil(self.layout.band_bytes);
@@ -2215,14 +2088,9 @@ impl Hswd {
             self.stats.journal_replays += 1;
         }
         // Rebuild the maps.
-        let mut recovered: Vec<(u64, u64, u64)> = claims
-            .into_iter()
-            .map(|(b, (slot, c))| (slot, b, c))
-            .collect();
-        recovered.sort_unstable();
+        let recovered = loaded.claims;
         let mut taken = vec![false; self.layout.blocks as usize];
-        for &(slot, block, cseq) in &recovered {
-            self.durable.entries[slot as usize] = (block + 1, cseq);
+        for &(slot, block, _) in &recovered {
             taken[slot as usize] = true;
             self.map.insert(
                 block,
@@ -2240,23 +2108,6 @@ impl Hswd {
             self.bands.entry(band).or_default().blocks.insert(block);
             let set = self.set_of_band(band);
             self.sets[set].used += 1;
-        }
-        // A losing claim is cleared now, durably, before anything can
-        // reuse its slot or clean the winner: otherwise a second crash
-        // could bring the older claim back.
-        let mut loser_pages: Vec<u64> = losers.iter().map(|&s| self.meta_page_of_slot(s)).collect();
-        loser_pages.sort_unstable();
-        loser_pages.dedup();
-        for &page in &loser_pages {
-            let p = page as usize;
-            let (seq, copy) = (self.durable.page_seq[p] + 1, 1 - self.durable.page_copy[p]);
-            let bytes = self.entry_page_bytes(page, seq);
-            stores.write_at(PCACHE_DEVICE, hswd_meta::copy_offset(page, copy), &bytes)?;
-            self.durable.page_seq[p] = seq;
-            self.durable.page_copy[p] = copy;
-        }
-        if !loser_pages.is_empty() {
-            stores.sync(PCACHE_DEVICE)?;
         }
         let per_set = self.layout.blocks_per_set;
         for (i, set) in self.sets.iter_mut().enumerate() {
@@ -2279,7 +2130,6 @@ impl Hswd {
                 self.queue_clean(set);
             }
         }
-        self.durable.next_commit = max_cseq + 1;
         self.stats.recovered_blocks = recovered.len() as u64;
         if cfg!(debug_assertions) {
             self.check_invariants_full();
@@ -2295,22 +2145,21 @@ impl Hswd {
             geometry: self.geometry(),
             journal: None,
         };
-        let zeros = vec![0u8; META_PAGE as usize];
-        for page in 1..self.durable.page_seq.len() as u64 {
-            let bytes = self.entry_page_bytes(page, 1);
-            stores.write_at(PCACHE_DEVICE, hswd_meta::copy_offset(page, 0), &bytes)?;
-            stores.write_at(PCACHE_DEVICE, hswd_meta::copy_offset(page, 1), &zeros)?;
-        }
-        stores.write_at(PCACHE_DEVICE, hswd_meta::copy_offset(0, 1), &zeros)?;
-        stores.sync(PCACHE_DEVICE)?;
+        self.durable.table.format(stores, PCACHE_DEVICE)?;
         stores.write_at(
             PCACHE_DEVICE,
-            hswd_meta::copy_offset(0, 0),
-            &hswd_meta::encode_header(&header, 1),
+            hswd_meta::copy_offset(0, 1),
+            &vec![0u8; META_PAGE as usize],
         )?;
         stores.sync(PCACHE_DEVICE)?;
-        self.durable.page_seq.iter_mut().for_each(|s| *s = 1);
-        self.durable.page_copy.iter_mut().for_each(|c| *c = 0);
+        let seq = self.durable.table.next_seq(0);
+        let (offset, _) = self.durable.table.next_version(0);
+        stores.write_at(
+            PCACHE_DEVICE,
+            offset,
+            &hswd_meta::encode_header(&header, seq),
+        )?;
+        stores.sync(PCACHE_DEVICE)?;
         self.stats.formatted = 1;
         Ok(())
     }
@@ -2424,14 +2273,9 @@ impl Hswd {
         }
         // Slots whose cleared entry is on its way to being durable.
         let d = &self.durable;
+        d.table.check_invariants();
         let mut releasing = vec![false; blocks];
-        for &slot in d
-            .clear_next
-            .iter()
-            .chain(&d.clear_running)
-            .chain(&d.clear_written)
-            .chain(&d.release_at_flush)
-        {
+        for slot in d.table.releasing() {
             let s = slot as usize;
             assert!(
                 !releasing[s] && owner[s].is_none() && !free[s],
@@ -2441,8 +2285,9 @@ impl Hswd {
         }
         // The entries say what the cache holds: a block's slot from its
         // first landed write on, nothing for other slots.
-        for (s, &(block_plus_one, _)) in d.entries.iter().enumerate() {
-            match owner[s] {
+        for (s, holder) in owner.iter().enumerate() {
+            let (block_plus_one, _) = d.table.entry(s as u64);
+            match *holder {
                 Some(b) if self.map[&b].valid => {
                     assert_eq!(block_plus_one, b + 1, "slot {s}: entry vs block {b}")
                 }
@@ -2452,13 +2297,8 @@ impl Hswd {
                 ),
             }
         }
-        match d.commit {
-            CommitState::Idle => assert!(
-                d.new_running.is_empty()
-                    && d.hosts_running.is_empty()
-                    && d.clear_running.is_empty()
-            ),
-            CommitState::Flushing | CommitState::Writing(_) => {}
+        if d.table.state == CommitState::Idle {
+            assert!(d.new_running.is_empty() && d.hosts_running.is_empty());
         }
         for s in 0..blocks {
             assert_eq!(pins[s], self.pins[s], "slot {s}: pins vs IOs in flight");

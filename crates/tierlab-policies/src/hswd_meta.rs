@@ -23,7 +23,7 @@ pub use crate::slot_meta::{
 };
 
 const MAGIC_HEADER: &[u8; 4] = b"HSWH";
-const MAGIC_ENTRIES: &[u8; 4] = b"HSWE";
+pub const MAGIC_ENTRIES: &[u8; 4] = b"HSWE";
 
 /// The geometry a metadata area was made for: a restart with any other is
 /// refused.

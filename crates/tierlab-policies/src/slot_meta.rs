@@ -433,6 +433,97 @@ impl SlotTable {
             + self.release_at_flush.len()
     }
 
+    /// Clears `slots`' entries on the device now (their pages rewritten and
+    /// synced), outside any commit: at open, before any IO.
+    pub fn clear_now(
+        &mut self,
+        stores: &mut dyn Stores,
+        device: usize,
+        slots: &[u64],
+    ) -> Result<(), String> {
+        assert_eq!(self.state, CommitState::Idle, "at open, before any IO");
+        for &s in slots {
+            self.entries[s as usize] = (0, 0);
+        }
+        self.write_pages_now(stores, device, slots)
+    }
+
+    /// Rewrites the pages holding `slots` as the entries say, synced; the
+    /// slots' entries are then durable (free, for cleared ones).
+    fn write_pages_now(
+        &mut self,
+        stores: &mut dyn Stores,
+        device: usize,
+        slots: &[u64],
+    ) -> Result<(), String> {
+        let mut pages: Vec<u64> = slots.iter().map(|&s| self.page_of_slot(s)).collect();
+        pages.sort_unstable();
+        pages.dedup();
+        let per = entries_per_page(self.entry_bytes) as usize;
+        for &page in &pages {
+            let first = (page as usize - 1) * per;
+            let end = (first + per).min(self.entries.len());
+            let seq = self.next_seq(page);
+            let bytes = encode_entries(
+                &self.magic,
+                page,
+                seq,
+                self.entry_bytes,
+                &self.entries[first..end],
+            );
+            let (offset, _) = self.next_version(page);
+            stores.write_at(device, offset, &bytes)?;
+        }
+        if !pages.is_empty() {
+            stores.sync(device)?;
+        }
+        for &s in slots {
+            if self.entries[s as usize].0 == 0 {
+                self.maybe_on_disk[s as usize] = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// Slots whose cleared entries are on their way to being durable.
+    pub fn releasing(&self) -> Vec<u64> {
+        self.clear_next
+            .iter()
+            .chain(&self.clear_running)
+            .chain(&self.clear_written)
+            .chain(&self.release_at_flush)
+            .copied()
+            .collect()
+    }
+
+    /// The table's own invariants (for a policy's `check_invariants_full`).
+    pub fn check_invariants(&self) {
+        if self.state == CommitState::Idle {
+            assert!(
+                self.clear_running.is_empty()
+                    && self.release_at_flush.is_empty()
+                    && self.pages_running.is_empty(),
+                "an idle table has a commit's state"
+            );
+        }
+        for s in self.releasing() {
+            assert_eq!(
+                self.entries[s as usize].0, 0,
+                "slot {s} is released with an entry"
+            );
+            assert!(
+                self.maybe_on_disk[s as usize],
+                "slot {s} waits for no durable clear"
+            );
+        }
+        for (s, &(b, c)) in self.entries.iter().enumerate() {
+            assert!(
+                b == 0 || c <= self.next_commit,
+                "slot {s}: entry of a future commit"
+            );
+        }
+    }
+
     /// Writes a never-written area's entry pages (every slot free) into
     /// copy 0, zeroes copy 1; the caller then syncs and writes its header.
     pub fn format(&mut self, stores: &mut dyn Stores, device: usize) -> Result<(), String> {
@@ -539,27 +630,7 @@ impl SlotTable {
             self.entries[slot as usize] = (block + 1, cseq);
             self.maybe_on_disk[slot as usize] = true;
         }
-        let mut loser_pages: Vec<u64> = losers.iter().map(|&s| self.page_of_slot(s)).collect();
-        loser_pages.sort_unstable();
-        loser_pages.dedup();
-        let per = per as usize;
-        for &page in &loser_pages {
-            let first = (page as usize - 1) * per;
-            let end = (first + per).min(self.entries.len());
-            let seq = self.next_seq(page);
-            let bytes = encode_entries(
-                &self.magic,
-                page,
-                seq,
-                self.entry_bytes,
-                &self.entries[first..end],
-            );
-            let (offset, _) = self.next_version(page);
-            stores.write_at(device, offset, &bytes)?;
-        }
-        if !loser_pages.is_empty() {
-            stores.sync(device)?;
-        }
+        self.write_pages_now(stores, device, &losers)?;
         self.next_commit = max_cseq + 1;
         Ok(Loaded {
             claims: won,
