@@ -298,6 +298,24 @@ fn sigkill_loop_atsmf() {
 }
 
 #[test]
+fn sigkill_loop_atsmf_with_its_tiering_table() {
+    // Every restart re-promotes, from flash, the sub-LUNs in memory when
+    // the table was last written.
+    kill_loop(
+        &ATSMF,
+        &[
+            "policy.persistent=true",
+            "policy.period_s=0.05",
+            "policy.collect_s=0.05",
+            "policy.min_samples=5",
+            "policy.sub_lun_size_bytes=1MiB",
+        ],
+        2048,
+        Some("warm_promoted_sub_luns"),
+    );
+}
+
+#[test]
 fn sigkill_loop_hswd() {
     // A 1.25 MiB PCache (1 MiB of data, 256 KiB bands) under an 8 MiB
     // working set: the cache fills within a round or two (it restarts
@@ -411,6 +429,114 @@ fn restarts_warm(stack: &'static Stack, set: &[&str], recovered: &str, warm_stop
             "{name} after a {how}: {got} blocks recovered, {hits} of {} reads hit",
             blocks.len()
         );
+        if how == "clean stop" {
+            srv.kill();
+        } else {
+            srv.stop();
+        }
+    }
+}
+
+/// ATSMF with `persistent = true`: a sub-LUN promoted by a hot read loop is
+/// memory-resident again after a clean stop (which demotes everything) and
+/// after a SIGKILL: the same reads are all served from memory, with the
+/// same data.
+#[test]
+fn atsmf_restarts_warm_after_a_clean_stop_and_after_a_sigkill() {
+    if !require("atsmf_restarts_warm", &[]) {
+        return;
+    }
+    let set = [
+        "policy.persistent=true",
+        "policy.period_s=0.5",
+        "policy.collect_s=0.5",
+        "policy.min_samples=5",
+        "policy.sub_lun_size_bytes=1MiB",
+        "policy.move_chunk_bytes=256KiB",
+        "policy.buffer_bytes=1MiB",
+    ];
+    let opts = || Opts {
+        set: &set,
+        stats_interval_s: Some(0.05),
+        ..Opts::default()
+    };
+    let mut lab = Lab::new(&ATSMF);
+    // 256 blocks of sub-LUN 3.
+    let blocks: Vec<u64> = (0..256).map(|i| 3 * 256 + i).collect();
+    let data = |b: u64| {
+        let mut d = vec![0u8; BLOCK as usize];
+        stamp::fill(&mut d, b * BLOCK / SECTOR_BYTES as u64, b + 1);
+        d
+    };
+    let read_all = |c: &mut Client| {
+        for &b in &blocks {
+            assert_eq!(
+                c.read(b * BLOCK, BLOCK as u32).unwrap(),
+                data(b),
+                "block {b}"
+            );
+        }
+    };
+    // Host IOs served from memory by a pass over the blocks (the counter is
+    // rewritten every 50 ms: wait for it to settle).
+    let memory_ios_of_a_pass = |srv: &Server, c: &mut Client| {
+        let ios = |srv: &Server| {
+            srv.counter("memory_ios")
+                .zip(srv.counter("flash_ios"))
+                .map(|(m, f)| m + f)
+        };
+        let settled = |srv: &Server| {
+            let mut last = ios(srv);
+            loop {
+                std::thread::sleep(Duration::from_millis(150));
+                let now = ios(srv);
+                if now == last {
+                    return srv.counter("memory_ios").unwrap_or(f64::NAN);
+                }
+                last = now;
+            }
+        };
+        let before = settled(srv);
+        read_all(c);
+        settled(srv) - before
+    };
+    let mut srv = lab.start_with(opts());
+    let mut c = Client::connect(&lab.socket());
+    for &b in &blocks {
+        assert_eq!(c.write(b * BLOCK, &data(b)), 0);
+    }
+    assert_eq!(c.flush(), 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while srv.counter("promotions").unwrap_or(0.0) < 1.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no promotion after 30 s of hot reads"
+        );
+        read_all(&mut c);
+    }
+    let before = memory_ios_of_a_pass(&srv, &mut c);
+    assert_eq!(
+        before,
+        blocks.len() as f64,
+        "every read from memory before the stop"
+    );
+    c.disconnect();
+    eprintln!("{}", srv.stop());
+    for how in ["clean stop", "SIGKILL"] {
+        let mut srv = lab.start_with(opts());
+        let warm = counter_when(&srv, "warm_promoted_sub_luns", 1.0);
+        assert_eq!(
+            warm, 1.0,
+            "after a {how}: sub-LUN 3 promoted at the restart"
+        );
+        let mut c = Client::connect(&lab.socket());
+        let after = memory_ios_of_a_pass(&srv, &mut c);
+        eprintln!(
+            "atsmf after a {how}: {warm} sub-LUN warm, {after} of {} reads from memory",
+            blocks.len()
+        );
+        assert_eq!(after, before, "after a {how}: the same reads from memory");
+        c.disconnect();
         if how == "clean stop" {
             srv.kill();
         } else {

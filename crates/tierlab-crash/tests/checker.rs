@@ -413,13 +413,41 @@ fn bad_options_and_stacks_are_refused_with_the_reason() {
 }
 
 fn atsmf_stack(flush_writes_back: bool) -> Stack {
+    atsmf_stack_with(flush_writes_back, false)
+}
+
+fn atsmf_stack_with(flush_writes_back: bool, persistent: bool) -> Stack {
     stack(&format!(
         "{}{}[policy]\nkind = \"atsmf\"\nsub_lun_size_bytes = \"1MiB\"\nmove_chunk_bytes = \"256KiB\"\n\
          buffer_bytes = \"1MiB\"\nmemory_cap_bytes = \"2MiB\"\nperiod_s = 0.01\ncollect_s = 0.01\n\
-         min_samples = 5\ntop_n = 2\nflush_writes_back = {flush_writes_back}\n",
+         min_samples = 5\ntop_n = 2\nflush_writes_back = {flush_writes_back}\npersistent = {persistent}\n",
         dev("memory", "ram", "3MiB"),
         dev("flash", "flash.img", "8MiB")
     ))
+}
+
+#[test]
+fn atsmf_with_its_tiering_table_restarts_warm_and_keeps_every_flushed_write() {
+    let s = atsmf_stack_with(true, true);
+    // Power cut at the end of the workload: the restart re-promotes the
+    // sub-LUNs the table lists (those in memory then), from flash.
+    let rec = tierlab_crash::record(&s, &Options::default()).unwrap();
+    let before: std::collections::HashMap<_, _> = rec.exec.policy.counters().into_iter().collect();
+    assert!(
+        before["promotions"] >= 1.0 && before["tiering_table_writes"] >= 1.0,
+        "{before:?}"
+    );
+    let mut policy = (s.build)().unwrap();
+    let mut media =
+        tierlab_crash::media::Media::new(&s.maps(), rec.exec.media.images(), None).unwrap();
+    policy.open(&mut media).unwrap();
+    let after: std::collections::HashMap<_, _> = policy.counters().into_iter().collect();
+    eprintln!(
+        "atsmf, persistent: {} promotions, {} table writes; after a restart {} sub-LUNs warm",
+        before["promotions"], before["tiering_table_writes"], after["warm_promoted_sub_luns"]
+    );
+    assert!(after["warm_promoted_sub_luns"] >= 1.0, "{after:?}");
+    assert_clean("atsmf, persistent", &s, 30);
 }
 
 #[test]

@@ -195,7 +195,11 @@ pub static POLICIES: &[Registration] = &[
                     .map_err(policy_err)?,
             ))
         },
-        volume_bytes: |_, ctx| ctx.devices[1].capacity_bytes,
+        // With `persistent`, the tiering table takes the flash device's end.
+        volume_bytes: |t, ctx| {
+            let flash = ctx.devices[1].capacity_bytes;
+            typed::<atsmf::AtsmfParams>(t).map_or(flash, |p| atsmf::lun_bytes(&p, flash))
+        },
         example: "sub_lun_size_bytes = \"1MiB\"\nmove_chunk_bytes = \"256KiB\"\nbuffer_bytes = \"1MiB\"\nmemory_cap_bytes = \"8MiB\"",
     },
     Registration {

@@ -42,7 +42,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::fmt::Write as _;
 
 use serde::Deserialize;
-use tierlab_core::policy::{BufRef, Extent, HostIo, Outbox, Policy};
+use tierlab_core::policy::{BufRef, Extent, HostIo, Outbox, Policy, Stores};
 use tierlab_core::{DeviceIo, NS_PER_S, Op, TimeNs};
 
 use crate::cache::ByteCount;
@@ -147,6 +147,51 @@ pub struct AtsmfParams {
     /// docs/crash-consistency.md measures it with them.
     #[serde(default = "d_true")]
     pub flush_writes_back: bool,
+    /// Keep the tiering table (which sub-LUNs are in memory) in the last
+    /// 8 KiB of the flash device, so a restart re-promotes them (warm);
+    /// the LUN is that much smaller (docs/crash-consistency.md).
+    #[serde(default)]
+    pub persistent: bool,
+}
+
+/// The persistent tiering table: two 4 KiB copies at the end of the flash
+/// device (`slot_meta`'s page format, magic `ATST`): fields sub-LUN
+/// bytes, LUN bytes, memory slots, count, then the sub-LUN numbers.
+const TABLE_MAGIC: &[u8; 4] = b"ATST";
+const TABLE_BYTES: u64 = 2 * crate::slot_meta::PAGE as u64;
+const TABLE_FIELDS: usize = 4;
+/// Sub-LUNs one table page lists.
+const TABLE_MAX_SUBS: usize = (crate::slot_meta::PAGE - 32) / 8 - TABLE_FIELDS;
+
+/// The LUN on a flash device of `flash_bytes`: all of it, or with
+/// `persistent` what the tiering table leaves (4 KiB-aligned).
+pub fn lun_bytes(p: &AtsmfParams, flash_bytes: u64) -> u64 {
+    if p.persistent {
+        flash_bytes.saturating_sub(TABLE_BYTES) / 4096 * 4096
+    } else {
+        flash_bytes
+    }
+}
+
+/// The tiering table's state (`persistent = true`).
+struct Table {
+    /// Where copy 0 starts on the flash device.
+    offset_bytes: u64,
+    /// The newest version's sequence and copy.
+    seq: u64,
+    copy: u8,
+    /// A write in flight, and whether the table changed since it began.
+    writing: bool,
+    changed: bool,
+    /// `drain` wrote the placement it found: no later change is recorded
+    /// (the restart re-promotes what was in memory before the stop);
+    /// `last` is that placement while an earlier write is in flight.
+    frozen: bool,
+    last: Option<Vec<u32>>,
+    writes: u64,
+    truncated: u64,
+    warm_sub_luns: u64,
+    warm_bytes: u64,
 }
 
 fn d_sub_lun() -> ByteCount {
@@ -361,6 +406,8 @@ enum Rec {
     FlushBackWrite {
         staging: u64,
     },
+    /// A tiering-table page write to flash.
+    TableWrite,
     Free,
 }
 
@@ -512,6 +559,7 @@ pub struct Atsmf {
     /// Host write parts to a sub-LUN whose write-back reads are in flight:
     /// (pending index, the host IO, offset, size), dispatched when they land.
     held_writes: Vec<(u32, HostIo, u64, u64)>,
+    table: Option<Table>,
 }
 
 const DECISION_HEADER: &str = "time_s,period,decision,concentration_id,first_sub_lun,size_sub_luns,ios,periods_a,pduration_s,sub_luns_to_move,prefetch_sub_luns,avef_us,avef_with_mg_us,avem_us,ave_mg_time_s,x_us_s,y_us_s\n";
@@ -519,7 +567,14 @@ const DECISION_HEADER: &str = "time_s,period,decision,concentration_id,first_sub
 impl Atsmf {
     /// `lun_bytes`: the flash device's capacity; `memory_bytes`: the memory
     /// device's, which must hold the slots and the buffer.
-    pub fn new(p: AtsmfParams, lun_bytes: u64, memory_bytes: u64) -> Result<Self, String> {
+    pub fn new(p: AtsmfParams, flash_bytes: u64, memory_bytes: u64) -> Result<Self, String> {
+        let lun_bytes = lun_bytes(&p, flash_bytes);
+        if p.persistent && lun_bytes == 0 {
+            return Err(format!(
+                "persistent: the flash device (device 1) holds {flash_bytes} bytes, no room for a \
+                 LUN and the {TABLE_BYTES}-byte tiering table"
+            ));
+        }
         let sub = p.sub_lun_size_bytes.0;
         if sub < SECTOR_BYTES || sub % SECTOR_BYTES != 0 {
             return Err(format!(
@@ -692,6 +747,19 @@ impl Atsmf {
             flush_back_in_flight: 0,
             flush_back_draining: 0,
             held_writes: Vec::new(),
+            table: p.persistent.then_some(Table {
+                offset_bytes: lun_bytes,
+                seq: 0,
+                copy: 1,
+                writing: false,
+                changed: false,
+                frozen: false,
+                last: None,
+                writes: 0,
+                truncated: 0,
+                warm_sub_luns: 0,
+                warm_bytes: 0,
+            }),
             p,
         })
     }
@@ -1219,6 +1287,7 @@ impl Atsmf {
                 e.place = Place::Memory;
                 let slot = e.slot;
                 self.stats.promotions += 1;
+                self.table_changed(out);
                 // Writes during the promotion were synced into the slot
                 // from the buffer: newer than flash.
                 if mv.buffered.iter().any(|&w| w != 0) {
@@ -1243,6 +1312,7 @@ impl Atsmf {
                     self.slot_free_pending[e.slot as usize] = true;
                 }
                 self.stats.demotions += 1;
+                self.table_changed(out);
             }
         }
         self.stats.moved_bytes += mv.len_bytes;
@@ -1252,6 +1322,194 @@ impl Atsmf {
         }
         self.try_flush_back(now_ns, out);
         self.start_moves(now_ns, out);
+    }
+
+    // ---- the persistent tiering table ----
+
+    /// The sub-LUNs in memory changed: write the table (one write at a
+    /// time; a change during one writes again when it lands).
+    fn table_changed(&mut self, out: &mut Outbox) {
+        let Some(t) = &mut self.table else { return };
+        if t.frozen {
+            return;
+        }
+        if t.writing {
+            t.changed = true;
+            return;
+        }
+        let subs = self.memory_sub_luns();
+        self.write_table(subs, out);
+    }
+
+    fn memory_sub_luns(&self) -> Vec<u32> {
+        (0..self.subs.len() as u32)
+            .filter(|&s| self.subs[s as usize].place == Place::Memory)
+            .collect()
+    }
+
+    fn table_fields(&self, subs: &[u32]) -> Vec<u64> {
+        let mut f = vec![
+            self.sub_lun_bytes,
+            self.lun_bytes,
+            self.slots_total as u64,
+            subs.len() as u64,
+        ];
+        f.extend(subs.iter().map(|&s| s as u64));
+        f
+    }
+
+    fn write_table(&mut self, mut subs: Vec<u32>, out: &mut Outbox) {
+        let truncated = subs.len().saturating_sub(TABLE_MAX_SUBS) as u64;
+        subs.truncate(TABLE_MAX_SUBS);
+        let fields = self.table_fields(&subs);
+        let staging = self.staging();
+        let t = self.table.as_mut().unwrap();
+        t.truncated = t.truncated.max(truncated);
+        t.seq += 1;
+        t.copy = 1 - t.copy;
+        t.writing = true;
+        t.changed = false;
+        t.writes += 1;
+        let offset = t.offset_bytes + crate::slot_meta::copy_offset(0, t.copy);
+        let seq = t.seq;
+        let buf = out.wants_data.then(|| {
+            out.fills.push((
+                staging,
+                crate::slot_meta::encode_header(TABLE_MAGIC, &fields, seq),
+            ));
+            BufRef::Staging {
+                id: staging,
+                offset_bytes: 0,
+            }
+        });
+        self.submit(
+            out,
+            FLASH_DEVICE,
+            Op::Write,
+            offset,
+            crate::slot_meta::PAGE as u64,
+            Rec::TableWrite,
+            buf,
+        );
+        if out.wants_data {
+            // The write took its bytes when submitted.
+            out.release.push(staging);
+        }
+    }
+
+    fn table_written(&mut self, out: &mut Outbox) {
+        let t = self.table.as_mut().expect("a table write");
+        t.writing = false;
+        if let Some(last) = t.last.take() {
+            self.write_table(last, out);
+        } else if t.changed && !t.frozen {
+            let subs = self.memory_sub_luns();
+            self.write_table(subs, out);
+        }
+    }
+
+    /// `open` with `persistent`: reads the table; a never-written one
+    /// starts cold, a damaged or foreign one or one for another geometry
+    /// is refused; the sub-LUNs it lists are copied from flash into memory
+    /// slots (flash is their home and holds every flushed write) and come
+    /// up memory-resident.
+    fn load_table(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
+        use crate::slot_meta::{PAGE, copy_offset, decode_header, newest};
+        let offset = self.table.as_ref().unwrap().offset_bytes;
+        let need = offset + TABLE_BYTES;
+        let have = stores.capacity_bytes(FLASH_DEVICE);
+        if have < need {
+            return Err(format!(
+                "the flash device holds {have} bytes; the LUN and the tiering table need {need}"
+            ));
+        }
+        stores.sync(FLASH_DEVICE)?;
+        let mut a = vec![0u8; PAGE];
+        let mut b = vec![0u8; PAGE];
+        stores.read_at(FLASH_DEVICE, offset + copy_offset(0, 0), &mut a)?;
+        stores.read_at(FLASH_DEVICE, offset + copy_offset(0, 1), &mut b)?;
+        let n = (PAGE - 32) / 8;
+        let (da, db) = (
+            decode_header(TABLE_MAGIC, &a, n),
+            decode_header(TABLE_MAGIC, &b, n),
+        );
+        let (ra, rb) = (da.as_ref().err().copied(), db.as_ref().err().copied());
+        let Some((copy, fields, seq)) = newest(da, db) else {
+            if a.iter().chain(&b).all(|&x| x == 0) {
+                return Ok(()); // never written: a cold start
+            }
+            return Err(format!(
+                "atsmf: the tiering table at byte {offset} of the flash device is unreadable \
+                 (copy 0: {}; copy 1: {}): refusing to guess what it holds; give a new or \
+                 zeroed flash device, or set persistent = false",
+                ra.unwrap_or("valid"),
+                rb.unwrap_or("valid")
+            ));
+        };
+        let names = ["sub_lun_size_bytes", "LUN bytes", "memory slots"];
+        let here = self.table_fields(&[]);
+        let differ: Vec<String> = (0..3)
+            .filter(|&i| fields[i] != here[i])
+            .map(|i| {
+                format!(
+                    "{} {} on the device, {} in the config",
+                    names[i], fields[i], here[i]
+                )
+            })
+            .collect();
+        if !differ.is_empty() {
+            return Err(format!(
+                "atsmf: the flash device's tiering table was made for another configuration \
+                 ({}); refusing to reinterpret it",
+                differ.join("; ")
+            ));
+        }
+        let count = fields[3] as usize;
+        if count > TABLE_MAX_SUBS.min(self.slots_total as usize) {
+            return Err(format!(
+                "atsmf: the tiering table lists {count} sub-LUNs, more than its {} memory slots",
+                self.slots_total
+            ));
+        }
+        let t = self.table.as_mut().unwrap();
+        t.seq = seq;
+        t.copy = copy;
+        let mut chunk = vec![0u8; (1 << 20).min(self.sub_lun_bytes) as usize];
+        for &id in &fields[TABLE_FIELDS..TABLE_FIELDS + count] {
+            let sub = id as usize;
+            if sub >= self.subs.len() || self.subs[sub].place != Place::Flash {
+                return Err(format!(
+                    "atsmf: the tiering table lists sub-LUN {id} {}",
+                    if sub >= self.subs.len() {
+                        "past the LUN"
+                    } else {
+                        "twice"
+                    }
+                ));
+            }
+            let slot = self.free_slots.pop_first().expect("count <= slots");
+            let len = self.sub_len(id as u32);
+            let (from, to) = (id * self.sub_lun_bytes, slot as u64 * self.sub_lun_bytes);
+            let mut at = 0;
+            while at < len {
+                let n = (len - at).min(chunk.len() as u64) as usize;
+                stores.read_at(FLASH_DEVICE, from + at, &mut chunk[..n])?;
+                stores.write_at(MEMORY_DEVICE, to + at, &chunk[..n])?;
+                at += n as u64;
+            }
+            let e = &mut self.subs[sub];
+            e.place = Place::Memory;
+            e.slot = slot;
+            let t = self.table.as_mut().unwrap();
+            t.warm_sub_luns += 1;
+            t.warm_bytes += len;
+        }
+        let used = self.memory_bytes();
+        self.stats.peak_memory_bytes = self.stats.peak_memory_bytes.max(used);
+        if cfg!(debug_assertions) {
+            self.check_invariants_full();
+        }
+        Ok(())
     }
 
     // ---- FLUSH write-back ----
@@ -1757,6 +2015,7 @@ impl Policy for Atsmf {
         self.free_recs.push(tag as u32);
         match rec {
             Rec::Free => unreachable!("a free record was refused above"),
+            Rec::TableWrite => self.table_written(out),
             Rec::Host {
                 pi,
                 write_sub,
@@ -1913,7 +2172,7 @@ impl Policy for Atsmf {
     fn counters(&self) -> Vec<(&'static str, f64)> {
         let s = &self.stats;
         let m = self.measured();
-        vec![
+        let mut v = vec![
             ("memory_bytes", self.memory_bytes() as f64),
             ("peak_memory_bytes", s.peak_memory_bytes as f64),
             ("sub_luns_in_memory", self.sub_luns_in_memory().len() as f64),
@@ -1944,7 +2203,16 @@ impl Policy for Atsmf {
             ("avef_with_mg_us", m.avef_with_mg_us),
             ("avem_us", m.avem_us),
             ("ave_mg_time_s", m.ave_mg_time_s),
-        ]
+        ];
+        if let Some(t) = &self.table {
+            v.extend([
+                ("tiering_table_writes", t.writes as f64),
+                ("tiering_table_truncated_sub_luns", t.truncated as f64),
+                ("warm_promoted_sub_luns", t.warm_sub_luns as f64),
+                ("warm_promoted_bytes", t.warm_bytes as f64),
+            ]);
+        }
+        v
     }
 
     fn logs(&self) -> Vec<(&'static str, String)> {
@@ -1970,8 +2238,28 @@ impl Policy for Atsmf {
     /// Cancels queued promotions and queues a demotion of every sub-LUN in
     /// memory; a promotion already running is demoted when it ends. Period
     /// boundaries still come but decide nothing.
+    /// With `persistent`: recovers the tiering table (`load_table`).
+    fn open(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
+        if self.table.is_some() {
+            self.load_table(stores)?;
+        }
+        Ok(())
+    }
+
     fn drain(&mut self, now_ns: TimeNs, out: &mut Outbox) {
         self.drain_called = true;
+        // The restart re-promotes what is in memory now, not the empty
+        // memory the demotions below leave.
+        if self.table.is_some() {
+            let snapshot = self.memory_sub_luns();
+            let t = self.table.as_mut().unwrap();
+            t.frozen = true;
+            if t.writing {
+                t.last = Some(snapshot);
+            } else {
+                self.write_table(snapshot, out);
+            }
+        }
         let subs = &mut self.subs;
         let mut cancelled = 0;
         self.queue.retain(|&(sub, dir)| {
@@ -2189,6 +2477,7 @@ impl Atsmf {
             assert!(!free_recs[r as usize], "tag {r} freed twice");
             free_recs[r as usize] = true;
         }
+        let mut table_writes = 0u32;
         for (tag, rec) in self.recs.iter().enumerate() {
             assert_eq!(
                 matches!(rec, Rec::Free),
@@ -2198,6 +2487,7 @@ impl Atsmf {
             let mv_of = |sub: u32| self.subs[sub as usize].mv as usize;
             match *rec {
                 Rec::Free => {}
+                Rec::TableWrite => table_writes += 1,
                 Rec::Host {
                     write_sub, slot, ..
                 } => {
@@ -2242,6 +2532,11 @@ impl Atsmf {
         assert_eq!(
             flush_back, self.flush_back_in_flight,
             "FLUSH write-back IOs in flight"
+        );
+        assert_eq!(
+            table_writes,
+            u32::from(self.table.as_ref().is_some_and(|t| t.writing)),
+            "tiering-table writes in flight"
         );
         let draining = self
             .subs
@@ -2362,6 +2657,66 @@ mod tests {
             .iter()
             .map(|(d, io)| (*d, io.op, io.offset_bytes, io.size_bytes))
             .collect()
+    }
+
+    /// The tiering table by hand: a table listing sub-LUN 2 brings it up
+    /// in memory with flash's bytes; another geometry, a damaged table and
+    /// a sub-LUN listed twice are refused; an all-zero area starts cold.
+    #[test]
+    fn a_persistent_tiering_table_is_loaded_or_refused() {
+        use crate::slot_meta::{copy_offset, encode_header};
+        let p = AtsmfParams {
+            sub_lun_size_bytes: ByteCount(SUB),
+            move_chunk_bytes: ByteCount(16 * KIB),
+            buffer_bytes: ByteCount(SUB),
+            persistent: true,
+            ..AtsmfParams::default()
+        };
+        let flash_bytes = 4 * SUB + TABLE_BYTES;
+        assert_eq!(lun_bytes(&p, flash_bytes), 4 * SUB);
+        let flash: Vec<u8> = (0..flash_bytes).map(|i| (i / 512 % 251) as u8).collect();
+        let stores_with = |fields: &[u64], damage: bool| {
+            let mut f = flash.clone();
+            f[4 * SUB as usize..].fill(0);
+            let mut page = encode_header(TABLE_MAGIC, fields, 1);
+            if damage {
+                page[100] ^= 1;
+            }
+            let at = (4 * SUB + copy_offset(0, 0)) as usize;
+            f[at..at + page.len()].copy_from_slice(&page);
+            vec![vec![0u8; 5 * SUB as usize], f]
+        };
+        let open = |stores: &mut Vec<Vec<u8>>| {
+            let mut a = Atsmf::new(p.clone(), flash_bytes, 5 * SUB).unwrap();
+            a.open(stores).map(|_| a)
+        };
+        let mut stores = stores_with(&[SUB, 4 * SUB, 4, 1, 2], false);
+        let a = open(&mut stores).unwrap();
+        assert_eq!(a.sub_luns_in_memory(), vec![2]);
+        let slot = a.subs[2].slot as usize * SUB as usize;
+        assert_eq!(
+            stores[0][slot..slot + SUB as usize],
+            flash[2 * SUB as usize..3 * SUB as usize]
+        );
+        assert_eq!(a.table.as_ref().unwrap().warm_bytes, SUB);
+        let e = open(&mut stores_with(&[2 * SUB, 4 * SUB, 4, 1, 2], false))
+            .err()
+            .unwrap();
+        assert!(
+            e.contains("sub_lun_size_bytes 131072 on the device, 65536 in the config"),
+            "{e}"
+        );
+        let e = open(&mut stores_with(&[SUB, 4 * SUB, 4, 1, 2], true))
+            .err()
+            .unwrap();
+        assert!(e.contains("unreadable") && e.contains("checksum"), "{e}");
+        let e = open(&mut stores_with(&[SUB, 4 * SUB, 4, 2, 1, 1], false))
+            .err()
+            .unwrap();
+        assert!(e.contains("sub-LUN 1 twice"), "{e}");
+        let mut cold = vec![vec![0u8; 5 * SUB as usize], flash.clone()];
+        cold[1][4 * SUB as usize..].fill(0);
+        assert!(open(&mut cold).unwrap().sub_luns_in_memory().is_empty());
     }
 
     #[test]
