@@ -9,11 +9,11 @@
 //! policy completes it, then every store is flushed as one barrier, and
 //! only then is the FLUSH done.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 
 use tierlab_core::apply::OutboxSink;
 use tierlab_core::policy::{BufRef, HostIo, IoError, Outbox, Policy};
+use tierlab_core::testkit::{Schedule, WriteFaults};
 use tierlab_core::{DeviceIo, Op, TimeNs};
 
 use crate::Rng;
@@ -139,8 +139,7 @@ pub struct Exec {
     pub now_ns: TimeNs,
     rng: Rng,
     max_delay_ns: u64,
-    due: BinaryHeap<Reverse<(TimeNs, u64, Due)>>,
-    seq: u64,
+    due: Schedule<Due>,
     devices: HashMap<u64, DeviceIoInFlight>,
     next_device_io: u64,
     pub host: HashMap<u64, HostInFlight>,
@@ -153,15 +152,9 @@ pub struct Exec {
     pub steps: u64,
     /// A protocol error the policy made (the run stops at the first).
     pub error: Option<String>,
-    /// Surprise shutdown with real errors: every device write (and trim)
-    /// from this one on (0-based, in submission order) fails, and so does
-    /// every flush once a write failed, as a store that died; reads work.
-    pub fail_writes_from: Option<u64>,
-    /// A transient error: only this device write (0-based) fails; every
-    /// other IO, flushes included, works.
-    pub fail_write_at: Option<u64>,
-    device_writes: u64,
-    died: bool,
+    /// Device writes that fail (surprise shutdown with real errors, or one
+    /// transient error): the shared test kit's plan.
+    pub faults: WriteFaults,
     /// The policy did not survive a failed device IO (fail-stop): the
     /// process would stop here, so the run does.
     pub stopped: bool,
@@ -181,8 +174,7 @@ impl Exec {
             now_ns: 0,
             rng: Rng(seed),
             max_delay_ns: max_delay_ns.max(1),
-            due: BinaryHeap::new(),
-            seq: 0,
+            due: Schedule::default(),
             devices: HashMap::new(),
             next_device_io: 0,
             host: HashMap::new(),
@@ -192,10 +184,7 @@ impl Exec {
             log: None,
             steps: 0,
             error: None,
-            fail_writes_from: None,
-            fail_write_at: None,
-            device_writes: 0,
-            died: false,
+            faults: WriteFaults::default(),
             stopped: false,
             host_ios_failed: 0,
         }
@@ -207,8 +196,7 @@ impl Exec {
     }
 
     fn schedule(&mut self, at_ns: TimeNs, what: Due) {
-        self.seq += 1;
-        self.due.push(Reverse((at_ns, self.seq, what)));
+        self.due.push(at_ns, what);
     }
 
     /// Hands a host IO to the policy. `write_seq` (for a write) is the
@@ -296,7 +284,7 @@ impl Exec {
     /// Handles the next event (a device completion or a timer). False if
     /// there is none.
     pub fn step(&mut self) -> bool {
-        let Some(Reverse((at, _, what))) = self.due.pop() else {
+        let Some((at, what)) = self.due.pop() else {
             return false;
         };
         self.now_ns = self.now_ns.max(at);
@@ -402,15 +390,8 @@ impl Exec {
         let mut logged = None;
         let store = self.media.store_of(device);
         let fails = match io.op {
-            Op::Write | Op::Trim => {
-                let nth = self.device_writes;
-                self.device_writes += 1;
-                if self.fail_writes_from.is_some_and(|n| nth >= n) {
-                    self.died = true;
-                }
-                self.died || self.fail_write_at == Some(nth)
-            }
-            Op::Flush => self.died,
+            Op::Write | Op::Trim => self.faults.write_fails(),
+            Op::Flush => self.faults.flush_fails(),
             Op::Read => false,
         };
         if store.is_none() && io.op == Op::Flush && !fails {

@@ -44,23 +44,9 @@ use exec::{Exec, Log};
 use media::{DeviceMap, Media};
 use stamp::SECTOR_BYTES;
 
-/// splitmix64: a seeded, dependency-free RNG.
-#[derive(Clone)]
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, n) (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-}
+/// The seeded RNG of the shared test kit (`tierlab_core::testkit`).
+pub use tierlab_core::testkit::Rng;
+use tierlab_core::testkit::WriteFaults;
 
 /// The stack under test: how to build its policy, its physical stores
 /// (what a crash acts on) and the policy's devices over them.
@@ -493,8 +479,7 @@ pub fn record(stack: &Stack, opts: &Options) -> Result<Recording, String> {
         .map_err(|e| format!("opening fresh stores: {e}"))?;
     let initial = media.images();
     let mut ex = Exec::new(policy, media, opts.seed ^ 0x5eed, opts.max_delay_ns).with_log();
-    ex.fail_writes_from = opts.fail_writes_from;
-    ex.fail_write_at = opts.fail_write_at;
+    ex.faults = WriteFaults::new(opts.fail_writes_from, opts.fail_write_at);
     let mut rng = Rng(opts.seed);
     let units = region / unit;
     let mut issued = 0;

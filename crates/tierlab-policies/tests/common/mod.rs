@@ -52,29 +52,16 @@
 
 #![allow(dead_code)] // each test file uses a part
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use tierlab_core::policy::{BufRef, Extent, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, Op};
 
-/// splitmix64: a seeded, dependency-free RNG.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    pub fn chance(&mut self, pct: u64) -> bool {
-        self.below(100) < pct
-    }
-}
+/// The seeded RNG and event schedule of the shared test kit (the crash
+/// checker's executor uses the same).
+#[allow(unused_imports)] // not every test binary draws random numbers
+pub use tierlab_core::testkit::Rng;
+use tierlab_core::testkit::Schedule;
 
 /// `TIERLAB_PROP_CASES=N` runs N cases per test instead of the default
 /// (a longer hunt).
@@ -271,10 +258,11 @@ pub struct Sim {
     pub max_delay: u64,
     /// Per device, when set: its own largest delay (else `max_delay`).
     pub device_max_delay: Vec<u64>,
+    /// Device IOs submitted (their identity in the strict check).
     seq: u64,
     pub g: Geometry,
-    events: BTreeMap<(u64, u64), PendingIo>,
-    timers: BTreeMap<(u64, u64), u64>,
+    events: Schedule<PendingIo>,
+    timers: Schedule<u64>,
     /// device → unit → data.
     pub devices: Vec<HashMap<u64, Data>>,
     /// The highest version each home unit ever held (by host unit).
@@ -317,8 +305,8 @@ impl Sim {
             device_max_delay: Vec::new(),
             seq: 0,
             g,
-            events: BTreeMap::new(),
-            timers: BTreeMap::new(),
+            events: Schedule::default(),
+            timers: Schedule::default(),
             devices,
             home_max: HashMap::new(),
             host_bufs: HashMap::new(),
@@ -372,7 +360,7 @@ impl Sim {
     }
 
     pub fn in_flight_on(&self, device: usize) -> usize {
-        self.events.values().filter(|p| p.device == device).count()
+        self.events.items().filter(|p| p.device == device).count()
     }
 
     /// Host unit `unit` at its home now.
@@ -599,7 +587,7 @@ impl Sim {
                         let seqs: Vec<u64> = list.iter().map(|&(s, _)| s).collect();
                         let others: Vec<String> = self
                             .events
-                            .values()
+                            .items()
                             .filter(|p| seqs.contains(&p.seq))
                             .map(|p| format!("{:?} {:?}", p.io, p.buf))
                             .collect();
@@ -626,8 +614,8 @@ impl Sim {
                 .copied()
                 .unwrap_or(self.max_delay);
             let delay = 1 + self.rng.below(max.max(1));
-            self.events.insert(
-                (self.now + delay, seq),
+            self.events.push(
+                self.now + delay,
                 PendingIo {
                     device,
                     io,
@@ -655,8 +643,7 @@ impl Sim {
             self.host_done(host, tier);
         }
         for (at, id) in std::mem::take(&mut out.timers) {
-            self.seq += 1;
-            self.timers.insert((at.max(self.now), self.seq), id);
+            self.timers.push(at.max(self.now), id);
         }
         out.clear();
     }
@@ -717,21 +704,19 @@ impl Sim {
 
     /// Runs the earliest event (device completion or timer); false if none.
     pub fn step<P: Target + ?Sized>(&mut self, policy: &mut P, out: &mut Outbox) -> bool {
-        let next_io = self.events.keys().next().copied();
-        let next_timer = self.timers.keys().next().copied();
-        let take_timer = match (next_io, next_timer) {
+        let take_timer = match (self.events.next_at(), self.timers.next_at()) {
             (None, None) => return false,
             (Some(_), None) => false,
             (None, Some(_)) => true,
-            (Some(a), Some(b)) => b.0 < a.0,
+            (Some(a), Some(b)) => b < a,
         };
         if take_timer {
-            let (key, id) = self.timers.pop_first().unwrap();
-            self.now = key.0;
+            let (at, id) = self.timers.pop().unwrap();
+            self.now = at;
             policy.on_timer(self.now, id, out);
         } else {
-            let (key, p) = self.events.pop_first().unwrap();
-            self.now = key.0;
+            let (at, p) = self.events.pop().unwrap();
+            self.now = at;
             self.device_done(&p);
             policy.on_device_completion(self.now, p.device, p.io.tag, out);
         }
@@ -751,13 +736,13 @@ impl Sim {
         limit: u64,
     ) -> bool {
         let mut n = 0;
-        while let Some((&key, _)) = self.events.first_key_value() {
+        while !self.events.is_empty() {
             n += 1;
             if n > limit {
                 return false;
             }
-            let p = self.events.remove(&key).unwrap();
-            self.now = key.0;
+            let (at, p) = self.events.pop().unwrap();
+            self.now = at;
             self.device_done(&p);
             policy.on_device_completion(self.now, p.device, p.io.tag, out);
             self.apply(policy, out);
@@ -1096,13 +1081,13 @@ impl Sim {
         self.check_backing("after the drain");
         // Timers may still fire; they must leave everything as it is.
         let mut n = 0;
-        while let Some((key, id)) = self.timers.pop_first() {
+        while let Some((at, id)) = self.timers.pop() {
             n += 1;
             if n > 1000 {
                 self.fail("timers keep firing after the drain".into());
                 break;
             }
-            self.now = key.0;
+            self.now = at;
             policy.on_timer(self.now, id, out);
             if !out.device_ios.is_empty() || !policy.is_drained() {
                 self.fail(format!(

@@ -79,25 +79,9 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     out
 }
 
-/// A small seeded generator for workloads (xorshift64).
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    /// Uniform in [0, n).
-    pub fn below(&mut self, n: u64) -> u64 {
-        assert!(n > 0);
-        self.next_u64() % n
-    }
-}
+/// The seeded RNG of the shared test kit.
+#[allow(unused_imports)] // not every test binary draws random numbers
+pub use tierlab_core::testkit::Rng;
 
 /// Bytes read until EOF (or a reset): a disconnect. Err if the peer keeps
 /// the connection open past `IO_TIMEOUT`.
