@@ -746,12 +746,24 @@ fn a_store_that_dies_mid_workload_loses_nothing_flushed() {
         (
             "cache write-back",
             cache_stack("write-back", "cache.img"),
-            false,
+            true,
+        ),
+        (
+            "cache write-through",
+            cache_stack("write-through", "cache.img"),
+            true,
         ),
         (
             "cache write-around",
             cache_stack("write-around", "cache.img"),
             true,
+        ),
+        // A failed metadata write stops it (fail-stop, as dm-cache's
+        // metadata errors do).
+        (
+            "cache write-back, persistent",
+            persistent_cache_stack("cache", "write-back"),
+            false,
         ),
         ("atsmf", atsmf_stack(true), false),
         ("hswd", hswd_stack("fully"), false),
@@ -808,7 +820,21 @@ fn one_failed_device_write_is_never_acknowledged() {
         (
             "cache write-back",
             cache_stack("write-back", "cache.img"),
-            false,
+            true,
+        ),
+        (
+            "cache write-through",
+            cache_stack("write-through", "cache.img"),
+            true,
+        ),
+        (
+            "flashcache",
+            stack(&format!(
+                "{}{}[policy]\nkind = \"flashcache\"\ncapacity_bytes = \"1MiB\"\nassociativity = 64\n",
+                dev("ssd", "ssd.img", "1MiB"),
+                dev("disk", "disk.img", "4MiB")
+            )),
+            true,
         ),
         ("raid5 + bitmap", raid5_stack(true), true),
     ];

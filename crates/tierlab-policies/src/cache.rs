@@ -313,6 +313,14 @@ pub struct CacheStats {
     /// backing device.
     pub device_errors: u64,
     pub reads_retried_from_backing: u64,
+    /// Page write-backs that failed (their pages stayed dirty), host
+    /// FLUSHes failed because of them, and pages `drain` gave up on after
+    /// its retry failed too.
+    pub write_backs_failed: u64,
+    pub flushes_failed: u64,
+    pub drain_abandoned_pages: u64,
+    /// Host writes into the cache whose slot write failed.
+    pub slot_writes_failed: u64,
 }
 
 impl CacheStats {
@@ -367,6 +375,13 @@ struct Entry {
     /// hold the flush's data rather than the hole, so the trim must not drop
     /// the page while it is dirty.
     trim_raced: bool,
+    /// Its last write-back failed (a device error): not tried again until
+    /// a host write to it, the next host FLUSH or `drain` (no hot retry
+    /// loop against a failing device).
+    write_back_failed: bool,
+    /// A failed write left the copy unknown (write-through: the backing
+    /// page may differ): dropped once the slot writes in flight end.
+    drop_after_write: bool,
 }
 
 /// A host FLUSH waiting for the pages that were dirty when it arrived to
@@ -486,6 +501,8 @@ struct Staging {
     pages: Vec<(u64, u64, u64)>,
     first: u64,
     reads_left: u32,
+    /// A slot read for it failed: no backing write is issued.
+    failed: Option<IoError>,
 }
 
 struct HostPending {
@@ -754,6 +771,7 @@ impl Cache {
     /// executor then syncs every device). Write-through and write-around
     /// hold nothing dirty: their FLUSH completes at once.
     fn host_flush(&mut self, io: HostIo, out: &mut Outbox) {
+        self.retry_failed_write_backs();
         let pages: HashMap<u64, (u64, u64)> = self
             .dirty_set
             .iter()
@@ -1205,6 +1223,8 @@ impl Cache {
                 evicting: false,
                 filling: None,
                 trim_raced: false,
+                write_back_failed: false,
+                drop_after_write: false,
             },
         );
         Some(slot)
@@ -1445,6 +1465,8 @@ impl Cache {
             if to_cache {
                 let e = self.map.get_mut(&p).unwrap();
                 e.generation += 1;
+                e.write_back_failed = false;
+                e.drop_after_write = false;
                 self.add_part(id);
                 if self.mode == WriteMode::WriteBack {
                     self.set_dirty(p, true);
@@ -1522,8 +1544,58 @@ impl Cache {
 
     fn flushable(&self, page: u64) -> bool {
         self.map.get(&page).is_some_and(|e| {
-            e.dirty && e.valid && !e.flushing && !e.slot_write_inflight && e.waiting.is_empty()
+            e.dirty
+                && e.valid
+                && !e.flushing
+                && !e.slot_write_inflight
+                && e.waiting.is_empty()
+                && !e.write_back_failed
         })
+    }
+
+    /// Pages whose write-back failed get one more try (a host FLUSH
+    /// arrived, or `drain`).
+    fn retry_failed_write_backs(&mut self) {
+        for e in self.map.values_mut() {
+            e.write_back_failed = false;
+        }
+    }
+
+    /// The write-back of staging `sid` failed (its slot reads or its
+    /// backing write): its pages stay dirty, with their data in their
+    /// slots, and are not tried again until a retry; the FLUSHes waiting
+    /// for them fail (`Outbox::failed`) — a later FLUSH tries again.
+    fn write_back_failed(&mut self, sid: u64, error: IoError, out: &mut Outbox) {
+        let Some(st) = self.staging.remove(&sid) else {
+            return;
+        };
+        out.release.push(sid);
+        self.flushes_inflight -= 1;
+        for (p, inc, _) in st.pages {
+            let Some(e) = self.map.get_mut(&p) else {
+                continue;
+            };
+            if e.incarnation != inc {
+                continue;
+            }
+            e.flushing = false;
+            e.write_back_failed = true;
+            self.stats.write_backs_failed += 1;
+            if self.draining {
+                self.stats.drain_abandoned_pages += 1;
+            }
+            let failed: Vec<u64> = self
+                .flush_waits
+                .iter()
+                .filter(|w| w.pages.get(&p).is_some_and(|&(i, _)| i == inc))
+                .map(|w| w.host)
+                .collect();
+            self.flush_waits.retain(|w| !failed.contains(&w.host));
+            for host in failed {
+                self.stats.flushes_failed += 1;
+                out.failed.push((host, error));
+            }
+        }
     }
 
     /// Flushes the run of adjacent flushable dirty pages around `page` as one
@@ -1575,6 +1647,7 @@ impl Cache {
                 reads_left: pages.len() as u32,
                 pages,
                 first: lo,
+                failed: None,
             },
         );
     }
@@ -1761,6 +1834,10 @@ impl Policy for Cache {
                 "reads_retried_from_backing",
                 s.reads_retried_from_backing as f64,
             ),
+            ("write_backs_failed", s.write_backs_failed as f64),
+            ("flushes_failed", s.flushes_failed as f64),
+            ("drain_abandoned_pages", s.drain_abandoned_pages as f64),
+            ("slot_writes_failed", s.slot_writes_failed as f64),
         ];
         if let Some(m) = &self.persist {
             let p = m.stats;
@@ -1950,15 +2027,20 @@ impl Policy for Cache {
     ) -> bool {
         let handled = match self.inflight.get(&(device, tag)) {
             Some(Rec::HostRead { .. }) => true,
-            // A host write that went to the backing device only (write-
-            // around, or a page not cached): no copy to keep consistent.
-            Some(Rec::BackingWrite { .. }) => self.mode != WriteMode::WriteThrough,
-            // (A fill for a copy dropped since is nobody's data.)
-            Some(Rec::FillWrite {
-                page, incarnation, ..
-            }) => self.map.get(page).is_none_or(|e| {
-                e.incarnation != *incarnation || (!e.dirty && e.waiting.is_empty() && !e.flushing)
-            }),
+            // A host write to the backing device: alone (write-around, a
+            // page not cached), or write-through (its cached copy dropped).
+            Some(Rec::BackingWrite { .. }) => true,
+            // A write-back's slot read or backing write: the pages stay
+            // dirty (their data is in their slots).
+            Some(Rec::FlushRead { .. } | Rec::FlushWrite { .. }) => true,
+            // A host write into a slot: the write fails; its page keeps
+            // what the slot holds if it held acknowledged data, else goes.
+            Some(Rec::SlotWrite { .. }) => true,
+            // A host trim: it fails, the cached pages stay.
+            Some(Rec::Trim { .. }) => true,
+            // A fill: the copy it was making goes (or a host write queued
+            // behind it overwrites the page).
+            Some(Rec::FillWrite { .. }) => true,
             _ => false,
         };
         if !handled {
@@ -2024,21 +2106,64 @@ impl Policy for Cache {
                 incarnation,
                 slot,
             } => {
-                // The copy never landed: drop it (the page is clean, the
-                // backing device has it).
+                // The copy never landed: a host write queued behind the
+                // fill goes on, else the copy goes (the backing device has
+                // the page).
                 self.unpin(slot);
-                if let Some(e) = self.map.get_mut(&page)
-                    && e.incarnation == incarnation
-                {
-                    e.slot_write_inflight = false;
-                    if !e.evicting {
-                        self.evict.remove(page);
-                    }
-                    self.drop_entry(page, out);
-                }
+                self.slot_write_failed(page, incarnation, out);
             }
             Rec::BackingWrite { host, first, n } => {
                 self.backing_write_done(first, n);
+                if self.mode == WriteMode::WriteThrough {
+                    // The backing pages hold something unknown now, the
+                    // slots the failed write's data: drop the copies, so a
+                    // read never changes its answer when one is evicted.
+                    for p in first..first + n {
+                        self.drop_failed_copy(p, out);
+                    }
+                }
+                if let Some(h) = self.hosts.get_mut(&host) {
+                    h.failed.get_or_insert(error);
+                }
+                self.host_part_done(host, false, out);
+            }
+            Rec::FlushRead { staging, slot } => {
+                self.unpin(slot);
+                if let Some(st) = self.staging.get_mut(&staging) {
+                    st.failed.get_or_insert(error);
+                    st.reads_left -= 1;
+                    if st.reads_left == 0 {
+                        self.write_back_failed(staging, error, out);
+                    }
+                }
+            }
+            Rec::FlushWrite { staging } => self.write_back_failed(staging, error, out),
+            Rec::SlotWrite {
+                host,
+                page,
+                incarnation,
+                slot,
+            } => {
+                self.unpin(slot);
+                self.stats.slot_writes_failed += 1;
+                if let Some(h) = self.hosts.get_mut(&host) {
+                    h.failed.get_or_insert(error);
+                }
+                self.slot_write_failed(page, incarnation, out);
+                self.host_part_done(host, true, out);
+            }
+            Rec::Trim { host } => {
+                let i = self
+                    .trims
+                    .iter()
+                    .position(|t| t.host == host)
+                    .expect("a trim error has its trim");
+                let t = self.trims.swap_remove(i);
+                for p in self.cached_pages_in(t.first_full_page, t.end_full_page) {
+                    if !self.under_trim(p) {
+                        self.map.get_mut(&p).unwrap().trim_raced = false;
+                    }
+                }
                 if let Some(h) = self.hosts.get_mut(&host) {
                     h.failed.get_or_insert(error);
                 }
@@ -2074,6 +2199,7 @@ impl Policy for Cache {
     /// Flushes every dirty page; pages chosen for eviction are among them.
     fn drain(&mut self, _now_ns: TimeNs, out: &mut Outbox) {
         self.draining = true;
+        self.retry_failed_write_backs();
         self.stats.drain_dirty_pages = self.dirty_set.len() as u64;
         self.stats.drain_evicting_pages = self.map.values().filter(|e| e.evicting).count() as u64;
         self.try_flush(out);
@@ -2087,8 +2213,13 @@ impl Policy for Cache {
     /// page's newest data (write-through and write-around never hold dirty
     /// pages).
     fn is_drained(&self) -> bool {
+        // A page whose write-back failed during the drain is given up
+        // (`drain_abandoned_pages`; the device error is reported).
         self.inflight.is_empty()
-            && self.dirty_set.is_empty()
+            && self
+                .dirty_set
+                .iter()
+                .all(|p| self.draining && self.map[p].write_back_failed)
             && self.hosts.is_empty()
             && self
                 .persist
@@ -2353,6 +2484,8 @@ impl Cache {
                     evicting: false,
                     filling: None,
                     trim_raced: false,
+                    write_back_failed: false,
+                    drop_after_write: false,
                 },
             );
             // After a crash a set of flashcache can hold more claims than it
@@ -2483,6 +2616,14 @@ impl Cache {
             );
             assert!(!e.flushing || e.dirty, "page {p} is flushed but clean");
             assert!(
+                !e.write_back_failed || e.dirty,
+                "page {p}: a failed write-back mark on a clean page"
+            );
+            assert!(
+                !(e.drop_after_write && e.dirty && e.valid),
+                "page {p}: acknowledged dirty data marked to be dropped"
+            );
+            assert!(
                 e.waiting.is_empty() || e.slot_write_inflight,
                 "page {p} waits for nothing"
             );
@@ -2565,6 +2706,56 @@ impl Cache {
         }
     }
 
+    /// A host write into the page's slot failed: the slot's bytes for the
+    /// page are unknown. The next queued write (a whole page) goes on; else
+    /// a page that held acknowledged data keeps what the slot holds (dirty
+    /// in write-back: a failed write leaves its range unspecified, and it
+    /// stays one answer), and one that held none — or a write-through copy,
+    /// whose backing page may now differ — is dropped.
+    fn slot_write_failed(&mut self, page: u64, incarnation: u64, out: &mut Outbox) {
+        let Some(e) = self.map.get_mut(&page) else {
+            return;
+        };
+        if e.incarnation != incarnation {
+            return;
+        }
+        e.slot_write_inflight = false;
+        if let Some((host, page_in_buf)) = e.waiting.pop_front() {
+            self.slot_write(host, page, page_in_buf, out);
+            return;
+        }
+        if e.valid && self.mode == WriteMode::WriteBack {
+            if e.evicting || self.flushing_everything() {
+                self.flush_run(page, out);
+            }
+            return;
+        }
+        self.drop_failed_copy(page, out);
+    }
+
+    /// Drops page `page`'s cached copy after a failed write, unless an IO
+    /// still writes or flushes it (that IO decides what it holds).
+    fn drop_failed_copy(&mut self, page: u64, out: &mut Outbox) {
+        let Some(e) = self.map.get_mut(&page) else {
+            return;
+        };
+        // Never a copy holding acknowledged data not written back.
+        if e.dirty && e.valid {
+            e.drop_after_write = false;
+            return;
+        }
+        if e.slot_write_inflight || !e.waiting.is_empty() || e.flushing {
+            e.drop_after_write = true;
+            return;
+        }
+        let evicting = e.evicting;
+        self.set_dirty(page, false);
+        if !evicting {
+            self.evict.remove(page);
+        }
+        self.drop_entry(page, out);
+    }
+
     /// A write into the page's slot completed (host write or fill).
     fn slot_written(&mut self, page: u64, incarnation: u64, out: &mut Outbox) {
         let Some(e) = self.map.get_mut(&page) else {
@@ -2575,6 +2766,9 @@ impl Cache {
         }
         e.valid = true;
         e.slot_write_inflight = false;
+        if e.drop_after_write && e.waiting.is_empty() {
+            return self.drop_failed_copy(page, out);
+        }
         let (dirty, slot) = (e.dirty, e.slot);
         // Persistent mode: the slot holds the page's data now; the next
         // commit says so.

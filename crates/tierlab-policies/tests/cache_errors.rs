@@ -1,8 +1,11 @@
 //! The cache under device errors (`Policy::on_device_error`), driven by
 //! hand: a failed cache read of a clean page is read again from the
 //! backing device, a failed cache read of a dirty page or a failed backing
-//! read fails its host read, a failed fill drops the copy, and anything
-//! else is refused (fail-stop) with the cache left as it was.
+//! read fails its host read, a failed fill drops the copy; a failed slot
+//! write fails its host write (the page kept if it held acknowledged data),
+//! a failed write-back keeps its page dirty and fails the FLUSH waiting
+//! for it, a failed write-through backing write drops the copy, a failed
+//! trim keeps the pages.
 
 use tierlab_core::policy::{HostIo, IoError, Outbox, Policy};
 use tierlab_core::{DeviceIo, Op};
@@ -158,16 +161,140 @@ fn a_failed_fill_drops_the_copy() {
     assert_eq!(take_ios(&mut out).len(), 1, "a new fill");
 }
 
+fn flush(c: &mut Cache, out: &mut Outbox, id: u64) {
+    let io = HostIo {
+        id,
+        op: Op::Flush,
+        offset_bytes: 0,
+        size_bytes: 0,
+        tenant: 0,
+    };
+    c.on_host_io(0, io, out);
+}
+
+/// Page 0 written and acknowledged: dirty in the cache only.
+fn dirty_page(c: &mut Cache, out: &mut Outbox) {
+    host(c, out, 1, Op::Write, 0);
+    let w = take_ios(out);
+    assert_eq!(w[0].0, CACHE_DEVICE);
+    complete(c, out, w[0]);
+    assert_eq!(out.complete, vec![(1, 0)]);
+    out.clear();
+}
+
 #[test]
-fn a_failed_slot_write_is_refused_and_changes_nothing() {
+fn a_failed_slot_write_of_a_new_page_fails_the_write_and_drops_the_page() {
     let (mut c, mut out) = (cache(WriteMode::WriteBack), outbox());
     host(&mut c, &mut out, 1, Op::Write, 0);
     let w = take_ios(&mut out);
     out.clear(); // its idle-flush timer
-    assert!(!c.on_device_error(0, CACHE_DEVICE, w[0].1.tag, IoError::Io, &mut out));
-    assert!(out.is_empty());
-    assert_eq!(counter(&c, "device_errors"), 0.0);
-    // Still in flight: its completion is accepted as before.
+    assert!(c.on_device_error(0, CACHE_DEVICE, w[0].1.tag, IoError::Io, &mut out));
+    assert_eq!(out.failed, vec![(1, IoError::Io)]);
+    assert_eq!(counter(&c, "resident_bytes"), 0.0, "no copy of nothing");
+    assert_eq!(counter(&c, "dirty_bytes"), 0.0);
+    assert!(c.is_drained());
+    out.clear();
+    // The page reads from the backing device (a failed write leaves its
+    // range unspecified: the old data is a right answer).
+    host(&mut c, &mut out, 2, Op::Read, 0);
+    assert_eq!(take_ios(&mut out)[0].0, BACKING_DEVICE);
+}
+
+#[test]
+fn a_failed_overwrite_of_a_dirty_page_fails_the_write_and_keeps_the_page() {
+    let (mut c, mut out) = (cache(WriteMode::WriteBack), outbox());
+    dirty_page(&mut c, &mut out);
+    host(&mut c, &mut out, 2, Op::Write, 0);
+    let w = take_ios(&mut out);
+    assert!(c.on_device_error(0, CACHE_DEVICE, w[0].1.tag, IoError::Io, &mut out));
+    assert_eq!(out.failed, vec![(2, IoError::Io)]);
+    assert_eq!(counter(&c, "slot_writes_failed"), 1.0);
+    assert_eq!(counter(&c, "dirty_bytes"), PAGE as f64, "still dirty");
+    out.clear();
+    // Reads keep one answer: the slot.
+    host(&mut c, &mut out, 3, Op::Read, 0);
+    assert_eq!(take_ios(&mut out)[0].0, CACHE_DEVICE);
+}
+
+/// A failed write-back keeps the page dirty, fails the FLUSH waiting for
+/// it, is not retried until the next FLUSH (no hot loop), and that FLUSH
+/// retries it; `drain` gives a failing page one retry, then gives up
+/// (counted), so a clean stop never hangs on a dead backing device.
+#[test]
+fn a_failed_write_back_fails_its_flush_and_waits_for_the_next() {
+    let (mut c, mut out) = (cache(WriteMode::WriteBack), outbox());
+    dirty_page(&mut c, &mut out);
+    flush(&mut c, &mut out, 10);
+    let reads = take_ios(&mut out);
+    assert_eq!(reads.len(), 1);
+    assert_eq!(reads[0].0, CACHE_DEVICE, "the write-back's slot read");
+    complete(&mut c, &mut out, reads[0]);
+    let wb = take_ios(&mut out);
+    assert_eq!(wb[0].0, BACKING_DEVICE);
+    assert!(c.on_device_error(0, BACKING_DEVICE, wb[0].1.tag, IoError::Io, &mut out));
+    assert_eq!(out.failed, vec![(10, IoError::Io)]);
+    assert!(out.device_ios.is_empty(), "not retried at once");
+    assert_eq!(counter(&c, "dirty_bytes"), PAGE as f64);
+    assert_eq!(counter(&c, "write_backs_failed"), 1.0);
+    assert_eq!(counter(&c, "flushes_failed"), 1.0);
+    out.clear();
+    // The next FLUSH retries, and succeeds.
+    flush(&mut c, &mut out, 11);
+    let reads = take_ios(&mut out);
+    assert_eq!(reads.len(), 1, "retried");
+    complete(&mut c, &mut out, reads[0]);
+    let wb = take_ios(&mut out);
+    complete(&mut c, &mut out, wb[0]);
+    assert_eq!(out.complete, vec![(11, 1)]);
+    assert_eq!(counter(&c, "dirty_bytes"), 0.0);
+    out.clear();
+    // The slot read of a write-back fails: the same; then drain retries
+    // once and gives up.
+    host(&mut c, &mut out, 12, Op::Write, 0);
+    let w = take_ios(&mut out);
     complete(&mut c, &mut out, w[0]);
-    assert_eq!(out.complete, vec![(1, 0)]);
+    out.clear();
+    flush(&mut c, &mut out, 13);
+    let reads = take_ios(&mut out);
+    assert!(c.on_device_error(0, CACHE_DEVICE, reads[0].1.tag, IoError::Io, &mut out));
+    assert_eq!(out.failed, vec![(13, IoError::Io)]);
+    out.clear();
+    c.drain(0, &mut out);
+    let reads = take_ios(&mut out);
+    assert_eq!(reads.len(), 1, "drain retries");
+    assert!(!c.is_drained());
+    complete(&mut c, &mut out, reads[0]);
+    let wb = take_ios(&mut out);
+    assert!(c.on_device_error(0, BACKING_DEVICE, wb[0].1.tag, IoError::Io, &mut out));
+    assert!(out.device_ios.is_empty());
+    assert!(c.is_drained(), "given up, not hung");
+    assert_eq!(counter(&c, "drain_abandoned_pages"), 1.0);
+}
+
+#[test]
+fn a_failed_write_through_backing_write_fails_the_write_and_drops_the_copy() {
+    let (mut c, mut out) = (cache(WriteMode::WriteThrough), outbox());
+    host(&mut c, &mut out, 1, Op::Write, 0);
+    let ios = take_ios(&mut out);
+    let slot = ios.iter().find(|x| x.0 == CACHE_DEVICE).copied().unwrap();
+    let backing = ios.iter().find(|x| x.0 == BACKING_DEVICE).copied().unwrap();
+    assert!(c.on_device_error(0, BACKING_DEVICE, backing.1.tag, IoError::Io, &mut out));
+    assert!(out.failed.is_empty(), "the slot part is still in flight");
+    complete(&mut c, &mut out, slot);
+    assert_eq!(out.failed, vec![(1, IoError::Io)]);
+    // The backing page may hold anything now: the copy goes, so every
+    // later read has the same (backing) answer.
+    assert_eq!(counter(&c, "resident_bytes"), 0.0);
+}
+
+#[test]
+fn a_failed_trim_fails_and_keeps_the_cached_pages() {
+    let (mut c, mut out) = (cache(WriteMode::WriteBack), outbox());
+    dirty_page(&mut c, &mut out);
+    host(&mut c, &mut out, 2, Op::Trim, 0);
+    let t = take_ios(&mut out);
+    assert_eq!(t[0].1.op, Op::Trim);
+    assert!(c.on_device_error(0, BACKING_DEVICE, t[0].1.tag, IoError::Io, &mut out));
+    assert_eq!(out.failed, vec![(2, IoError::Io)]);
+    assert_eq!(counter(&c, "dirty_bytes"), PAGE as f64, "kept, dirty");
 }

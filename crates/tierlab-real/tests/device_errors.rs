@@ -1,7 +1,7 @@
 //! Device errors on real files (`fail_after_writes`): a policy that
-//! survives them (passthrough, linear) fails only the host IOs that needed
-//! the failed device IO and runs on; one that does not stops the run at
-//! the first, naming the IO (fail-stop).
+//! survives them (passthrough, linear, the caches) fails only the host IOs
+//! that needed the failed device IO and runs on; one that does not (ATSMF,
+//! HSWD) stops the run at the first, naming the IO (fail-stop).
 
 use std::path::Path;
 
@@ -84,21 +84,74 @@ fn linear_fails_the_host_io_whose_part_failed() {
 
 #[test]
 fn a_policy_that_cannot_survive_a_device_error_stops_the_run_naming_it() {
+    // ATSMF survives no device error: its flash failing stops the run.
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
-        "[[devices]]\nname = \"cache\"\npath = \"cache.img\"\ncapacity_bytes = \"1MiB\"\ncreate = true\n\
+        "[[devices]]\nname = \"memory\"\npath = \"ram\"\ncapacity_bytes = \"3MiB\"\n\
+         [[devices]]\nname = \"flash\"\npath = \"flash.img\"\ncapacity_bytes = \"4MiB\"\ncreate = true\n\
          fail_after_writes = 10\n\
-         [[devices]]\nname = \"disk\"\npath = \"disk.img\"\ncapacity_bytes = \"4MiB\"\ncreate = true\n\
-         [policy]\nkind = \"cache\"\ncapacity_bytes = \"1MiB\"\nwrite_mode = \"write-back\"\n{}",
+         [policy]\nkind = \"atsmf\"\nsub_lun_size_bytes = \"1MiB\"\nmove_chunk_bytes = \"256KiB\"\n\
+         buffer_bytes = \"1MiB\"\nmemory_cap_bytes = \"2MiB\"\n{}",
         workload(1000)
     );
     let e = run(dir.path(), &text).err().expect("the run stops");
     assert!(
-        e.contains("device cache")
+        e.contains("device flash")
             && e.contains("failing every write after 10")
             && e.contains("Input/output error"),
         "{e}"
     );
+}
+
+#[test]
+fn a_write_back_cache_whose_disk_fails_keeps_the_data_dirty_and_fails_its_flushes() {
+    // The disk dies after 10 writes: write-backs fail, their pages stay
+    // dirty in the cache (readable, verified), the final drain gives them
+    // one retry and gives up, and the run reports the failed final sync
+    // instead of hanging.
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[[devices]]\nname = \"cache\"\npath = \"cache.img\"\ncapacity_bytes = \"4MiB\"\ncreate = true\n\
+         [[devices]]\nname = \"disk\"\npath = \"disk.img\"\ncapacity_bytes = \"4MiB\"\ncreate = true\n\
+         fail_after_writes = 10\n\
+         [policy]\nkind = \"cache\"\ncapacity_bytes = \"4MiB\"\nwrite_mode = \"write-back\"\n{}",
+        workload(2000)
+    );
+    let r = run(dir.path(), &text).unwrap();
+    let c = &r.run.info.policy_counters;
+    let get = |k: &str| c[k].as_f64().unwrap();
+    assert!(get("write_backs_failed") > 0.0, "{c:?}");
+    // (The counters are taken at the end of the workload, before the
+    // drain; what the drain left is in the final sync's error.)
+    assert!(
+        r.real
+            .device_error_messages
+            .last()
+            .is_some_and(|m| m.contains("the final sync failed")),
+        "{:?}",
+        r.real
+    );
+    assert!(r.real.sectors_verified > 1000, "{:?}", r.real);
+    assert_eq!(r.run.outcome.host_ios_unfinished, 0);
+}
+
+#[test]
+fn a_write_back_cache_whose_cache_file_fails_fails_those_writes_and_runs_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[[devices]]\nname = \"cache\"\npath = \"cache.img\"\ncapacity_bytes = \"1MiB\"\ncreate = true\n\
+         fail_after_writes = 600\n\
+         [[devices]]\nname = \"disk\"\npath = \"disk.img\"\ncapacity_bytes = \"4MiB\"\ncreate = true\n\
+         [policy]\nkind = \"cache\"\ncapacity_bytes = \"1MiB\"\nwrite_mode = \"write-back\"\n{}",
+        workload(2000)
+    );
+    let r = run(dir.path(), &text).unwrap();
+    let c = &r.run.info.policy_counters;
+    assert!(c["slot_writes_failed"].as_f64().unwrap() > 0.0, "{c:?}");
+    assert!(r.real.host_ios_failed > 0, "{:?}", r.real);
+    // Reads before the fault, and of pages no failed write touched.
+    assert!(r.real.sectors_verified > 500, "{:?}", r.real);
+    assert_eq!(r.run.outcome.host_ios_unfinished, 0);
 }
 
 #[test]
