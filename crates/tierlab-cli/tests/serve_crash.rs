@@ -454,6 +454,9 @@ fn atsmf_restarts_warm_after_a_clean_stop_and_after_a_sigkill() {
         "policy.sub_lun_size_bytes=1MiB",
         "policy.move_chunk_bytes=256KiB",
         "policy.buffer_bytes=1MiB",
+        // The test is about the restart: nothing is demoted while the
+        // client pauses between its passes.
+        "policy.demote_after_periods=1000000",
     ];
     let opts = || Opts {
         set: &set,
@@ -477,28 +480,29 @@ fn atsmf_restarts_warm_after_a_clean_stop_and_after_a_sigkill() {
             );
         }
     };
-    // Host IOs served from memory by a pass over the blocks (the counter is
-    // rewritten every 50 ms: wait for it to settle).
-    let memory_ios_of_a_pass = |srv: &Server, c: &mut Client| {
-        let ios = |srv: &Server| {
-            srv.counter("memory_ios")
-                .zip(srv.counter("flash_ios"))
-                .map(|(m, f)| m + f)
-        };
-        let settled = |srv: &Server| {
-            let mut last = ios(srv);
-            loop {
-                std::thread::sleep(Duration::from_millis(150));
-                let now = ios(srv);
-                if now == last {
-                    return srv.counter("memory_ios").unwrap_or(f64::NAN);
-                }
-                last = now;
+    // Host IOs served from memory by a pass over the blocks. The summary
+    // is rewritten every 50 ms: wait until it counts every host IO this
+    // server answered (`answered`, FLUSHes included), before and after.
+    let counted = |srv: &Server, answered: u64| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let m = srv.counter("memory_ios").unwrap_or(0.0);
+            let f = srv.counter("flash_ios").unwrap_or(0.0);
+            if m + f >= answered as f64 {
+                return m;
             }
-        };
-        let before = settled(srv);
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the summary never counted {answered} host IOs ({m} + {f})"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let memory_ios_of_a_pass = |srv: &Server, c: &mut Client, answered: &mut u64| {
+        let before = counted(srv, *answered);
         read_all(c);
-        settled(srv) - before
+        *answered += blocks.len() as u64;
+        counted(srv, *answered) - before
     };
     let mut srv = lab.start_with(opts());
     let mut c = Client::connect(&lab.socket());
@@ -506,6 +510,7 @@ fn atsmf_restarts_warm_after_a_clean_stop_and_after_a_sigkill() {
         assert_eq!(c.write(b * BLOCK, &data(b)), 0);
     }
     assert_eq!(c.flush(), 0);
+    let mut answered = blocks.len() as u64 + 1;
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while srv.counter("promotions").unwrap_or(0.0) < 1.0 {
         assert!(
@@ -513,8 +518,9 @@ fn atsmf_restarts_warm_after_a_clean_stop_and_after_a_sigkill() {
             "no promotion after 30 s of hot reads"
         );
         read_all(&mut c);
+        answered += blocks.len() as u64;
     }
-    let before = memory_ios_of_a_pass(&srv, &mut c);
+    let before = memory_ios_of_a_pass(&srv, &mut c, &mut answered);
     assert_eq!(
         before,
         blocks.len() as f64,
@@ -530,7 +536,7 @@ fn atsmf_restarts_warm_after_a_clean_stop_and_after_a_sigkill() {
             "after a {how}: sub-LUN 3 promoted at the restart"
         );
         let mut c = Client::connect(&lab.socket());
-        let after = memory_ios_of_a_pass(&srv, &mut c);
+        let after = memory_ios_of_a_pass(&srv, &mut c, &mut 0);
         eprintln!(
             "atsmf after a {how}: {warm} sub-LUN warm, {after} of {} reads from memory",
             blocks.len()

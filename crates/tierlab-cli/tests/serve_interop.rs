@@ -1250,13 +1250,28 @@ try:
                 acked[p] = s
 except nbd.Error as e:
     dead = str(e)
-for c in list(inflight):
+# The first error (ESHUTDOWN for a request sent after the stop began)
+# ends the writing, not the replies: those of requests the server took
+# before may still be on their way, so keep reading until every command
+# is answered or the connection is gone (a server that hung up early is
+# still caught: its commands stay unanswered).
+refused = {}
+deadline = time.time() + 10
+while inflight and time.time() < deadline:
+    for c in list(inflight):
+        try:
+            if h.aio_command_completed(c):
+                p, s, _ = inflight.pop(c)
+                acked[p] = s
+        except nbd.Error:
+            refused[c] = inflight.pop(c)
+    if not inflight:
+        break
     try:
-        if h.aio_command_completed(c):
-            p, s, _ = inflight.pop(c)
-            acked[p] = s
+        h.poll(100)
     except nbd.Error:
-        pass
+        break
+inflight.update(refused)
 pending = {p: s for (p, s, _) in inflight.values()}
 print(json.dumps({"dead": dead, "seq": seq, "acked": acked, "pending": pending}))
 "#;

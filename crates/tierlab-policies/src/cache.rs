@@ -953,7 +953,12 @@ impl Cache {
         if !self.draining {
             return;
         }
-        let quiet = self.dirty_set.is_empty() && self.hosts.is_empty();
+        // Pages whose write-back failed during the drain are given up: the
+        // stop goes on, but does not mark the metadata clean — the restart
+        // then copies their slots to the backing device (a retry).
+        let abandoned = !self.dirty_set.is_empty();
+        let quiet =
+            self.hosts.is_empty() && self.dirty_set.iter().all(|p| self.map[p].write_back_failed);
         let Some(m) = &mut self.persist else { return };
         match m.stop {
             StopStep::None if quiet => {
@@ -967,6 +972,12 @@ impl Cache {
                         .values()
                         .any(|r| !matches!(r, Rec::MetaFlush | Rec::MetaPage));
                     if data_ios {
+                        return;
+                    }
+                    if abandoned {
+                        // The executor's final sync makes the last commit
+                        // durable; the header stays "not clean".
+                        m.stop = StopStep::Done;
                         return;
                     }
                     m.stop = StopStep::Flush;
@@ -2172,6 +2183,7 @@ impl Policy for Cache {
             _ => unreachable!("only the records checked above"),
         }
         self.try_flush(out);
+        self.stop_progress(out);
         if cfg!(debug_assertions) {
             self.check_invariants();
         }

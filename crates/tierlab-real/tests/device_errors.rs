@@ -1,7 +1,8 @@
 //! Device errors on real files (`fail_after_writes`): a policy that
-//! survives them (passthrough, linear, the caches) fails only the host IOs
-//! that needed the failed device IO and runs on; one that does not (ATSMF,
-//! HSWD) stops the run at the first, naming the IO (fail-stop).
+//! survives them (passthrough, linear, the caches, ATSMF's host IOs) fails
+//! only the host IOs that needed the failed device IO and runs on; one that
+//! does not (HSWD, ATSMF's moves) stops the run at the first, naming the IO
+//! (fail-stop).
 
 use std::path::Path;
 
@@ -84,23 +85,51 @@ fn linear_fails_the_host_io_whose_part_failed() {
 
 #[test]
 fn a_policy_that_cannot_survive_a_device_error_stops_the_run_naming_it() {
-    // ATSMF survives no device error: its flash failing stops the run.
+    // HSWD survives no device error: its PCache failing stops the run.
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
-        "[[devices]]\nname = \"memory\"\npath = \"ram\"\ncapacity_bytes = \"3MiB\"\n\
-         [[devices]]\nname = \"flash\"\npath = \"flash.img\"\ncapacity_bytes = \"4MiB\"\ncreate = true\n\
-         fail_after_writes = 10\n\
-         [policy]\nkind = \"atsmf\"\nsub_lun_size_bytes = \"1MiB\"\nmove_chunk_bytes = \"256KiB\"\n\
-         buffer_bytes = \"1MiB\"\nmemory_cap_bytes = \"2MiB\"\n{}",
+        "[[devices]]\nname = \"pcache\"\npath = \"pcache.img\"\ncapacity_bytes = \"3MiB\"\ncreate = true\n\
+         fail_after_writes = 50\n\
+         [[devices]]\nname = \"smr\"\npath = \"smr.img\"\ncapacity_bytes = \"8MiB\"\ncreate = true\n\
+         [policy]\nkind = \"hswd\"\npcache_bytes = \"2MiB\"\nband_bytes = \"256KiB\"\n{}",
         workload(1000)
     );
     let e = run(dir.path(), &text).err().expect("the run stops");
     assert!(
-        e.contains("device flash")
-            && e.contains("failing every write after 10")
+        e.contains("device pcache")
+            && e.contains("failing every write after 50")
             && e.contains("Input/output error"),
         "{e}"
     );
+}
+
+#[test]
+fn atsmf_fails_the_host_ios_whose_flash_io_failed_and_runs_on() {
+    // No move runs in this short workload (24 s periods): every failed
+    // flash write is a host write's, answered with an error.
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[[devices]]\nname = \"memory\"\npath = \"ram\"\ncapacity_bytes = \"3MiB\"\n\
+         [[devices]]\nname = \"flash\"\npath = \"flash.img\"\ncapacity_bytes = \"4MiB\"\ncreate = true\n\
+         fail_after_writes = 200\n\
+         [policy]\nkind = \"atsmf\"\nsub_lun_size_bytes = \"1MiB\"\nmove_chunk_bytes = \"256KiB\"\n\
+         buffer_bytes = \"1MiB\"\nmemory_cap_bytes = \"2MiB\"\n{}",
+        workload(2000)
+    );
+    let r = run(dir.path(), &text).unwrap();
+    assert!(
+        (600..=900).contains(&r.real.host_ios_failed),
+        "{} host IOs failed",
+        r.real.host_ios_failed
+    );
+    let c = &r.run.info.policy_counters;
+    assert_eq!(
+        c["host_ios_failed"].as_f64().unwrap(),
+        r.real.host_ios_failed as f64,
+        "the policy and the executor count the same failures"
+    );
+    assert!(r.real.sectors_verified > 1000, "{:?}", r.real);
+    assert_eq!(r.run.outcome.host_ios_unfinished, 0);
 }
 
 #[test]
@@ -108,31 +137,38 @@ fn a_write_back_cache_whose_disk_fails_keeps_the_data_dirty_and_fails_its_flushe
     // The disk dies after 10 writes: write-backs fail, their pages stay
     // dirty in the cache (readable, verified), the final drain gives them
     // one retry and gives up, and the run reports the failed final sync
-    // instead of hanging.
-    let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "[[devices]]\nname = \"cache\"\npath = \"cache.img\"\ncapacity_bytes = \"4MiB\"\ncreate = true\n\
-         [[devices]]\nname = \"disk\"\npath = \"disk.img\"\ncapacity_bytes = \"4MiB\"\ncreate = true\n\
-         fail_after_writes = 10\n\
-         [policy]\nkind = \"cache\"\ncapacity_bytes = \"4MiB\"\nwrite_mode = \"write-back\"\n{}",
-        workload(2000)
-    );
-    let r = run(dir.path(), &text).unwrap();
-    let c = &r.run.info.policy_counters;
-    let get = |k: &str| c[k].as_f64().unwrap();
-    assert!(get("write_backs_failed") > 0.0, "{c:?}");
-    // (The counters are taken at the end of the workload, before the
-    // drain; what the drain left is in the final sync's error.)
-    assert!(
-        r.real
-            .device_error_messages
-            .last()
-            .is_some_and(|m| m.contains("the final sync failed")),
-        "{:?}",
-        r.real
-    );
-    assert!(r.real.sectors_verified > 1000, "{:?}", r.real);
-    assert_eq!(r.run.outcome.host_ios_unfinished, 0);
+    // instead of hanging — with and without persistent metadata (whose
+    // stop then leaves the metadata "not clean", so a restart retries).
+    for persistent in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "[[devices]]\nname = \"cache\"\npath = \"cache.img\"\ncapacity_bytes = \"5MiB\"\ncreate = true\n\
+             [[devices]]\nname = \"disk\"\npath = \"disk.img\"\ncapacity_bytes = \"4MiB\"\ncreate = true\n\
+             fail_after_writes = 10\n\
+             [policy]\nkind = \"cache\"\ncapacity_bytes = \"4MiB\"\nwrite_mode = \"write-back\"\n\
+             persistent = {persistent}\n{}",
+            workload(2000)
+        );
+        let r = run(dir.path(), &text).unwrap();
+        let c = &r.run.info.policy_counters;
+        let get = |k: &str| c[k].as_f64().unwrap();
+        assert!(
+            get("write_backs_failed") > 0.0,
+            "persistent {persistent}: {c:?}"
+        );
+        // (The counters are taken at the end of the workload, before the
+        // drain; what the drain left is in the final sync's error.)
+        assert!(
+            r.real
+                .device_error_messages
+                .last()
+                .is_some_and(|m| m.contains("the final sync failed")),
+            "persistent {persistent}: {:?}",
+            r.real
+        );
+        assert!(r.real.sectors_verified > 1000, "{:?}", r.real);
+        assert_eq!(r.run.outcome.host_ios_unfinished, 0);
+    }
 }
 
 #[test]

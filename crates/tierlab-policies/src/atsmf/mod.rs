@@ -42,7 +42,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::fmt::Write as _;
 
 use serde::Deserialize;
-use tierlab_core::policy::{BufRef, Extent, HostIo, Outbox, Policy, Stores};
+use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, Outbox, Policy, Stores};
 use tierlab_core::{DeviceIo, NS_PER_S, Op, TimeNs};
 
 use crate::cache::ByteCount;
@@ -421,6 +421,9 @@ struct Pending {
     parts_left: u32,
     touched_flash: bool,
     during_move: bool,
+    /// A part failed (a device error): the host IO fails once every part
+    /// ended.
+    failed: Option<IoError>,
 }
 
 /// Sum and count of response times.
@@ -494,6 +497,10 @@ struct Stats {
     flush_waits: u64,
     flush_back_rounds: u64,
     flush_back_bytes: u64,
+    /// Device IOs of host IOs that failed and were survived, and the host
+    /// IOs failed because of them.
+    device_errors: u64,
+    host_ios_failed: u64,
 }
 
 pub struct Atsmf {
@@ -1078,6 +1085,12 @@ impl Atsmf {
             return;
         }
         let p = *p;
+        if let Some(e) = p.failed {
+            self.stats.host_ios_failed += 1;
+            out.failed.push((p.host_id, e));
+            self.free_pending.push(pi);
+            return;
+        }
         let latency = now_ns - p.arrived_ns;
         let class = if !p.touched_flash {
             self.stats.memory_ios += 1;
@@ -1954,6 +1967,7 @@ impl Policy for Atsmf {
                 parts_left: 1,
                 touched_flash: true,
                 during_move: self.any_move_running(),
+                failed: None,
             };
             if io.op == Op::Flush {
                 self.host_flush(now_ns, pi, out);
@@ -1991,6 +2005,7 @@ impl Policy for Atsmf {
             parts_left: parts as u32,
             touched_flash: false,
             during_move: self.any_move_running(),
+            failed: None,
         };
         let mut at = io.offset_bytes;
         while at < end {
@@ -2199,6 +2214,8 @@ impl Policy for Atsmf {
             ("flush_waits", s.flush_waits as f64),
             ("flush_back_rounds", s.flush_back_rounds as f64),
             ("flush_back_bytes", s.flush_back_bytes as f64),
+            ("device_errors", s.device_errors as f64),
+            ("host_ios_failed", s.host_ios_failed as f64),
             ("avef_us", m.avef_us),
             ("avef_with_mg_us", m.avef_with_mg_us),
             ("avem_us", m.avem_us),
@@ -2238,6 +2255,34 @@ impl Policy for Atsmf {
     /// Cancels queued promotions and queues a demotion of every sub-LUN in
     /// memory; a promotion already running is demoted when it ends. Period
     /// boundaries still come but decide nothing.
+    /// Survives a failed device IO of a host IO (docs/atsmf.md): the host
+    /// IO fails, and the IO's bookkeeping runs as if it had landed — a
+    /// failed write leaves its range unspecified, so a slot or buffer
+    /// range it touched counts as newer than flash (written back at the
+    /// next FLUSH, demoted with its sub-LUN) and reads keep one answer.
+    /// A failed move chunk, sync, FLUSH write-back or tiering-table write
+    /// is refused (fail-stop).
+    fn on_device_error(
+        &mut self,
+        now_ns: TimeNs,
+        device: usize,
+        tag: u64,
+        error: IoError,
+        out: &mut Outbox,
+    ) -> bool {
+        let pi = match self.recs.get(tag as usize) {
+            Some(Rec::Host { pi, .. } | Rec::SlotWrite { pi, .. } | Rec::BufferRead { pi, .. }) => {
+                *pi
+            }
+            Some(Rec::BufferWrite { pending, .. }) => *pending,
+            _ => return false,
+        };
+        self.stats.device_errors += 1;
+        self.pending[pi as usize].failed.get_or_insert(error);
+        self.on_device_completion(now_ns, device, tag, out);
+        true
+    }
+
     /// With `persistent`: recovers the tiering table (`load_table`).
     fn open(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
         if self.table.is_some() {
