@@ -89,6 +89,10 @@ pub struct RealInfo {
     /// only its fast tier held back to the backing device (`Policy::drain`);
     /// then every backing store was fdatasync'ed.
     pub write_back_s: f64,
+    /// The policy's counters once that write-back ended (`run`'s
+    /// `policy_counters` stop at the end of the workload): what the drain
+    /// itself did, e.g. the cache's `drain_abandoned_pages`.
+    pub policy_counters_after_drain: serde_json::Map<String, serde_json::Value>,
     /// Device IOs that failed and the policy survived (it failed the host
     /// IOs that needed them); the first ones in words.
     pub device_errors: u64,
@@ -490,6 +494,13 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
     let started = std::time::Instant::now();
     exec.write_back()?;
     exec.info.write_back_s = started.elapsed().as_secs_f64();
+    exec.info.policy_counters_after_drain = exec
+        .core
+        .policy
+        .counters()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), tierlab_sim::run::counter_value(v)))
+        .collect();
     if opts.verify {
         // ...which the final scan reads back through the policy.
         exec.final_scan(drain_ns)?;

@@ -156,8 +156,14 @@ fn a_write_back_cache_whose_disk_fails_keeps_the_data_dirty_and_fails_its_flushe
             get("write_backs_failed") > 0.0,
             "persistent {persistent}: {c:?}"
         );
-        // (The counters are taken at the end of the workload, before the
-        // drain; what the drain left is in the final sync's error.)
+        // The drain's own count comes after the workload's counters.
+        let after = &r.real.policy_counters_after_drain;
+        let abandoned = after["drain_abandoned_pages"].as_f64().unwrap();
+        assert!(abandoned > 0.0, "persistent {persistent}: {after:?}");
+        assert!(
+            after["dirty_bytes"].as_f64().unwrap() >= abandoned * 4096.0,
+            "the abandoned pages are still dirty in the cache: {after:?}"
+        );
         assert!(
             r.real
                 .device_error_messages
