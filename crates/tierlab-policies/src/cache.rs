@@ -1995,11 +1995,19 @@ impl Policy for Cache {
                 };
                 st.reads_left -= 1;
                 if st.reads_left == 0 {
-                    let (first, k) = (st.first, st.pages.len() as u64);
-                    self.stats.flush_ios += 1;
-                    self.stats.flush_bytes += k * self.page;
-                    let dio = self.page_io(Op::Write, Buffer::Staging(staging), 0, first, k);
-                    self.submit(out, BACKING_DEVICE, dio, Rec::FlushWrite { staging });
+                    match st.failed {
+                        // Another slot read of this write-back failed: the
+                        // staging does not hold every page.
+                        Some(e) => self.write_back_failed(staging, e, out),
+                        None => {
+                            let (first, k) = (st.first, st.pages.len() as u64);
+                            self.stats.flush_ios += 1;
+                            self.stats.flush_bytes += k * self.page;
+                            let dio =
+                                self.page_io(Op::Write, Buffer::Staging(staging), 0, first, k);
+                            self.submit(out, BACKING_DEVICE, dio, Rec::FlushWrite { staging });
+                        }
+                    }
                 }
             }
             Rec::FlushWrite { staging } => self.staging_done(staging, out),

@@ -298,3 +298,29 @@ fn a_failed_trim_fails_and_keeps_the_cached_pages() {
     assert_eq!(out.failed, vec![(2, IoError::Io)]);
     assert_eq!(counter(&c, "dirty_bytes"), PAGE as f64, "kept, dirty");
 }
+
+/// A merged write-back of two pages whose first slot read fails and second
+/// lands: nothing is written to the backing device (the staging lacks a
+/// page), both pages stay dirty, the FLUSH fails.
+#[test]
+fn a_write_back_with_one_failed_slot_read_writes_nothing() {
+    let (mut c, mut out) = (cache(WriteMode::WriteBack), outbox());
+    for (id, page) in [(1, 0), (2, 1)] {
+        host(&mut c, &mut out, id, Op::Write, page);
+        let w = take_ios(&mut out);
+        complete(&mut c, &mut out, w[0]);
+    }
+    out.clear();
+    flush(&mut c, &mut out, 10);
+    let reads = take_ios(&mut out);
+    assert_eq!(reads.len(), 2, "one merged write-back, two slot reads");
+    assert!(c.on_device_error(0, CACHE_DEVICE, reads[0].1.tag, IoError::Io, &mut out));
+    complete(&mut c, &mut out, reads[1]);
+    assert!(
+        out.device_ios.is_empty(),
+        "no backing write: {:?}",
+        out.device_ios
+    );
+    assert_eq!(out.failed, vec![(10, IoError::Io)]);
+    assert_eq!(counter(&c, "dirty_bytes"), 2.0 * PAGE as f64);
+}
