@@ -559,6 +559,9 @@ pub struct Cache {
     /// Host FLUSHes in flight (write-back): each completes when its pages
     /// are written back.
     flush_waits: Vec<FlushWait>,
+    /// Pages marked `write_back_failed` (may also name pages that left the
+    /// cache or were rewritten since: checked when used).
+    failed_write_backs: HashSet<u64>,
     /// Test builds only: FLUSH completes at once, as before write-back on
     /// FLUSH existed (the crash checker must catch it).
     #[doc(hidden)]
@@ -685,6 +688,7 @@ impl Cache {
             trims: Vec::new(),
             draining: false,
             flush_waits: Vec::new(),
+            failed_write_backs: HashSet::new(),
             broken_flush_skips_write_back: false,
             broken_commit_skips_flush: false,
             persist: p.persistent.then(|| Persist {
@@ -1565,10 +1569,13 @@ impl Cache {
     }
 
     /// Pages whose write-back failed get one more try (a host FLUSH
-    /// arrived, or `drain`).
+    /// arrived, or `drain`): only those, so a FLUSH costs nothing more in
+    /// a large cache.
     fn retry_failed_write_backs(&mut self) {
-        for e in self.map.values_mut() {
-            e.write_back_failed = false;
+        for p in std::mem::take(&mut self.failed_write_backs) {
+            if let Some(e) = self.map.get_mut(&p) {
+                e.write_back_failed = false;
+            }
         }
     }
 
@@ -1591,6 +1598,7 @@ impl Cache {
             }
             e.flushing = false;
             e.write_back_failed = true;
+            self.failed_write_backs.insert(p);
             self.stats.write_backs_failed += 1;
             if self.draining {
                 self.stats.drain_abandoned_pages += 1;
@@ -2636,8 +2644,8 @@ impl Cache {
             );
             assert!(!e.flushing || e.dirty, "page {p} is flushed but clean");
             assert!(
-                !e.write_back_failed || e.dirty,
-                "page {p}: a failed write-back mark on a clean page"
+                !e.write_back_failed || (e.dirty && self.failed_write_backs.contains(&p)),
+                "page {p}: a failed write-back mark on a clean page, or not listed"
             );
             assert!(
                 !(e.drop_after_write && e.dirty && e.valid),
