@@ -147,6 +147,30 @@ fn persistent_caches_restart_warm_and_keep_every_flushed_write() {
     }
 }
 
+/// A cache broken on purpose by `breaks`, on a cache device of
+/// `cache_bytes` (RAM if `volatile`) over a 4 MiB disk.
+fn broken_cache_stack(
+    p: CacheParams,
+    cache_bytes: u64,
+    volatile: bool,
+    breaks: fn(&mut Cache),
+) -> Stack {
+    Stack {
+        build: Box::new(move || {
+            let mut c = Cache::new(&p)?;
+            breaks(&mut c);
+            Ok(Box::new(c) as Box<dyn Policy>)
+        }),
+        device_names: vec!["cache".into(), "disk".into()],
+        capacities_bytes: vec![cache_bytes, 4 << 20],
+        volatile: vec![volatile, false],
+        shingled_band_bytes: vec![None, None],
+        volume_bytes: 4 << 20,
+        devices: Vec::new(),
+        redundant_arrays: Vec::new(),
+    }
+}
+
 /// The persistent cache with its commits' data flush removed: an entry can
 /// reach the device before the data it names; the checker must see a
 /// restart serve (and copy back) bytes no write of that block produced.
@@ -154,20 +178,7 @@ fn persistent_caches_restart_warm_and_keep_every_flushed_write() {
 fn the_checker_catches_a_persistent_cache_whose_commit_skips_the_flush() {
     let mut p = CacheParams::with_capacity(1 << 20);
     p.persistent = true;
-    let s = Stack {
-        build: Box::new(move || {
-            let mut c = Cache::new(&p)?;
-            c.broken_commit_skips_flush = true;
-            Ok(Box::new(c) as Box<dyn Policy>)
-        }),
-        device_names: vec!["cache".into(), "disk".into()],
-        capacities_bytes: vec![2 << 20, 4 << 20],
-        volatile: vec![false, false],
-        shingled_band_bytes: vec![None, None],
-        volume_bytes: 4 << 20,
-        devices: Vec::new(),
-        redundant_arrays: Vec::new(),
-    };
+    let s = broken_cache_stack(p, 2 << 20, false, |c| c.broken_commit_skips_flush = true);
     let opts = Options {
         states: states(400),
         ..Default::default()
@@ -192,20 +203,7 @@ fn the_checker_catches_a_persistent_cache_whose_commit_skips_the_flush() {
 fn the_checker_catches_a_cache_whose_flush_skips_the_write_back() {
     let mut p = CacheParams::with_capacity(1 << 20);
     p.write_mode = WriteMode::WriteBack;
-    let s = Stack {
-        build: Box::new(move || {
-            let mut c = Cache::new(&p)?;
-            c.broken_flush_skips_write_back = true;
-            Ok(Box::new(c) as Box<dyn Policy>)
-        }),
-        device_names: vec!["cache".into(), "disk".into()],
-        capacities_bytes: vec![1 << 20, 4 << 20],
-        volatile: vec![true, false],
-        shingled_band_bytes: vec![None, None],
-        volume_bytes: 4 << 20,
-        devices: Vec::new(),
-        redundant_arrays: Vec::new(),
-    };
+    let s = broken_cache_stack(p, 1 << 20, true, |c| c.broken_flush_skips_write_back = true);
     let opts = Options {
         states: 40,
         ..Default::default()

@@ -384,6 +384,28 @@ struct Entry {
     drop_after_write: bool,
 }
 
+impl Entry {
+    /// A new residency of a page in `slot`: clean, nothing in flight;
+    /// `valid` when the slot already holds its data (a recovered page).
+    fn new(incarnation: u64, slot: u64, valid: bool) -> Entry {
+        Entry {
+            incarnation,
+            slot,
+            valid,
+            dirty: false,
+            generation: 0,
+            slot_write_inflight: false,
+            waiting: VecDeque::new(),
+            flushing: false,
+            evicting: false,
+            filling: None,
+            trim_raced: false,
+            write_back_failed: false,
+            drop_after_write: false,
+        }
+    }
+}
+
 /// A host FLUSH waiting for the pages that were dirty when it arrived to
 /// reach the backing device.
 struct FlushWait {
@@ -1224,24 +1246,8 @@ impl Cache {
         };
         self.owned[slot as usize] = true;
         self.next_incarnation += 1;
-        self.map.insert(
-            page,
-            Entry {
-                incarnation: self.next_incarnation,
-                slot,
-                valid: false,
-                dirty: false,
-                generation: 0,
-                slot_write_inflight: false,
-                waiting: VecDeque::new(),
-                flushing: false,
-                evicting: false,
-                filling: None,
-                trim_raced: false,
-                write_back_failed: false,
-                drop_after_write: false,
-            },
-        );
+        self.map
+            .insert(page, Entry::new(self.next_incarnation, slot, false));
         Some(slot)
     }
 
@@ -1584,20 +1590,11 @@ impl Cache {
     /// slots, and are not tried again until a retry; the FLUSHes waiting
     /// for them fail (`Outbox::failed`) — a later FLUSH tries again.
     fn write_back_failed(&mut self, sid: u64, error: IoError, out: &mut Outbox) {
-        let Some(st) = self.staging.remove(&sid) else {
-            return;
-        };
-        out.release.push(sid);
-        self.flushes_inflight -= 1;
-        for (p, inc, _) in st.pages {
-            let Some(e) = self.map.get_mut(&p) else {
-                continue;
-            };
-            if e.incarnation != inc {
+        for (p, inc, _) in self.end_write_back(sid, out) {
+            if !self.write_back_ended(p, inc) {
                 continue;
             }
-            e.flushing = false;
-            e.write_back_failed = true;
+            self.map.get_mut(&p).unwrap().write_back_failed = true;
             self.failed_write_backs.insert(p);
             self.stats.write_backs_failed += 1;
             if self.draining {
@@ -1777,20 +1774,36 @@ impl Cache {
         }
     }
 
-    fn staging_done(&mut self, sid: u64, out: &mut Outbox) {
+    /// Write-back `sid` ended (done or failed): its staging is released;
+    /// returns its pages (page, incarnation, generation read).
+    fn end_write_back(&mut self, sid: u64, out: &mut Outbox) -> Vec<(u64, u64, u64)> {
         let Some(st) = self.staging.remove(&sid) else {
-            return;
+            return Vec::new();
         };
         out.release.push(sid);
         self.flushes_inflight -= 1;
-        for (p, inc, generation) in st.pages {
-            let Some(e) = self.map.get_mut(&p) else {
-                continue;
-            };
-            if e.incarnation != inc {
+        st.pages
+    }
+
+    /// A write-back of page `p` (residency `inc`) ended: it is no longer
+    /// being flushed. False if the page left the cache since (nothing to
+    /// do). Page by page, so an earlier page's new write-back cannot merge
+    /// a later one still marked as flushing.
+    fn write_back_ended(&mut self, p: u64, inc: u64) -> bool {
+        match self.map.get_mut(&p) {
+            Some(e) if e.incarnation == inc => {
+                e.flushing = false;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn staging_done(&mut self, sid: u64, out: &mut Outbox) {
+        for (p, inc, generation) in self.end_write_back(sid, out) {
+            if !self.write_back_ended(p, inc) {
                 continue;
             }
-            e.flushing = false;
             self.flush_waits_page_done(p, inc, Some(generation), out);
             let Some(e) = self.map.get_mut(&p) else {
                 continue;
@@ -2498,24 +2511,8 @@ impl Cache {
             taken[slot as usize] = true;
             self.owned[slot as usize] = true;
             self.next_incarnation += 1;
-            self.map.insert(
-                page,
-                Entry {
-                    incarnation: self.next_incarnation,
-                    slot,
-                    valid: true,
-                    dirty: false,
-                    generation: 0,
-                    slot_write_inflight: false,
-                    waiting: VecDeque::new(),
-                    flushing: false,
-                    evicting: false,
-                    filling: None,
-                    trim_raced: false,
-                    write_back_failed: false,
-                    drop_after_write: false,
-                },
-            );
+            self.map
+                .insert(page, Entry::new(self.next_incarnation, slot, true));
             // After a crash a set of flashcache can hold more claims than it
             // has ways: a page evicted (its entry's clear not durable yet)
             // and the page that took its place (committed). The older
@@ -2797,7 +2794,8 @@ impl Cache {
         if e.drop_after_write && e.waiting.is_empty() {
             return self.drop_failed_copy(page, out);
         }
-        let (dirty, slot) = (e.dirty, e.slot);
+        let (dirty, slot, evicting) = (e.dirty, e.slot, e.evicting);
+        let next_write = e.waiting.pop_front();
         // Persistent mode: the slot holds the page's data now; the next
         // commit says so.
         if let Some(m) = &mut self.persist
@@ -2806,10 +2804,9 @@ impl Cache {
             m.table.set(slot, page);
             self.try_commit(out);
         }
-        let e = self.map.get_mut(&page).unwrap();
-        if let Some((host, page_in_buf)) = e.waiting.pop_front() {
+        if let Some((host, page_in_buf)) = next_write {
             self.slot_write(host, page, page_in_buf, out);
-        } else if e.evicting || self.flushing_everything() {
+        } else if evicting || self.flushing_everything() {
             self.flush_run(page, out);
         } else if dirty && self.mode == WriteMode::WriteBack {
             // Set cleaning (flashcache): the write that pushed the set over
