@@ -835,9 +835,13 @@ fn one_failed_device_write_is_never_acknowledged() {
             true,
         ),
         ("raid5 + bitmap", raid5_stack(true), true),
+        // Survive a failed host data path IO, stop at a failed commit, RMW
+        // or move IO (fail-stop).
+        ("hswd", hswd_stack("fully"), false),
+        ("atsmf", atsmf_stack(true), false),
     ];
     for (name, s, survives) in stacks {
-        let mut failed = 0;
+        let (mut failed, mut stopped) = (0, 0);
         for n in [0, 5, 100, 600] {
             let opts = Options {
                 fail_write_at: Some(n),
@@ -852,14 +856,15 @@ fn one_failed_device_write_is_never_acknowledged() {
                 r.violations[0].message
             );
             failed += r.host_ios_failed;
+            stopped += r.stopped_at_error as u64;
             if survives {
                 assert!(!r.stopped_at_error, "{name} stopped at write {n}");
             }
         }
-        eprintln!("{name}: {failed} host IOs failed over 4 runs with one failed device write each");
-        if survives {
-            assert!(failed > 0, "{name}");
-        }
+        eprintln!(
+            "{name}: {failed} host IOs failed over 4 runs with one failed device write each, {stopped} stopped"
+        );
+        assert!(failed > 0, "{name}: no host IO failed");
     }
 }
 

@@ -114,7 +114,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use serde::Deserialize;
-use tierlab_core::policy::{BufRef, Extent, HostIo, Outbox, Policy, Stores};
+use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, Outbox, Policy, Stores};
 use tierlab_core::{DeviceIo, NS_PER_MS, Op, TimeNs};
 
 use crate::cache::ByteCount;
@@ -426,6 +426,12 @@ pub struct HswdStats {
     /// When `drain` was called: cached blocks, and whether an RMW ran.
     pub drain_cached_blocks: u64,
     pub drain_during_rmw: u64,
+    /// Device IOs that failed (`Policy::on_device_error`), the host IOs
+    /// failed for them, and cached blocks dropped because the first write
+    /// of their data failed (nothing acknowledged was in the slot).
+    pub device_errors: u64,
+    pub host_ios_failed: u64,
+    pub failed_first_writes_dropped: u64,
     pub cached_bytes: u64,
     pub latency_sum_ns: u128,
     pub latency_max_ns: u64,
@@ -496,7 +502,6 @@ enum Rec {
         host: u64,
         block: u64,
         slot: u64,
-        new_block: bool,
     },
     /// A host trim's NRegion trim.
     Trim {
@@ -519,6 +524,9 @@ struct HostPending {
     parts: u32,
     tier: u16,
     arrival_ns: TimeNs,
+    /// A device IO one of its parts needed failed: the host IO fails
+    /// (`Outbox::failed`) once every part is done.
+    failed: Option<IoError>,
 }
 
 /// An RMW's steps; each waits for the previous one's IOs. Staging is made
@@ -818,8 +826,10 @@ impl Hswd {
 
     /// The NRegion trim of host trim `host` completed: drop the cached
     /// blocks it covers entirely that no write is reaching (no RMW of
-    /// their band ran meanwhile), then complete it.
-    fn trim_done(&mut self, host: u64, now_ns: TimeNs, out: &mut Outbox) {
+    /// their band ran meanwhile), then complete it. If it failed, the
+    /// NRegion range may still hold older data than the cached blocks:
+    /// they stay, and the host trim fails.
+    fn trim_done(&mut self, host: u64, failed: bool, now_ns: TimeNs, out: &mut Outbox) {
         let i = self
             .trims
             .iter()
@@ -834,25 +844,35 @@ impl Hswd {
             }
         }
         let bb = self.layout.block_bytes;
-        for b in self.cached_blocks_in(t.offset_bytes.div_ceil(bb), t.end_bytes / bb) {
-            let band = b / self.band_blocks;
+        let blocks = if failed {
+            Vec::new()
+        } else {
+            self.cached_blocks_in(t.offset_bytes.div_ceil(bb), t.end_bytes / bb)
+        };
+        for b in blocks {
             if !self.map[&b].mergeable() {
                 self.stats.trim_kept_blocks += 1;
                 continue;
             }
-            let slot = self.map.remove(&b).unwrap().slot;
             self.stats.trimmed_blocks += 1;
-            if let Some(info) = self.bands.get_mut(&band) {
-                info.blocks.remove(&b);
-            }
-            self.refile(band);
-            let set = self.set_of_band(band);
-            self.sets[set].used -= 1;
-            // The slot is free once its cleared entry is durable.
-            self.clear_entry(slot, out);
+            self.uncache(b, out);
         }
         self.try_commit(out);
         self.host_part_done(host, TIER_NREGION, now_ns, out);
+    }
+
+    /// `block` leaves the PCache (no IO of it in flight): its slot is
+    /// free once its cleared entry is durable.
+    fn uncache(&mut self, block: u64, out: &mut Outbox) {
+        let band = block / self.band_blocks;
+        let slot = self.map.remove(&block).unwrap().slot;
+        if let Some(info) = self.bands.get_mut(&band) {
+            info.blocks.remove(&block);
+        }
+        self.refile(band);
+        let set = self.set_of_band(band);
+        self.sets[set].used -= 1;
+        self.clear_entry(slot, out);
     }
 
     fn set_of_band(&self, band: u64) -> usize {
@@ -1127,6 +1147,11 @@ impl Hswd {
         h.parts -= 1;
         if h.parts == 0 {
             let h = self.hosts.remove(&host).unwrap();
+            if let Some(error) = h.failed {
+                self.stats.host_ios_failed += 1;
+                out.failed.push((host, error));
+                return;
+            }
             // NRegion (1) and RCache (2) both mean "not served by the
             // PCache alone"; NRegion wins over RCache.
             let tier = match h.tier {
@@ -1249,24 +1274,17 @@ impl Hswd {
     }
 
     /// Issues (or queues behind the one in flight) a host write of `block`.
-    fn slot_write(&mut self, host: u64, page: u64, block: u64, new_block: bool, out: &mut Outbox) {
+    fn slot_write(&mut self, host: u64, page: u64, block: u64, out: &mut Outbox) {
         let e = self.map.get_mut(&block).unwrap();
         if e.write_inflight || e.rmw_reading || !e.waiting.is_empty() {
             self.stats.rmw_held_writes += u64::from(e.rmw_reading);
             e.waiting.push_back((host, page));
             return;
         }
-        self.submit_slot_write(host, page, block, new_block, out);
+        self.submit_slot_write(host, page, block, out);
     }
 
-    fn submit_slot_write(
-        &mut self,
-        host: u64,
-        page: u64,
-        block: u64,
-        new_block: bool,
-        out: &mut Outbox,
-    ) {
+    fn submit_slot_write(&mut self, host: u64, page: u64, block: u64, out: &mut Outbox) {
         let e = self.map.get_mut(&block).unwrap();
         e.write_inflight = true;
         let slot = e.slot;
@@ -1281,12 +1299,7 @@ impl Hswd {
             out,
             PCACHE_DEVICE,
             io,
-            Rec::SlotWrite {
-                host,
-                block,
-                slot,
-                new_block,
-            },
+            Rec::SlotWrite { host, block, slot },
         );
     }
 
@@ -1300,7 +1313,7 @@ impl Hswd {
             return;
         }
         if let Some((h, page)) = e.waiting.pop_front() {
-            self.submit_slot_write(h, page, block, false, out);
+            self.submit_slot_write(h, page, block, out);
         }
     }
 
@@ -1308,7 +1321,7 @@ impl Hswd {
     fn place(&mut self, host: u64, page: u64, block: u64, out: &mut Outbox) -> bool {
         if let Some(e) = self.map.get_mut(&block) {
             e.generation += 1;
-            self.slot_write(host, page, block, false, out);
+            self.slot_write(host, page, block, out);
             return true;
         }
         let band = block / self.band_blocks;
@@ -1337,7 +1350,7 @@ impl Hswd {
             info.last_access = stamp;
         }
         self.refile(band);
-        self.slot_write(host, page, block, true, out);
+        self.slot_write(host, page, block, out);
         true
     }
 
@@ -1660,6 +1673,103 @@ impl Hswd {
         }
     }
 
+    /// Device IO `rec` completed, or failed with `error` (only host data
+    /// path IOs: `on_device_error`).
+    fn io_done(&mut self, now_ns: TimeNs, rec: Rec, error: Option<IoError>, out: &mut Outbox) {
+        if let Some(error) = error {
+            let host = match rec {
+                Rec::Read { host, .. } | Rec::SlotWrite { host, .. } | Rec::Trim { host } => host,
+                _ => unreachable!("only host data path IOs fail softly"),
+            };
+            if let Some(h) = self.hosts.get_mut(&host) {
+                h.failed.get_or_insert(error);
+            }
+        }
+        match rec {
+            Rec::Read {
+                host,
+                slot,
+                rcache,
+                tier,
+            } => {
+                if let Some(s) = slot {
+                    self.unpin(s, out);
+                }
+                if rcache {
+                    self.rcache_pins -= 1;
+                    if self.rcache_pins == 0
+                        && self.rmw.as_ref().is_some_and(|r| r.step == Step::Stage)
+                    {
+                        self.rmw_advance(now_ns, out);
+                    }
+                }
+                self.host_part_done(host, tier, now_ns, out);
+            }
+            Rec::SlotWrite { host, block, slot } => {
+                self.unpin(slot, out);
+                let mut committed = true;
+                let mut drop_block = false;
+                if let Some(e) = self.map.get_mut(&block) {
+                    e.write_inflight = false;
+                    if error.is_none() {
+                        let first_data = !e.valid;
+                        e.valid = true;
+                        committed = e.committed || self.broken == Broken::AckBeforeCommit;
+                        if first_data && e.slot == slot {
+                            // The block's first data landed: its entry goes
+                            // into the next commit (after a flush of this
+                            // data).
+                            self.durable.table.set(slot, block);
+                            self.durable.new_next.push((block, slot));
+                        }
+                    } else {
+                        // The slot never held this block's data and no
+                        // write is queued for it: the block is uncached
+                        // again (its NRegion copy is the newest landed).
+                        drop_block = !e.valid && e.waiting.is_empty() && e.slot == slot;
+                    }
+                }
+                if drop_block {
+                    self.stats.failed_first_writes_dropped += 1;
+                    self.uncache(block, out);
+                    self.try_commit(out);
+                } else {
+                    self.next_slot_write(block, out);
+                }
+                if error.is_some() {
+                    self.host_part_done(host, 0, now_ns, out);
+                } else if committed {
+                    self.host_part_done(host, 0, now_ns, out);
+                } else {
+                    // Acknowledged once a commit has written its entry.
+                    self.durable.hosts_next.push(host);
+                    self.try_commit(out);
+                }
+            }
+            Rec::Trim { host } => self.trim_done(host, error.is_some(), now_ns, out),
+            Rec::CommitFlush => self.commit_flushed(now_ns, out),
+            Rec::CommitPage => {
+                if self.durable.table.page_written() {
+                    self.commit_done(now_ns, out);
+                }
+            }
+            Rec::RmwBandRead | Rec::RmwStep => self.rmw_part_done(now_ns, out),
+            Rec::RmwBlockRead { slot, block } => {
+                self.unpin(slot, out);
+                if let Some(e) = self.map.get_mut(&block) {
+                    e.rmw_reading = false;
+                }
+                // Writes held for the read go now, before the RMW moves on.
+                self.next_slot_write(block, out);
+                self.rmw_part_done(now_ns, out);
+            }
+        }
+        self.try_clean(out);
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
+    }
+
     fn rmw_part_done(&mut self, now_ns: TimeNs, out: &mut Outbox) {
         if let Some(r) = self.rmw.as_mut() {
             r.pending -= 1;
@@ -1725,6 +1835,12 @@ impl Policy for Hswd {
             ("trims_deferred", s.trims_deferred as f64),
             ("drain_cached_blocks", s.drain_cached_blocks as f64),
             ("drain_during_rmw", s.drain_during_rmw as f64),
+            ("device_errors", s.device_errors as f64),
+            ("host_ios_failed", s.host_ios_failed as f64),
+            (
+                "failed_first_writes_dropped",
+                s.failed_first_writes_dropped as f64,
+            ),
             ("cached_bytes", s.cached_bytes as f64),
             (
                 "mean_latency_ms",
@@ -1795,6 +1911,7 @@ impl Policy for Hswd {
                 parts: 1,
                 tier: 0,
                 arrival_ns: now_ns,
+                failed: None,
             },
         );
         if n > 0 {
@@ -1821,76 +1938,36 @@ impl Policy for Hswd {
         let Some(rec) = self.inflight.remove(&(device, tag)) else {
             panic!("hswd: a completion for device {device} tag {tag}, which is not in flight");
         };
-        match rec {
-            Rec::Read {
-                host,
-                slot,
-                rcache,
-                tier,
-            } => {
-                if let Some(s) = slot {
-                    self.unpin(s, out);
-                }
-                if rcache {
-                    self.rcache_pins -= 1;
-                    if self.rcache_pins == 0
-                        && self.rmw.as_ref().is_some_and(|r| r.step == Step::Stage)
-                    {
-                        self.rmw_advance(now_ns, out);
-                    }
-                }
-                self.host_part_done(host, tier, now_ns, out);
-            }
-            Rec::SlotWrite {
-                host,
-                block,
-                slot,
-                new_block,
-            } => {
-                self.unpin(slot, out);
-                let mut committed = true;
-                if let Some(e) = self.map.get_mut(&block) {
-                    e.valid = true;
-                    e.write_inflight = false;
-                    committed = e.committed || self.broken == Broken::AckBeforeCommit;
-                    if new_block && e.slot == slot {
-                        // The block's first data landed: its entry goes
-                        // into the next commit (after a flush of this data).
-                        self.durable.table.set(slot, block);
-                        self.durable.new_next.push((block, slot));
-                    }
-                }
-                self.next_slot_write(block, out);
-                if committed {
-                    self.host_part_done(host, 0, now_ns, out);
-                } else {
-                    // Acknowledged once a commit has written its entry.
-                    self.durable.hosts_next.push(host);
-                    self.try_commit(out);
-                }
-            }
-            Rec::Trim { host } => self.trim_done(host, now_ns, out),
-            Rec::CommitFlush => self.commit_flushed(now_ns, out),
-            Rec::CommitPage => {
-                if self.durable.table.page_written() {
-                    self.commit_done(now_ns, out);
-                }
-            }
-            Rec::RmwBandRead | Rec::RmwStep => self.rmw_part_done(now_ns, out),
-            Rec::RmwBlockRead { slot, block } => {
-                self.unpin(slot, out);
-                if let Some(e) = self.map.get_mut(&block) {
-                    e.rmw_reading = false;
-                }
-                // Writes held for the read go now, before the RMW moves on.
-                self.next_slot_write(block, out);
-                self.rmw_part_done(now_ns, out);
+        self.io_done(now_ns, rec, None, out);
+    }
+
+    /// Survives a failed IO of the host data path: a PCache, RCache or
+    /// NRegion read (its host read fails), a slot write (its host write
+    /// fails; a block whose first data it was goes back to uncached, a
+    /// block holding acknowledged data keeps its slot, whose bytes the
+    /// failed write left unspecified), an NRegion trim (the host trim
+    /// fails, the cached blocks stay). A failed commit or RMW IO is
+    /// refused (fail-stop): the metadata or the band on the disk would be
+    /// in a state recovery alone can judge (docs/crash-consistency.md).
+    fn on_device_error(
+        &mut self,
+        now_ns: TimeNs,
+        device: usize,
+        tag: u64,
+        error: IoError,
+        out: &mut Outbox,
+    ) -> bool {
+        match self.inflight.get(&(device, tag)) {
+            Some(Rec::Read { .. } | Rec::SlotWrite { .. } | Rec::Trim { .. }) => {}
+            Some(_) => return false,
+            None => {
+                panic!("hswd: an error for device {device} tag {tag}, which is not in flight")
             }
         }
-        self.try_clean(out);
-        if cfg!(debug_assertions) {
-            self.check_invariants();
-        }
+        let rec = self.inflight.remove(&(device, tag)).unwrap();
+        self.stats.device_errors += 1;
+        self.io_done(now_ns, rec, Some(error), out);
+        true
     }
 
     fn on_timer(&mut self, now_ns: TimeNs, timer_id: u64, out: &mut Outbox) {
