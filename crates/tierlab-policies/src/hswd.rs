@@ -1736,9 +1736,8 @@ impl Hswd {
                 } else {
                     self.next_slot_write(block, out);
                 }
-                if error.is_some() {
-                    self.host_part_done(host, 0, now_ns, out);
-                } else if committed {
+                // (A failed part ends now: `committed` stayed true.)
+                if committed {
                     self.host_part_done(host, 0, now_ns, out);
                 } else {
                     // Acknowledged once a commit has written its entry.

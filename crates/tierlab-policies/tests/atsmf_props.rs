@@ -83,6 +83,10 @@ struct Case {
     drain_early: bool,
     memory_max_delay_ns: u64,
     flash_max_delay_ns: u64,
+    /// Device IOs that fail, per mille (`Sim::device_error_per_mille`),
+    /// and whether only host data path IOs do.
+    device_error_per_mille: u64,
+    host_path_errors_only: bool,
 }
 
 /// Random small geometry: 3–10 sub-LUNs of 4–16 KiB (the last maybe
@@ -151,6 +155,8 @@ fn random_case(rng: &mut Rng) -> Case {
             1 + rng.below(5_000)
         },
         flash_max_delay_ns: 10_000 + rng.below(60_000),
+        device_error_per_mille: 0,
+        host_path_errors_only: false,
     }
 }
 
@@ -168,6 +174,8 @@ fn run(seed: u64, case: &Case) -> (Vec<String>, Reached, Atsmf) {
     let mut sim = Sim::new(seed, case.flash_max_delay_ns, g, policy.tier_names().len());
     sim.device_max_delay = vec![case.memory_max_delay_ns, case.flash_max_delay_ns];
     sim.strict = case.strict;
+    sim.device_error_per_mille = case.device_error_per_mille;
+    sim.device_errors_on_host_path_only = case.host_path_errors_only;
     let mut out = Sim::outbox();
     if policy.required_alignment_bytes() != SECTOR {
         sim.fail(format!(
@@ -180,6 +188,10 @@ fn run(seed: u64, case: &Case) -> (Vec<String>, Reached, Atsmf) {
         complete_host_ios(&mut sim, &mut policy, &mut out);
     }
     sim.drain_and_check(&mut policy, &mut out);
+    if sim.stopped {
+        // Fail-stop: what it left is the crash checker's to judge.
+        return (sim.failures, sim.reached, policy);
+    }
     if !policy.sub_luns_in_memory().is_empty() || policy.memory_bytes() != 0 {
         let msg = format!(
             "drained with sub-LUNs {:?} in memory, {} bytes of slots held",
@@ -215,6 +227,10 @@ fn sweep(n: u64, salt: u64, make: impl Fn(&mut Rng) -> Case) -> Totals {
         let case = make(&mut rng);
         let (failures, reached, a) = run(seed, &case);
         assert!(failures.is_empty(), "seed {seed} ({case:?}): {failures:#?}");
+        assert!(
+            !case.host_path_errors_only || reached.stopped_runs == 0,
+            "seed {seed} ({case:?}): stopped at a host data path error"
+        );
         t.reached.add(&reached);
         t.promotions += counter(&a, "promotions");
         t.demotions += counter(&a, "demotions");
@@ -328,4 +344,29 @@ fn atsmf_locate_reports_where_a_read_would_go() {
 #[test]
 fn devices_are_memory_then_flash() {
     assert_eq!((MEMORY_DEVICE, FLASH_DEVICE), (0, 1));
+}
+
+/// Device errors: 0.5–3 % of device IOs fail (a failed write lands on a
+/// random subset of its sectors or on none). ATSMF fails only the host IOs
+/// whose device IO failed and goes on with the host model intact (half
+/// the runs fail only host data path IOs, and must never stop); a failed
+/// move copy, sync, write-back or table write stops it (fail-stop).
+#[test]
+fn atsmf_survives_host_path_device_errors_and_stops_at_the_rest() {
+    let n = cases(300);
+    let salt = std::cell::Cell::new(0u64);
+    let t = sweep(n, 41, |rng| {
+        let mut case = random_case(rng);
+        case.device_error_per_mille = 5 + rng.below(26);
+        salt.set(salt.get() + 1);
+        case.host_path_errors_only = salt.get() % 2 == 1;
+        case
+    });
+    if n >= 100 {
+        let r = &t.reached;
+        assert!(
+            r.host_ios_failed > 0 && r.stopped_runs > 0 && r.stopped_runs <= n / 2 && t.promotions > 0,
+            "coverage {t:?}"
+        );
+    }
 }

@@ -136,6 +136,10 @@ struct Case {
     strict: bool,
     end: End,
     drain_early: bool,
+    /// Device IOs that fail, per mille (`Sim::device_error_per_mille`),
+    /// and whether only host data path IOs do.
+    device_error_per_mille: u64,
+    host_path_errors_only: bool,
 }
 
 /// Runs one random workload; returns the failures (empty = pass) and what
@@ -152,6 +156,8 @@ fn run(policy: &mut Hswd, seed: u64, case: &Case, max_delay: u64) -> (Vec<String
     g.unwatched_below[PCACHE_DEVICE] = layout.metadata_bytes.div_ceil(PAGE);
     let mut sim = Sim::new(seed, max_delay, g, policy.tier_names().len());
     sim.strict = case.strict;
+    sim.device_error_per_mille = case.device_error_per_mille;
+    sim.device_errors_on_host_path_only = case.host_path_errors_only;
     let mut out = Sim::outbox();
     issue_workload(&mut sim, policy, &mut out, &case.w);
     match case.end {
@@ -163,6 +169,9 @@ fn run(policy: &mut Hswd, seed: u64, case: &Case, max_delay: u64) -> (Vec<String
         }
         End::CleanAll => {
             complete_host_ios(&mut sim, policy, &mut out);
+            if sim.stopped {
+                return (sim.failures, sim.reached);
+            }
             policy.clean_all(&mut out);
             sim.apply(policy, &mut out);
             let mut steps = 0;
@@ -173,12 +182,19 @@ fn run(policy: &mut Hswd, seed: u64, case: &Case, max_delay: u64) -> (Vec<String
                     break;
                 }
             }
+            if sim.stopped {
+                return (sim.failures, sim.reached);
+            }
             if sim.staging_left() > 0 {
                 let msg = format!("{} staging buffers never released", sim.staging_left());
                 sim.fail(msg);
             }
             sim.check_backing("after cleaning");
         }
+    }
+    if sim.stopped {
+        // Fail-stop: what it left is the crash checker's to judge.
+        return (sim.failures, sim.reached);
     }
     if !policy.is_quiescent() || policy.cached_blocks() != 0 {
         let msg = format!(
@@ -189,10 +205,13 @@ fn run(policy: &mut Hswd, seed: u64, case: &Case, max_delay: u64) -> (Vec<String
     }
     check_counts(&mut sim);
     let s = policy.stats();
-    if s.host_ios != sim.issued || s.completed_ios != sim.issued {
+    if s.host_ios != sim.issued
+        || s.completed_ios + s.host_ios_failed != sim.issued
+        || s.host_ios_failed != sim.reached.host_ios_failed
+    {
         let msg = format!(
-            "{} issued, policy counts {} / {} completed",
-            sim.issued, s.host_ios, s.completed_ios
+            "{} issued ({} failed), policy counts {} / {} completed / {} failed",
+            sim.issued, sim.reached.host_ios_failed, s.host_ios, s.completed_ios, s.host_ios_failed
         );
         sim.fail(msg);
     }
@@ -233,6 +252,8 @@ fn random_policy(rng: &mut Rng, selection: BandSelection, strict: bool) -> (Hswd
         strict,
         end: End::CleanAll,
         drain_early: false,
+        device_error_per_mille: 0,
+        host_path_errors_only: false,
     };
     (p, case)
 }
@@ -278,6 +299,7 @@ impl Totals {
         t.trims_deferred += s.trims_deferred;
         t.drain_cached_blocks += s.drain_cached_blocks;
         t.drain_during_rmw += s.drain_during_rmw;
+        t.failed_first_writes_dropped += s.failed_first_writes_dropped;
         self.set_runs += u64::from(sets > 1);
         self.strict_runs += u64::from(strict);
     }
@@ -296,6 +318,10 @@ fn sweep(n: u64, salt: u64, make: impl Fn(u64, &mut Rng) -> (HswdParams, Case)) 
         assert!(
             failures.is_empty(),
             "seed {seed} ({p:?}, {case:?}, delay {max_delay}): {failures:#?}"
+        );
+        assert!(
+            !case.host_path_errors_only || reached.stopped_runs == 0,
+            "seed {seed} ({p:?}, {case:?}): stopped at a host data path error"
         );
         t.add(&reached, &policy.stats(), policy.layout().sets, case.strict);
     }
@@ -412,6 +438,39 @@ fn hswd_locate_reports_where_a_read_would_go() {
             l[TIER_PCACHE as usize] > 0
                 && l[TIER_NREGION as usize] > 0
                 && l[TIER_RCACHE as usize] > 0,
+            "coverage {t:?}"
+        );
+    }
+}
+
+/// Device errors: 0.5–3 % of device IOs fail (a failed write lands on a
+/// random subset of its blocks or on none). HSWD fails only the host IOs
+/// whose read, slot write or trim failed and goes on with the host model
+/// intact; at a failed commit or RMW IO it stops (fail-stop, which the
+/// crash checker judges).
+#[test]
+fn hswd_survives_host_path_device_errors_and_stops_at_the_rest() {
+    let n = cases(400);
+    let t = sweep(n, 29, |seed, rng| {
+        let (p, mut case) = random_policy(rng, SELECTIONS[(seed % 3) as usize], seed % 2 == 0);
+        if seed % 4 >= 2 {
+            let trim_pct = rng.below(15);
+            with_trims(rng, &mut case, trim_pct);
+        }
+        case.end = [End::CleanAll, End::Drain][rng.below(2) as usize];
+        case.drain_early = rng.chance(50);
+        case.device_error_per_mille = 5 + rng.below(26);
+        // Half the runs fail only host data path IOs: they never stop.
+        case.host_path_errors_only = seed % 2 == 1;
+        (p, case)
+    });
+    if n >= 100 {
+        let r = &t.reached;
+        assert!(
+            r.host_ios_failed > 0
+                && r.stopped_runs > 0
+                && r.stopped_runs <= n / 2
+                && t.stats.failed_first_writes_dropped > 0,
             "coverage {t:?}"
         );
     }

@@ -2094,13 +2094,23 @@ impl Policy for Atsmf {
                 end,
             } => {
                 let mi = self.subs[sub as usize].mv as usize;
+                // The host IO failed (this part or another): sectors not
+                // buffered before keep the source's copy as their answer
+                // (the buffer there may hold another sub-LUN's bytes);
+                // those buffered before hold this sector's bytes, old or
+                // new, and are synced again.
+                let failed = self.pending[pending as usize].failed.is_some();
                 if let Some(mv) = self.moves[mi].as_mut() {
                     mv.buffer_writes_in_flight -= 1;
                     for i in first..end {
-                        Move::set(&mut mv.buffered, i);
-                        Move::set(&mut mv.unsynced, i);
+                        if !failed {
+                            Move::set(&mut mv.buffered, i);
+                        }
+                        if Move::bit(&mv.buffered, i) {
+                            Move::set(&mut mv.unsynced, i);
+                            mv.unsynced_any = true;
+                        }
                     }
-                    mv.unsynced_any = true;
                 }
                 self.finish_part(now_ns, pending, out);
                 self.advance_move(now_ns, sub, out);
@@ -2252,16 +2262,15 @@ impl Policy for Atsmf {
         SECTOR_BYTES
     }
 
-    /// Cancels queued promotions and queues a demotion of every sub-LUN in
-    /// memory; a promotion already running is demoted when it ends. Period
-    /// boundaries still come but decide nothing.
     /// Survives a failed device IO of a host IO (docs/atsmf.md): the host
     /// IO fails, and the IO's bookkeeping runs as if it had landed — a
-    /// failed write leaves its range unspecified, so a slot or buffer
-    /// range it touched counts as newer than flash (written back at the
-    /// next FLUSH, demoted with its sub-LUN) and reads keep one answer.
-    /// A failed move chunk, sync, FLUSH write-back or tiering-table write
-    /// is refused (fail-stop).
+    /// failed write leaves its range unspecified, so a slot range it
+    /// touched counts as newer than flash (written back at the next FLUSH,
+    /// demoted with its sub-LUN) and reads keep one answer. A move buffer
+    /// range counts as buffered only where it already was: elsewhere the
+    /// buffer may still hold another sub-LUN's bytes, so the source's copy
+    /// stays the answer. A failed move chunk, sync, FLUSH write-back or
+    /// tiering-table write is refused (fail-stop).
     fn on_device_error(
         &mut self,
         now_ns: TimeNs,
@@ -2291,6 +2300,9 @@ impl Policy for Atsmf {
         Ok(())
     }
 
+    /// Cancels queued promotions and queues a demotion of every sub-LUN in
+    /// memory; a promotion already running is demoted when it ends. Period
+    /// boundaries still come but decide nothing.
     fn drain(&mut self, now_ns: TimeNs, out: &mut Outbox) {
         self.drain_called = true;
         // The restart re-promotes what is in memory now, not the empty

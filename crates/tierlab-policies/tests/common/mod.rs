@@ -49,12 +49,27 @@
 //!   nothing is in flight, every host IO completed, every staging buffer is
 //!   released, the homes alone hold every unit's newest acknowledged data
 //!   (or zeros if trimmed since), and timers that still fire issue nothing.
+//!
+//! Device errors (`Sim::device_error_per_mille`, optionally only on the
+//! host data path): a device IO fails instead of completing
+//! (`Policy::on_device_error`); a failed write lands on a random subset of
+//! its units (or did at submission), a failed read delivers nothing. The
+//! policy fails host IOs (`Outbox::failed`: only after some device error),
+//! and the model goes on: a failed write or trim stays issued but is never
+//! acknowledged, so its units may read as it or as before — never older
+//! than the newest acknowledged — and every check above still holds. A
+//! policy that reports pages given up after failed write-backs
+//! (`drain_abandoned_pages`) may leave older data at the homes of units a
+//! failed IO carried (or that were gathered into a staging buffer with
+//! one). A policy that refuses an error stops the run (`Sim::stopped`,
+//! fail-stop): nothing after it is checked — the crash checker judges
+//! what a stopped stack left.
 
 #![allow(dead_code)] // each test file uses a part
 
 use std::collections::{HashMap, HashSet};
 
-use tierlab_core::policy::{BufRef, Extent, HostIo, Outbox, Policy};
+use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, Outbox, Policy};
 use tierlab_core::{DeviceIo, Op};
 
 /// The seeded RNG and event schedule of the shared test kit (the crash
@@ -226,6 +241,11 @@ pub struct Reached {
     pub drains: u64,
     /// Drains called while host IOs were in flight.
     pub drains_with_host_io: u64,
+    /// Device IOs failed on purpose (`Sim::device_error_per_mille`), host
+    /// IOs the policy failed, runs the policy stopped (fail-stop).
+    pub device_errors: u64,
+    pub host_ios_failed: u64,
+    pub stopped_runs: u64,
 }
 
 impl Reached {
@@ -249,6 +269,9 @@ impl Reached {
         self.flushes += o.flushes;
         self.drains += o.drains;
         self.drains_with_host_io += o.drains_with_host_io;
+        self.device_errors += o.device_errors;
+        self.host_ios_failed += o.host_ios_failed;
+        self.stopped_runs += o.stopped_runs;
     }
 }
 
@@ -293,6 +316,26 @@ pub struct Sim {
     pub failures: Vec<String>,
     /// Run `Target::check_full` after every event.
     pub full_checks: bool,
+    /// Device errors: each device IO fails with this chance (per mille)
+    /// instead of completing (`Policy::on_device_error`). A failed write
+    /// or trim lands on a random subset of its units (at submission or
+    /// not at all), a failed read delivers nothing.
+    pub device_error_per_mille: u64,
+    /// Only IOs of the host data path fail: those moving a host buffer's
+    /// bytes, and trims (to drive a policy far past many survived errors).
+    pub device_errors_on_host_path_only: bool,
+    /// The policy refused a device error (fail-stop): the process would
+    /// stop here, so the run does; nothing after it is checked.
+    pub stopped: bool,
+    /// Host units whose data a failed device IO carried (a write's, or
+    /// what a read would have found): if the policy reports it gave pages
+    /// up (`drain_abandoned_pages`), their homes may hold an older version
+    /// after the drain.
+    failed_io_units: HashSet<u64>,
+    /// Staging buffers a failed device read was to fill: a policy may give
+    /// up every page gathered in one (a write-back run), so at release
+    /// their units join `failed_io_units`.
+    tainted_staging: HashSet<u64>,
 }
 
 impl Sim {
@@ -333,6 +376,11 @@ impl Sim {
             },
             failures: Vec::new(),
             full_checks: true,
+            device_error_per_mille: 0,
+            device_errors_on_host_path_only: false,
+            stopped: false,
+            failed_io_units: HashSet::new(),
+            tainted_staging: HashSet::new(),
         }
     }
 
@@ -389,10 +437,16 @@ impl Sim {
         )
     }
 
-    /// Whether `d` is what unit `unit` may hold once nothing is in flight.
+    /// Whether `d` is what unit `unit` may hold once nothing is in flight:
+    /// its newest acknowledged version, or a newer one a write that failed
+    /// (so was never acknowledged) may have left (or zeros if trimmed since).
     fn settled_ok(&self, unit: u64, d: Data) -> bool {
         let (v, zero) = self.acked(unit);
-        d == Data::Block { unit, version: v } || zero && d == Data::Zero
+        let newest = self.newest.get(&unit).copied().unwrap_or(0);
+        match d {
+            Data::Block { unit: u, version } => u == unit && version >= v && version <= newest,
+            Data::Zero => zero,
+        }
     }
 
     fn buffer_unit(&self, buf: BufRef, j: u64) -> Result<Option<Data>, String> {
@@ -460,6 +514,15 @@ impl Sim {
             }
             self.devices[device].insert(unit, d);
         }
+    }
+
+    /// What a device range holds now (never-written units: None).
+    fn sample_quiet(&self, device: usize, io: &DeviceIo) -> Vec<Option<Data>> {
+        let u = self.g.unit_bytes;
+        let base = io.offset_bytes / u;
+        (0..io.size_bytes as u64 / u)
+            .map(|j| self.unit_at(device, base + j))
+            .collect()
     }
 
     /// What a device read finds on the device now.
@@ -637,15 +700,47 @@ impl Sim {
             if !self.released.insert(id) {
                 self.fail(format!("staging buffer {id} released twice"));
             }
-            self.staging.remove(&id);
+            let gathered = self.staging.remove(&id);
+            if self.tainted_staging.remove(&id) {
+                for d in gathered.unwrap_or_default().into_values() {
+                    if let Data::Block { unit, .. } = d {
+                        self.failed_io_units.insert(unit);
+                    }
+                }
+            }
         }
         for (host, tier) in std::mem::take(&mut out.complete) {
             self.host_done(host, tier);
+        }
+        for (host, _) in std::mem::take(&mut out.failed) {
+            self.host_failed(host);
         }
         for (at, id) in std::mem::take(&mut out.timers) {
             self.timers.push(at.max(self.now), id);
         }
         out.clear();
+    }
+
+    /// The policy failed host IO `host`: no data to check (a failed read's
+    /// buffer is undefined); a failed write or trim stays issued but never
+    /// acknowledged, so its units may read as it or as before.
+    fn host_failed(&mut self, host: u64) {
+        let Some(h) = self.hosts.remove(&host) else {
+            self.fail(format!("host {host} failed after it completed, or never issued"));
+            return;
+        };
+        if self.reached.device_errors == 0 {
+            self.fail(format!("host {host} failed with no device error"));
+        }
+        self.reached.host_ios_failed += 1;
+        self.host_bufs.remove(&host);
+        for p in h.first..h.first + h.n {
+            match h.op {
+                Op::Read => dec(&mut self.reading, p),
+                Op::Write | Op::Trim => dec(&mut self.writing, p),
+                Op::Flush => {}
+            }
+        }
     }
 
     fn host_done(&mut self, host: u64, tier: u16) {
@@ -702,8 +797,65 @@ impl Sim {
         }
     }
 
-    /// Runs the earliest event (device completion or timer); false if none.
+    /// Completes (or, by `device_error_per_mille`, fails) the earliest
+    /// device IO.
+    fn next_device_event<P: Target + ?Sized>(&mut self, policy: &mut P, out: &mut Outbox) {
+        let (at, p) = self.events.pop().unwrap();
+        self.now = at;
+        let eligible = !self.device_errors_on_host_path_only
+            || matches!(p.buf, Some(BufRef::Host { .. }))
+            || p.io.op == Op::Trim;
+        let fails = self.device_error_per_mille > 0
+            && eligible
+            && self.rng.below(1000) < self.device_error_per_mille;
+        if !fails {
+            self.device_done(&p);
+            policy.on_device_completion(self.now, p.device, p.io.tag, out);
+            return;
+        }
+        self.reached.device_errors += 1;
+        self.unwatch(&p);
+        if p.io.op == Op::Read {
+            if let Some(BufRef::Staging { id, .. }) = p.buf {
+                self.tainted_staging.insert(id);
+            }
+            for d in self.sample_quiet(p.device, &p.io).into_iter().flatten() {
+                if let Data::Block { unit, .. } = d {
+                    self.failed_io_units.insert(unit);
+                }
+            }
+        }
+        if matches!(p.io.op, Op::Write | Op::Trim) {
+            if let Some(BufRef::Staging { id, .. }) = p.buf {
+                self.tainted_staging.insert(id);
+            }
+            for d in p.data.iter().flatten() {
+                if let Data::Block { unit, .. } = d {
+                    self.failed_io_units.insert(*unit);
+                }
+            }
+            if !p.early {
+                let partial: Vec<Option<Data>> = p
+                    .data
+                    .iter()
+                    .map(|d| if self.rng.chance(50) { *d } else { None })
+                    .collect();
+                self.land(p.device, &p.io, &partial);
+            }
+        }
+        if !policy.on_device_error(self.now, p.device, p.io.tag, IoError::Io, out) {
+            self.stopped = true;
+            self.reached.stopped_runs += 1;
+            out.clear();
+        }
+    }
+
+    /// Runs the earliest event (device completion or timer); false if none
+    /// (or the policy stopped at a device error).
     pub fn step<P: Target + ?Sized>(&mut self, policy: &mut P, out: &mut Outbox) -> bool {
+        if self.stopped {
+            return false;
+        }
         let take_timer = match (self.events.next_at(), self.timers.next_at()) {
             (None, None) => return false,
             (Some(_), None) => false,
@@ -715,10 +867,7 @@ impl Sim {
             self.now = at;
             policy.on_timer(self.now, id, out);
         } else {
-            let (at, p) = self.events.pop().unwrap();
-            self.now = at;
-            self.device_done(&p);
-            policy.on_device_completion(self.now, p.device, p.io.tag, out);
+            self.next_device_event(policy, out);
         }
         self.apply(policy, out);
         if self.full_checks {
@@ -736,15 +885,15 @@ impl Sim {
         limit: u64,
     ) -> bool {
         let mut n = 0;
-        while !self.events.is_empty() {
+        while !self.events.is_empty() && !self.stopped {
             n += 1;
             if n > limit {
                 return false;
             }
-            let (at, p) = self.events.pop().unwrap();
-            self.now = at;
-            self.device_done(&p);
-            policy.on_device_completion(self.now, p.device, p.io.tag, out);
+            self.next_device_event(policy, out);
+            if self.stopped {
+                return true;
+            }
             self.apply(policy, out);
             if self.full_checks {
                 policy.check_full();
@@ -753,8 +902,8 @@ impl Sim {
         true
     }
 
-    fn device_done(&mut self, p: &PendingIo) {
-        let u = self.g.unit_bytes;
+    /// The strict check forgets a device IO that ended.
+    fn unwatch(&mut self, p: &PendingIo) {
         if self.strict && p.watched {
             for unit in self.watched_units(p.device, &p.io) {
                 if let Some(list) = self.in_flight.get_mut(&(p.device, unit)) {
@@ -765,6 +914,11 @@ impl Sim {
                 }
             }
         }
+    }
+
+    fn device_done(&mut self, p: &PendingIo) {
+        let u = self.g.unit_bytes;
+        self.unwatch(p);
         match p.io.op {
             Op::Read => {
                 let got = if p.early {
@@ -1037,6 +1191,9 @@ impl Sim {
     /// `drain`, then events until `is_drained` (bounded); then the checks
     /// of the module docs.
     pub fn drain_and_check<P: Target + ?Sized>(&mut self, policy: &mut P, out: &mut Outbox) {
+        if self.stopped {
+            return;
+        }
         self.reached.drains += 1;
         self.reached.drains_with_host_io += u64::from(!self.hosts.is_empty());
         policy.drain(self.now, out);
@@ -1052,6 +1209,9 @@ impl Sim {
                 return;
             }
             if !self.step(policy, out) {
+                if self.stopped {
+                    return;
+                }
                 self.fail(format!(
                     "not drained and nothing left to wait for\n{}",
                     policy.state()
@@ -1078,7 +1238,14 @@ impl Sim {
                 self.staging.keys().collect::<Vec<_>>()
             ));
         }
-        self.check_backing("after the drain");
+        // A policy that gave pages up after failed write-backs (a clean
+        // stop must end) may leave the homes of units a failed write
+        // carried older; every other unit must be exact.
+        let gave_up = policy
+            .counters()
+            .iter()
+            .any(|&(name, v)| name == "drain_abandoned_pages" && v > 0.0);
+        self.check_homes("after the drain", gave_up);
         // Timers may still fire; they must leave everything as it is.
         let mut n = 0;
         while let Some((at, id)) = self.timers.pop() {
@@ -1103,9 +1270,23 @@ impl Sim {
     /// The homes alone hold every unit's newest acknowledged data (or zeros
     /// if trimmed since).
     pub fn check_backing(&mut self, when: &str) {
+        self.check_homes(when, false);
+    }
+
+    /// As `check_backing`; `gave_up`: units a failed device write carried
+    /// may hold any of their versions (or zeros).
+    fn check_homes(&mut self, when: &str, gave_up: bool) {
         for p in 0..self.g.host_units {
             let b = self.backing(p);
-            if !self.settled_ok(p, b) {
+            let lost_ok = gave_up
+                && self.failed_io_units.contains(&p)
+                && match b {
+                    Data::Block { unit, version } => {
+                        unit == p && version <= self.newest.get(&p).copied().unwrap_or(0)
+                    }
+                    Data::Zero => true,
+                };
+            if !self.settled_ok(p, b) && !lost_ok {
                 let (v, zero) = self.acked(p);
                 self.fail(format!(
                     "unit {p}: its home holds {b:?} {when}, want version {v}{}",
@@ -1175,7 +1356,7 @@ pub fn issue_workload<P: Target + ?Sized>(
     let units = sim.g.host_units;
     let mut issued = 0u64;
     let mut guard = 0u64;
-    while issued < w.ios {
+    while issued < w.ios && !sim.stopped {
         guard += 1;
         if guard > 2_000_000 {
             sim.fail(format!("no progress\n{}", policy.state()));
@@ -1186,7 +1367,7 @@ pub fn issue_workload<P: Target + ?Sized>(
         }
         let can = (sim.hosts.len() as u64) < w.depth;
         if !(can && (sim.device_ios_in_flight() == 0 || sim.rng.chance(50))) {
-            if !sim.step(policy, out) {
+            if !sim.step(policy, out) && !sim.stopped {
                 sim.fail(format!(
                     "stuck: {} host IOs never completed\n{}",
                     sim.hosts.len(),
@@ -1222,7 +1403,7 @@ pub fn issue_workload<P: Target + ?Sized>(
             (first, n)
         };
         if !sim.can_issue(op, first, n) {
-            if !sim.step(policy, out) {
+            if !sim.step(policy, out) && !sim.stopped {
                 sim.fail(format!(
                     "stuck while a write is outstanding\n{}",
                     policy.state()
@@ -1239,9 +1420,9 @@ pub fn issue_workload<P: Target + ?Sized>(
 /// Runs events until every host IO has completed (bounded).
 pub fn complete_host_ios<P: Target + ?Sized>(sim: &mut Sim, policy: &mut P, out: &mut Outbox) {
     let mut steps = 0u64;
-    while !sim.hosts.is_empty() {
+    while !sim.hosts.is_empty() && !sim.stopped {
         steps += 1;
-        if steps > 2_000_000 || !sim.step(policy, out) {
+        if steps > 2_000_000 || !sim.step(policy, out) && !sim.stopped {
             sim.fail(format!(
                 "stuck: {} host IOs never completed\n{}",
                 sim.hosts.len(),
@@ -1252,10 +1433,15 @@ pub fn complete_host_ios<P: Target + ?Sized>(sim: &mut Sim, policy: &mut P, out:
     }
 }
 
-/// Checks that every issued host IO completed exactly once.
+/// Checks that every issued host IO completed (or failed) exactly once,
+/// unless the policy stopped at a device error.
 pub fn check_counts(sim: &mut Sim) {
-    if sim.completed != sim.issued {
-        let msg = format!("{} of {} host IOs completed", sim.completed, sim.issued);
+    let failed = sim.reached.host_ios_failed;
+    if sim.completed + failed != sim.issued && !sim.stopped {
+        let msg = format!(
+            "{} of {} host IOs completed, {failed} failed",
+            sim.completed, sim.issued
+        );
         sim.fail(msg);
     }
 }
