@@ -11,10 +11,17 @@
 //! - [`WriteFaults`]: a store that dies at its N-th write (every later
 //!   write and trim fails, flushes fail once one did; reads work — like
 //!   dm-flakey's `error_writes`), or one transient failed write.
+//! - [`RandomFaults`]: any device IO fails with a seeded chance.
+//! - [`Events`]: the random-delay event core both test executors run on
+//!   (the crash checker's `Exec`, the property harness's `Sim`): device
+//!   IOs complete a seeded random delay after submission (so out of
+//!   order), timers fire at their time, a step count bounds a run, and
+//!   [`end_device_io`] tells the policy how an IO ended.
 
 use std::collections::BTreeMap;
 
 use crate::TimeNs;
+use crate::policy::{IoError, Outbox, Policy};
 
 /// splitmix64: a seeded, dependency-free RNG.
 #[derive(Clone, Debug)]
@@ -129,6 +136,135 @@ impl WriteFaults {
     }
 }
 
+/// Device IOs that fail at random: each with a chance of `per_mille`
+/// thousandths (drawn only when non-zero, so a run without faults draws
+/// the same numbers as before).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RandomFaults {
+    pub per_mille: u64,
+}
+
+impl RandomFaults {
+    /// Whether the IO ending now fails.
+    pub fn fails(&self, rng: &mut Rng) -> bool {
+        self.per_mille > 0 && rng.below(1000) < self.per_mille
+    }
+}
+
+/// What happens next in a run.
+#[derive(Debug)]
+pub enum Next<D> {
+    /// A device IO ends (its executor's record of it).
+    Device(D),
+    Timer(u64),
+}
+
+/// The random-delay event core of a simulated run: device IOs end a
+/// seeded random delay (1 ns to `max_delay_ns`) after submission, timers
+/// at their time; equal times keep their order, a device IO before a
+/// timer. Time never goes back.
+#[derive(Debug)]
+pub struct Events<D> {
+    pub now_ns: TimeNs,
+    devices: Schedule<D>,
+    timers: Schedule<u64>,
+    /// Events handled (`next`, `next_device`): bounds a run that never
+    /// settles.
+    pub steps: u64,
+}
+
+impl<D> Default for Events<D> {
+    fn default() -> Self {
+        Events {
+            now_ns: 0,
+            devices: Schedule::default(),
+            timers: Schedule::default(),
+            steps: 0,
+        }
+    }
+}
+
+impl<D> Events<D> {
+    /// A device IO submitted now ends after a random delay.
+    pub fn submit(&mut self, rng: &mut Rng, max_delay_ns: u64, io: D) {
+        let delay = 1 + rng.below(max_delay_ns.max(1));
+        self.devices.push(self.now_ns + delay, io);
+    }
+
+    /// Timer `id` fires at `at_ns` (now, if that has passed).
+    pub fn set_timer(&mut self, at_ns: TimeNs, id: u64) {
+        self.timers.push(at_ns.max(self.now_ns), id);
+    }
+
+    /// The earliest event, time advanced to it; None if none is left.
+    pub fn next(&mut self) -> Option<Next<D>> {
+        let timer_first = match (self.devices.next_at(), self.timers.next_at()) {
+            (None, None) => return None,
+            (Some(_), None) => false,
+            (None, Some(_)) => true,
+            (Some(d), Some(t)) => t < d,
+        };
+        let (at, next) = if timer_first {
+            let (at, id) = self.timers.pop().unwrap();
+            (at, Next::Timer(id))
+        } else {
+            let (at, io) = self.devices.pop().unwrap();
+            (at, Next::Device(io))
+        };
+        self.now_ns = self.now_ns.max(at);
+        self.steps += 1;
+        Some(next)
+    }
+
+    /// The earliest device IO's end, timers left waiting (to settle the
+    /// devices alone).
+    pub fn next_device(&mut self) -> Option<D> {
+        let (at, io) = self.devices.pop()?;
+        self.now_ns = self.now_ns.max(at);
+        self.steps += 1;
+        Some(io)
+    }
+
+    /// The earliest timer, devices left waiting.
+    pub fn next_timer(&mut self) -> Option<u64> {
+        let (at, id) = self.timers.pop()?;
+        self.now_ns = self.now_ns.max(at);
+        self.steps += 1;
+        Some(id)
+    }
+
+    pub fn devices_in_flight(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// The device IOs in flight, earliest end first.
+    pub fn devices(&self) -> impl Iterator<Item = &D> {
+        self.devices.items()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.devices.is_empty() && self.timers.is_empty()
+    }
+}
+
+/// Tells `policy` that device IO (`device`, `tag`) ended, completed or
+/// `failed` (as `IoError::Io`). False: the policy refused the error
+/// (fail-stop) — the run stops there, as the process would.
+pub fn end_device_io<P: Policy + ?Sized>(
+    policy: &mut P,
+    now_ns: TimeNs,
+    device: usize,
+    tag: u64,
+    failed: bool,
+    out: &mut Outbox,
+) -> bool {
+    if failed {
+        return policy.on_device_error(now_ns, device, tag, IoError::Io, out);
+    }
+    policy.on_device_completion(now_ns, device, tag, out);
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +302,41 @@ mod tests {
         let got: Vec<bool> = (0..3).map(|_| f.write_fails()).collect();
         assert_eq!(got, vec![false, true, false]);
         assert!(!f.flush_fails());
+    }
+
+    #[test]
+    fn events_end_in_time_order_devices_before_timers_at_equal_times() {
+        let mut e: Events<&str> = Events::default();
+        let mut rng = Rng(3);
+        e.set_timer(5, 1);
+        // Delay 1 exactly: both device IOs end at 1.
+        e.submit(&mut rng, 1, "a");
+        e.submit(&mut rng, 1, "b");
+        e.set_timer(1, 2);
+        let order: Vec<String> = std::iter::from_fn(|| e.next())
+            .map(|n| match n {
+                Next::Device(d) => d.to_string(),
+                Next::Timer(id) => format!("t{id}"),
+            })
+            .collect();
+        assert_eq!(order, vec!["a", "b", "t2", "t1"]);
+        assert_eq!((e.now_ns, e.steps), (5, 4));
+        // A timer set in the past fires now; devices alone settle first.
+        e.set_timer(0, 3);
+        e.submit(&mut rng, 10, "c");
+        assert_eq!(e.next_device(), Some("c"));
+        assert!(e.now_ns > 5);
+        assert!(matches!(e.next(), Some(Next::Timer(3))));
+        assert!(e.is_empty());
+    }
+
+    #[test]
+    fn random_faults_draw_nothing_when_off() {
+        let mut a = Rng(9);
+        let mut b = Rng(9);
+        assert!(!RandomFaults::default().fails(&mut a));
+        assert_eq!(a.next_u64(), b.next_u64(), "no number was drawn");
+        let all = RandomFaults { per_mille: 1000 };
+        assert!((0..100).all(|_| all.fails(&mut a)));
     }
 }

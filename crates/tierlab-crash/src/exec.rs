@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use tierlab_core::apply::OutboxSink;
 use tierlab_core::policy::{BufRef, HostIo, IoError, Outbox, Policy};
-use tierlab_core::testkit::{Schedule, WriteFaults};
+use tierlab_core::testkit::{Events, Next, WriteFaults, end_device_io};
 use tierlab_core::{DeviceIo, Op, TimeNs};
 
 use crate::Rng;
@@ -113,12 +113,6 @@ struct DeviceIoInFlight {
     fails: bool,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Due {
-    Device(u64),
-    Timer(u64),
-}
-
 pub struct HostInFlight {
     pub op: Op,
     pub offset_bytes: u64,
@@ -136,10 +130,11 @@ pub struct Exec {
     pub policy: Box<dyn Policy>,
     pub media: Media,
     out: Outbox,
-    pub now_ns: TimeNs,
     rng: Rng,
     max_delay_ns: u64,
-    due: Schedule<Due>,
+    /// Device IOs in flight (keys into `devices`) and timers: the shared
+    /// random-delay core (its step count bounds a run).
+    q: Events<u64>,
     devices: HashMap<u64, DeviceIoInFlight>,
     next_device_io: u64,
     pub host: HashMap<u64, HostInFlight>,
@@ -148,8 +143,6 @@ pub struct Exec {
     /// Host IOs the stack answered, with their buffers, oldest first.
     pub finished: Vec<(u64, HostInFlight)>,
     pub log: Option<Log>,
-    /// Events handled: bounds a policy that never finishes.
-    pub steps: u64,
     /// A protocol error the policy made (the run stops at the first).
     pub error: Option<String>,
     /// Device writes that fail (surprise shutdown with real errors, or one
@@ -171,10 +164,9 @@ impl Exec {
                 wants_data: true,
                 ..Default::default()
             },
-            now_ns: 0,
             rng: Rng(seed),
             max_delay_ns: max_delay_ns.max(1),
-            due: Schedule::default(),
+            q: Events::default(),
             devices: HashMap::new(),
             next_device_io: 0,
             host: HashMap::new(),
@@ -182,7 +174,6 @@ impl Exec {
             staging: HashMap::new(),
             finished: Vec::new(),
             log: None,
-            steps: 0,
             error: None,
             faults: WriteFaults::default(),
             stopped: false,
@@ -195,8 +186,14 @@ impl Exec {
         self
     }
 
-    fn schedule(&mut self, at_ns: TimeNs, what: Due) {
-        self.due.push(at_ns, what);
+    /// The current time, ns.
+    pub fn now_ns(&self) -> TimeNs {
+        self.q.now_ns
+    }
+
+    /// Events handled: bounds a policy that never finishes.
+    pub fn steps(&self) -> u64 {
+        self.q.steps
     }
 
     /// Hands a host IO to the policy. `write_seq` (for a write) is the
@@ -257,7 +254,7 @@ impl Exec {
             size_bytes,
             tenant: 0,
         };
-        self.policy.on_host_io(self.now_ns, io, &mut self.out);
+        self.policy.on_host_io(self.now_ns(), io, &mut self.out);
         self.apply();
         id
     }
@@ -265,7 +262,7 @@ impl Exec {
     fn apply(&mut self) {
         let mut out = std::mem::take(&mut self.out);
         let name = self.policy.name().to_string();
-        if let Err(e) = out.apply(&name, self.now_ns, self) {
+        if let Err(e) = out.apply(&name, self.now_ns(), self) {
             self.error.get_or_insert(e);
         }
         self.out = out;
@@ -273,7 +270,7 @@ impl Exec {
 
     /// True while anything can still happen.
     pub fn has_events(&self) -> bool {
-        !self.due.is_empty()
+        !self.q.is_empty()
     }
 
     /// Device IOs in flight.
@@ -284,17 +281,13 @@ impl Exec {
     /// Handles the next event (a device completion or a timer). False if
     /// there is none.
     pub fn step(&mut self) -> bool {
-        let Some((at, what)) = self.due.pop() else {
-            return false;
-        };
-        self.now_ns = self.now_ns.max(at);
-        self.steps += 1;
-        match what {
-            Due::Timer(id) => {
-                self.policy.on_timer(self.now_ns, id, &mut self.out);
+        match self.q.next() {
+            None => return false,
+            Some(Next::Timer(id)) => {
+                self.policy.on_timer(self.now_ns(), id, &mut self.out);
                 self.apply();
             }
-            Due::Device(key) => self.device_done(key),
+            Some(Next::Device(key)) => self.device_done(key),
         }
         true
     }
@@ -342,8 +335,8 @@ impl Exec {
         }
         match d.owner {
             Owner::Policy(tag) => {
-                self.policy
-                    .on_device_completion(self.now_ns, dev, tag, &mut self.out);
+                let now = self.now_ns();
+                end_device_io(&mut *self.policy, now, dev, tag, false, &mut self.out);
                 self.apply();
             }
             Owner::Barrier(host_id) => self.barrier_flush_done(host_id, false),
@@ -444,8 +437,7 @@ impl Exec {
                 fails,
             },
         );
-        let delay = 1 + self.rng.below(self.max_delay_ns);
-        self.schedule(self.now_ns + delay, Due::Device(key));
+        self.q.submit(&mut self.rng, self.max_delay_ns, key);
     }
 
     /// A device IO that fails ends: nothing of it is applied to the stores
@@ -461,13 +453,8 @@ impl Exec {
         }
         match d.owner {
             Owner::Policy(tag) => {
-                if self.policy.on_device_error(
-                    self.now_ns,
-                    d.device,
-                    tag,
-                    IoError::Io,
-                    &mut self.out,
-                ) {
+                let now = self.now_ns();
+                if end_device_io(&mut *self.policy, now, d.device, tag, true, &mut self.out) {
                     self.apply();
                 } else {
                     self.stopped = true;
@@ -647,8 +634,9 @@ impl OutboxSink for Exec {
         Ok(())
     }
 
-    fn timer(&mut self, now: TimeNs, at_ns: TimeNs, timer_id: u64) {
-        self.schedule(at_ns.max(now), Due::Timer(timer_id));
+    fn timer(&mut self, _now: TimeNs, at_ns: TimeNs, timer_id: u64) {
+        // (`now` is the core's time: a past time fires now.)
+        self.q.set_timer(at_ns, timer_id);
     }
 
     fn cap_tenant(&mut self, _tenant: u32, _iops: Option<f64>) -> Result<(), String> {

@@ -492,7 +492,7 @@ pub fn record(stack: &Stack, opts: &Options) -> Result<Recording, String> {
         if ex.stopped {
             break; // fail-stop: the process ends here
         }
-        if ex.steps > STEP_BOUND {
+        if ex.steps() > STEP_BOUND {
             return Err(format!(
                 "the workload did not finish within {STEP_BOUND} events"
             ));
@@ -630,7 +630,7 @@ pub(crate) fn restart_and_read(
             if next >= region && ex.host.is_empty() {
                 return Ok((image, ex.media.images()));
             }
-            if ex.steps > STEP_BOUND {
+            if ex.steps() > STEP_BOUND {
                 return Err(format!(
                     "reading back did not finish within {STEP_BOUND} events"
                 ));

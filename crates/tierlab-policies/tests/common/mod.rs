@@ -69,14 +69,14 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, Outbox, Policy};
+use tierlab_core::policy::{BufRef, Extent, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, Op};
 
 /// The seeded RNG and event schedule of the shared test kit (the crash
 /// checker's executor uses the same).
 #[allow(unused_imports)] // not every test binary draws random numbers
 pub use tierlab_core::testkit::Rng;
-use tierlab_core::testkit::Schedule;
+use tierlab_core::testkit::{Events, Next, RandomFaults, end_device_io};
 
 /// `TIERLAB_PROP_CASES=N` runs N cases per test instead of the default
 /// (a longer hunt).
@@ -277,15 +277,14 @@ impl Reached {
 
 pub struct Sim {
     pub rng: Rng,
-    pub now: u64,
     pub max_delay: u64,
     /// Per device, when set: its own largest delay (else `max_delay`).
     pub device_max_delay: Vec<u64>,
     /// Device IOs submitted (their identity in the strict check).
     seq: u64,
     pub g: Geometry,
-    events: Schedule<PendingIo>,
-    timers: Schedule<u64>,
+    /// Device IOs in flight and timers: the shared random-delay core.
+    q: Events<PendingIo>,
     /// device → unit → data.
     pub devices: Vec<HashMap<u64, Data>>,
     /// The highest version each home unit ever held (by host unit).
@@ -343,13 +342,11 @@ impl Sim {
         let devices = vec![HashMap::new(); g.device_bytes.len()];
         Sim {
             rng: Rng(seed),
-            now: 0,
             max_delay: max_delay.max(1),
             device_max_delay: Vec::new(),
             seq: 0,
             g,
-            events: Schedule::default(),
-            timers: Schedule::default(),
+            q: Events::default(),
             devices,
             home_max: HashMap::new(),
             host_bufs: HashMap::new(),
@@ -399,7 +396,7 @@ impl Sim {
     }
 
     pub fn device_ios_in_flight(&self) -> usize {
-        self.events.len()
+        self.q.devices_in_flight()
     }
 
     /// Staging buffers filled and not released yet.
@@ -408,7 +405,7 @@ impl Sim {
     }
 
     pub fn in_flight_on(&self, device: usize) -> usize {
-        self.events.items().filter(|p| p.device == device).count()
+        self.q.devices().filter(|p| p.device == device).count()
     }
 
     /// Host unit `unit` at its home now.
@@ -649,8 +646,8 @@ impl Sim {
                     if clash {
                         let seqs: Vec<u64> = list.iter().map(|&(s, _)| s).collect();
                         let others: Vec<String> = self
-                            .events
-                            .items()
+                            .q
+                            .devices()
                             .filter(|p| seqs.contains(&p.seq))
                             .map(|p| format!("{:?} {:?}", p.io, p.buf))
                             .collect();
@@ -676,9 +673,9 @@ impl Sim {
                 .get(device)
                 .copied()
                 .unwrap_or(self.max_delay);
-            let delay = 1 + self.rng.below(max.max(1));
-            self.events.push(
-                self.now + delay,
+            self.q.submit(
+                &mut self.rng,
+                max,
                 PendingIo {
                     device,
                     io,
@@ -716,7 +713,7 @@ impl Sim {
             self.host_failed(host);
         }
         for (at, id) in std::mem::take(&mut out.timers) {
-            self.timers.push(at.max(self.now), id);
+            self.q.set_timer(at, id);
         }
         out.clear();
     }
@@ -797,20 +794,24 @@ impl Sim {
         }
     }
 
-    /// Completes (or, by `device_error_per_mille`, fails) the earliest
-    /// device IO.
-    fn next_device_event<P: Target + ?Sized>(&mut self, policy: &mut P, out: &mut Outbox) {
-        let (at, p) = self.events.pop().unwrap();
-        self.now = at;
+    /// The current time, ns.
+    pub fn now(&self) -> u64 {
+        self.q.now_ns
+    }
+
+    /// Device IO `p` ends now: completes, or (by `device_error_per_mille`)
+    /// fails.
+    fn device_event<P: Target + ?Sized>(&mut self, p: PendingIo, policy: &mut P, out: &mut Outbox) {
         let eligible = !self.device_errors_on_host_path_only
             || matches!(p.buf, Some(BufRef::Host { .. }))
             || p.io.op == Op::Trim;
-        let fails = self.device_error_per_mille > 0
-            && eligible
-            && self.rng.below(1000) < self.device_error_per_mille;
-        if !fails {
+        let faults = RandomFaults {
+            per_mille: if eligible { self.device_error_per_mille } else { 0 },
+        };
+        let now = self.now();
+        if !faults.fails(&mut self.rng) {
             self.device_done(&p);
-            policy.on_device_completion(self.now, p.device, p.io.tag, out);
+            end_device_io(policy, now, p.device, p.io.tag, false, out);
             return;
         }
         self.reached.device_errors += 1;
@@ -843,7 +844,7 @@ impl Sim {
                 self.land(p.device, &p.io, &partial);
             }
         }
-        if !policy.on_device_error(self.now, p.device, p.io.tag, IoError::Io, out) {
+        if !end_device_io(policy, now, p.device, p.io.tag, true, out) {
             self.stopped = true;
             self.reached.stopped_runs += 1;
             out.clear();
@@ -856,18 +857,10 @@ impl Sim {
         if self.stopped {
             return false;
         }
-        let take_timer = match (self.events.next_at(), self.timers.next_at()) {
-            (None, None) => return false,
-            (Some(_), None) => false,
-            (None, Some(_)) => true,
-            (Some(a), Some(b)) => b < a,
-        };
-        if take_timer {
-            let (at, id) = self.timers.pop().unwrap();
-            self.now = at;
-            policy.on_timer(self.now, id, out);
-        } else {
-            self.next_device_event(policy, out);
+        match self.q.next() {
+            None => return false,
+            Some(Next::Timer(id)) => policy.on_timer(self.now(), id, out),
+            Some(Next::Device(p)) => self.device_event(p, policy, out),
         }
         self.apply(policy, out);
         if self.full_checks {
@@ -885,12 +878,13 @@ impl Sim {
         limit: u64,
     ) -> bool {
         let mut n = 0;
-        while !self.events.is_empty() && !self.stopped {
+        while self.q.devices_in_flight() > 0 && !self.stopped {
             n += 1;
             if n > limit {
                 return false;
             }
-            self.next_device_event(policy, out);
+            let p = self.q.next_device().unwrap();
+            self.device_event(p, policy, out);
             if self.stopped {
                 return true;
             }
@@ -1063,7 +1057,7 @@ impl Sim {
             size_bytes: (n * u) as u32,
             tenant: 0,
         };
-        policy.on_host_io(self.now, io, out);
+        policy.on_host_io(self.now(), io, out);
         self.apply(policy, out);
         if self.full_checks {
             policy.check_full();
@@ -1196,7 +1190,7 @@ impl Sim {
         }
         self.reached.drains += 1;
         self.reached.drains_with_host_io += u64::from(!self.hosts.is_empty());
-        policy.drain(self.now, out);
+        policy.drain(self.now(), out);
         self.apply(policy, out);
         if self.full_checks {
             policy.check_full();
@@ -1219,10 +1213,10 @@ impl Sim {
                 return;
             }
         }
-        if !self.events.is_empty() {
+        if self.q.devices_in_flight() > 0 {
             self.fail(format!(
                 "drained with {} device IOs in flight\n{}",
-                self.events.len(),
+                self.q.devices_in_flight(),
                 policy.state()
             ));
         }
@@ -1248,14 +1242,13 @@ impl Sim {
         self.check_homes("after the drain", gave_up);
         // Timers may still fire; they must leave everything as it is.
         let mut n = 0;
-        while let Some((at, id)) = self.timers.pop() {
+        while let Some(id) = self.q.next_timer() {
             n += 1;
             if n > 1000 {
                 self.fail("timers keep firing after the drain".into());
                 break;
             }
-            self.now = at;
-            policy.on_timer(self.now, id, out);
+            policy.on_timer(self.now(), id, out);
             if !out.device_ios.is_empty() || !policy.is_drained() {
                 self.fail(format!(
                     "timer {id} after the drain issued {:?} / undrained the policy",
