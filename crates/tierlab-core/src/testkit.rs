@@ -168,7 +168,7 @@ pub struct Events<D> {
     pub now_ns: TimeNs,
     devices: Schedule<D>,
     timers: Schedule<u64>,
-    /// Events handled (`next`, `next_device`): bounds a run that never
+    /// Events handled (`pop_next`, `next_device`, `next_timer`): bounds a run that never
     /// settles.
     pub steps: u64,
 }
@@ -197,7 +197,7 @@ impl<D> Events<D> {
     }
 
     /// The earliest event, time advanced to it; None if none is left.
-    pub fn next(&mut self) -> Option<Next<D>> {
+    pub fn pop_next(&mut self) -> Option<Next<D>> {
         let timer_first = match (self.devices.next_at(), self.timers.next_at()) {
             (None, None) => return None,
             (Some(_), None) => false,
@@ -313,7 +313,7 @@ mod tests {
         e.submit(&mut rng, 1, "a");
         e.submit(&mut rng, 1, "b");
         e.set_timer(1, 2);
-        let order: Vec<String> = std::iter::from_fn(|| e.next())
+        let order: Vec<String> = std::iter::from_fn(|| e.pop_next())
             .map(|n| match n {
                 Next::Device(d) => d.to_string(),
                 Next::Timer(id) => format!("t{id}"),
@@ -326,7 +326,7 @@ mod tests {
         e.submit(&mut rng, 10, "c");
         assert_eq!(e.next_device(), Some("c"));
         assert!(e.now_ns > 5);
-        assert!(matches!(e.next(), Some(Next::Timer(3))));
+        assert!(matches!(e.pop_next(), Some(Next::Timer(3))));
         assert!(e.is_empty());
     }
 

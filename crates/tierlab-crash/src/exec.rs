@@ -281,7 +281,7 @@ impl Exec {
     /// Handles the next event (a device completion or a timer). False if
     /// there is none.
     pub fn step(&mut self) -> bool {
-        match self.q.next() {
+        match self.q.pop_next() {
             None => return false,
             Some(Next::Timer(id)) => {
                 self.policy.on_timer(self.now_ns(), id, &mut self.out);

@@ -857,7 +857,7 @@ impl Sim {
         if self.stopped {
             return false;
         }
-        match self.q.next() {
+        match self.q.pop_next() {
             None => return false,
             Some(Next::Timer(id)) => policy.on_timer(self.now(), id, out),
             Some(Next::Device(p)) => self.device_event(p, policy, out),
