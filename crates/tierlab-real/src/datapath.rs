@@ -832,6 +832,8 @@ impl Core {
             },
             outcome: tierlab_sim::RunOutcome {
                 end_ns,
+                // The window includes the final drain (docs/real.md).
+                workload_end_ns: end_ns,
                 host_ios,
                 events: self.events,
                 host_ios_unfinished: self.host.len() as u64,

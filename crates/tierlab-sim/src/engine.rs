@@ -138,6 +138,12 @@ impl From<tierlab_trace::TraceError> for SimError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunOutcome {
     pub end_ns: TimeNs,
+    /// When the workload ended: every tenant done issuing and every host
+    /// IO completed (the last completion); `end_ns` for a run stopped by
+    /// its time limit or left with host IOs unfinished. After it the stack
+    /// may still move data (ATSMF moves, write-backs): `end_ns` includes
+    /// that, host IO/s does not (`Recorder::finish_after_workload`).
+    pub workload_end_ns: TimeNs,
     pub host_ios: u64,
     pub events: u64,
     /// Host IOs the policy never completed (a policy bug, reported).
@@ -157,6 +163,8 @@ pub struct Simulation {
     done: Vec<Completion>,
     states: Vec<DeviceState>,
     host_ios: u64,
+    /// The latest host IO completion.
+    last_host_done_ns: TimeNs,
     events: u64,
     /// Policy counters sampled every `sample_interval_ns` (see `sample_policy_counters`).
     sample_interval_ns: Option<TimeNs>,
@@ -215,6 +223,7 @@ impl Simulation {
             done: Vec::new(),
             states,
             host_ios: 0,
+            last_host_done_ns: 0,
             events: 0,
             sample_interval_ns: None,
             next_sample_ns: 0,
@@ -295,6 +304,7 @@ impl Simulation {
             self.states[d] = self.devices[d].state();
             self.note_member_states(d, obs, true);
         }
+        let mut stopped_by_limit = false;
         loop {
             // The next event of each kind.
             let mut next = TimeNs::MAX;
@@ -317,6 +327,7 @@ impl Simulation {
             }
             if until_ns.is_some_and(|u| next > u) {
                 self.now_ns = until_ns.unwrap();
+                stopped_by_limit = true;
                 break;
             }
             self.sample_until(next);
@@ -410,8 +421,14 @@ impl Simulation {
                 self.counter_samples.push((self.now_ns, values));
             }
         }
+        let workload_end_ns = if stopped_by_limit || self.host.len() > 0 {
+            self.now_ns
+        } else {
+            self.last_host_done_ns
+        };
         Ok(RunOutcome {
             end_ns: self.now_ns,
+            workload_end_ns,
             host_ios: self.host_ios,
             events: self.events,
             host_ios_unfinished: self.host.len() as u64,
@@ -530,6 +547,7 @@ impl OutboxSink for SimSink<'_> {
         })?;
         self.obs
             .host_io(h.arrival_ns, now_ns, h.op, h.size_bytes, tier, h.tenant);
+        self.sim.last_host_done_ns = self.sim.last_host_done_ns.max(now_ns);
         self.sim.tenants[h.tenant as usize].complete();
         Ok(())
     }

@@ -261,7 +261,7 @@ pub fn run_with_progress(
         .duration_s
         .map(|s| (s * NS_PER_S as f64).round() as TimeNs);
     let outcome = sim.run_with_progress(&mut recorder, until, progress)?;
-    let metrics = recorder.finish(outcome.end_ns);
+    let metrics = recorder.finish_after_workload(outcome.end_ns, outcome.workload_end_ns);
     let info = RunInfo {
         seed: config.seed,
         policy: sim.policy().name().to_string(),

@@ -544,13 +544,22 @@ impl Recorder {
     /// value is a counted violation and the latest event time is used).
     /// IOs still in flight count in `io_ticks`/`time_in_queue` up to the
     /// end but have no latency.
-    pub fn finish(mut self, end_ns: TimeNs) -> SimMetrics {
+    pub fn finish(self, end_ns: TimeNs) -> SimMetrics {
+        self.finish_after_workload(end_ns, end_ns)
+    }
+
+    /// As `finish`, for a run that went on after its workload ended at
+    /// `workload_end_ns` (every host IO issued and completed; the stack
+    /// still moving data): host IO/s and MB/s divide by the workload's
+    /// window, not the run's (`SimMetrics::host_end_ns`).
+    pub fn finish_after_workload(mut self, end_ns: TimeNs, workload_end_ns: TimeNs) -> SimMetrics {
         let end_ns = self.observe(end_ns);
         self.close_interval(end_ns);
         for device in &mut self.devices {
             device.disk.round(end_ns);
         }
-        summary::build(self, end_ns)
+        let host_end_ns = workload_end_ns.clamp(self.start_ns, end_ns);
+        summary::build(self, end_ns, host_end_ns)
     }
 }
 

@@ -175,6 +175,16 @@ pub struct SimMetrics {
     pub start_ns: TimeNs,
     pub end_ns: TimeNs,
     pub duration_ns: u64,
+    /// The workload's window: from `start_ns` to the end of the workload
+    /// (`Recorder::finish_after_workload`; `end_ns` otherwise). Host IO/s
+    /// and MB/s divide by it, so work the stack does after the workload
+    /// (moves, write-backs) does not dilute them; device rates divide by
+    /// `duration_ns`.
+    pub host_end_ns: TimeNs,
+    pub host_duration_ns: u64,
+    /// `end_ns - host_end_ns`: how long the run went on after its
+    /// workload ended.
+    pub background_tail_ns: u64,
     pub interval_ns: u64,
     /// Rows of the series (intervals kept).
     pub intervals: usize,
@@ -243,11 +253,12 @@ impl SimMetrics {
     }
 }
 
-pub(super) fn build(rec: Recorder, end_ns: TimeNs) -> SimMetrics {
+pub(super) fn build(rec: Recorder, end_ns: TimeNs, host_end_ns: TimeNs) -> SimMetrics {
     let duration_ns = end_ns - rec.start_ns;
+    let host_duration_ns = host_end_ns - rec.start_ns;
     let named = |name: String, scope: &ScopeAcc| ScopeSummary {
         name,
-        io: IoSummary::from_scope(scope, duration_ns),
+        io: IoSummary::from_scope(scope, host_duration_ns),
     };
     let ops: Vec<ScopeSummary> = Op::ALL
         .iter()
@@ -283,7 +294,7 @@ pub(super) fn build(rec: Recorder, end_ns: TimeNs) -> SimMetrics {
 
     let mut histograms =
         Vec::with_capacity(5 + rec.tiers.len() + rec.tenants.len() + rec.devices.len());
-    let total = IoSummary::from_scope(&rec.all, duration_ns);
+    let total = IoSummary::from_scope(&rec.all, host_duration_ns);
     histograms.push(("all".to_string(), rec.all.latency));
     for (op, scope) in Op::ALL.iter().zip(rec.ops) {
         histograms.push((format!("op:{}", op.as_str()), scope.latency));
@@ -306,6 +317,9 @@ pub(super) fn build(rec: Recorder, end_ns: TimeNs) -> SimMetrics {
         start_ns: rec.start_ns,
         end_ns,
         duration_ns,
+        host_end_ns,
+        host_duration_ns,
+        background_tail_ns: end_ns - host_end_ns,
         interval_ns: rec.interval_ns,
         intervals: rec.host_series.len(),
         series_truncated: rec.series_truncated,

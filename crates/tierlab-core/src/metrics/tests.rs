@@ -40,6 +40,34 @@ impl Lcg {
 // ---------------------------------------------------------------- histograms
 
 #[test]
+fn host_rates_divide_by_the_workload_window_device_rates_by_the_run() {
+    // 1000 host IOs of 4 KiB, all done by 1 ms; one device busy from 0
+    // to 1 s (a move after the workload). The run ends at 1 s.
+    let mut rec = recorder(&["flash"], NS_PER_S);
+    rec.device_submit(0, 0);
+    for i in 1..=1000u64 {
+        rec.host_io(0, i * NS_PER_US, Op::Read, 4096, 0, 0);
+    }
+    rec.device_complete(0, 0, NS_PER_S, Op::Read, 1 << 20);
+    let m = rec.finish_after_workload(NS_PER_S, NS_PER_MS);
+    assert_eq!((m.host_end_ns, m.host_duration_ns), (NS_PER_MS, NS_PER_MS));
+    assert_eq!(m.background_tail_ns, NS_PER_S - NS_PER_MS);
+    // 1000 IOs in 1 ms = 1,000,000 IO/s; 4,096,000 B in 1 ms = 4096 MB/s.
+    assert_eq!(m.total.iops, Some(1_000_000.0));
+    assert_eq!(m.total.mb_per_s, Some(4096.0));
+    assert_eq!(m.tiers[0].io.iops, Some(1_000_000.0));
+    // The device: 1 IO in the run's 1 s, busy all of it.
+    assert_eq!(m.devices[0].io.iops, Some(1.0));
+    assert_eq!(m.devices[0].util_percent, Some(100.0));
+    // `finish` is the whole run for both.
+    let mut rec = recorder(&[], NS_PER_S);
+    rec.host_io(0, NS_PER_US, Op::Read, 4096, 0, 0);
+    let m = rec.finish(NS_PER_S);
+    assert_eq!((m.host_end_ns, m.background_tail_ns), (NS_PER_S, 0));
+    assert_eq!(m.total.iops, Some(1.0));
+}
+
+#[test]
 fn histogram_hand_computed_mean_and_percentiles() {
     // 1000 IOs with latencies 1, 2, ..., 1000 µs.
     let mut rec = recorder(&[], NS_PER_S);
