@@ -97,3 +97,33 @@ def test_plots_draw_their_input(atsmf_quick, tmp_path: Path) -> None:
     plots.save(ax, tmp_path / "bars.png")
     assert (tmp_path / "bars.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"<svg" in (tmp_path / "bars.svg").read_bytes()[:1000]
+
+
+def _one_second_trace(path: Path) -> None:
+    """10,000 IOs in one second on 8 GiB, 80 % of them on one 64 MiB region
+    (MSR CSV): too small and short for the paper's 1 GiB / 24 s scale."""
+    rng = np.random.default_rng(7)
+    t0 = 128_166_372_000_000_000  # Windows filetime, 100 ns ticks
+    hot = rng.random(10_000) < 0.8
+    block = np.where(hot, (3 << 30) // 4096 + rng.integers(0, (64 << 20) // 4096, 10_000),
+                     rng.integers(0, (8 << 30) // 4096, 10_000))
+    ops = np.where(rng.random(10_000) < 0.7, "Read", "Write")
+    lines = [f"{t0 + i * 1000},h,0,{op},{b * 4096},4096,100" for i, (op, b) in enumerate(zip(ops, block))]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_reproduce_atsmf_scale_auto_fits_a_short_trace(tmp_path: Path) -> None:
+    trace = tmp_path / "onesec.csv"
+    _one_second_trace(trace)
+    paper = tierlab.reproduce("atsmf", only="none", traces={"one": trace}, out=tmp_path / "paper")
+    assert "--scale auto would use" in paper.tables["scale"].warning[0]
+    auto = tierlab.reproduce("atsmf", only="none", traces={"one": trace}, scale="auto", out=tmp_path / "auto")
+    s = auto.tables["scale"].iloc[0]
+    assert (s.sub_lun_bytes, s.periods) == (3 << 20, 20.0)
+    assert pd.isna(s.warning) or s.warning == ""
+    atsmf = auto.table[auto.table.system == "atsmf"].iloc[0]
+    assert atsmf.mem_access_ratio > 0.5 and atsmf.background_tail_s < 1.0
+    with pytest.raises(ValueError, match="not 'paper' or 'auto'"):
+        tierlab.reproduce("atsmf", scale="big", out=tmp_path / "x")
+    with pytest.raises(ValueError, match="option of atsmf only"):
+        tierlab.reproduce("hswd", scale="auto", out=tmp_path / "x")

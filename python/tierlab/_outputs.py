@@ -213,6 +213,7 @@ def reproduce(
     traces: Mapping[str, str | os.PathLike[str]] | Sequence[str | os.PathLike[str]] | None = None,
     seed: int | None = None,
     seeds: int | None = None,
+    scale: Literal["paper", "auto"] | None = None,
     report: bool = False,
     verbose: bool = False,
 ) -> Outputs:
@@ -240,6 +241,10 @@ def reproduce(
         Seed of the generated workloads / runs (atsmf, hswd).
     seeds:
         qos: seeds per evaluation in the full run.
+    scale:
+        atsmf: ATSMF's sub-LUN size and period for ``traces`` — the paper's
+        (``"paper"``, the default: 1 GiB, 24 s) or derived from each trace
+        (``"auto"``; docs/atsmf.md, "Scale").
     report:
         Also write ``out/report.html`` (:func:`tierlab.report.write_report`).
     verbose:
@@ -269,7 +274,7 @@ def reproduce(
         args.append("--quick")
     names = [only] if isinstance(only, str) else list(only or [])
     if system == "qos":
-        for name, value in (("only", only), ("traces", traces), ("seed", seed)):
+        for name, value in (("only", only), ("traces", traces), ("seed", seed), ("scale", scale)):
             if value is not None:
                 raise ValueError(f"reproduce('qos'): `{name}` is not an option of qos (it takes quick, seeds)")
         if seeds is not None:
@@ -279,7 +284,13 @@ def reproduce(
             raise ValueError(f"reproduce({system!r}): `seeds` is an option of qos only")
         if seed is not None:
             args += ["--seed", str(int(seed))]
+        if scale is not None and system != "atsmf":
+            raise ValueError(f"reproduce({system!r}): `scale` is an option of atsmf only")
         if system == "atsmf":
+            if scale is not None:
+                if scale not in ("paper", "auto"):
+                    raise ValueError(f"scale: {scale!r} is not 'paper' or 'auto'")
+                args += ["--scale", scale]
             known = _atsmf_workloads()
             for n in names:
                 if n != "none" and n not in known:

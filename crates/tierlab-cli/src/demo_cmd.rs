@@ -225,6 +225,7 @@ fn compare(args: &DemoArgs, native: &std::path::Path) -> CliResult<serde_json::V
         traces: vec![format!("{name}={}", native.display())],
         only: Some("none".into()),
         seed: args.seed,
+        scale: crate::reproduce::atsmf::ScaleMode::Paper,
     })?;
     let table = std::fs::read_to_string(dir.join("table.csv"))?;
     let mut lines = table.lines();

@@ -60,7 +60,7 @@ fn quick_preset_has_the_papers_shape_and_reruns_identically() {
     let (header, rows) = table(&out);
     assert_eq!(
         header,
-        "workload,system,mean_rt_ms,rt_ratio_vs_flash,mem_access_ratio,peak_mem_bytes"
+        "workload,system,mean_rt_ms,rt_ratio_vs_flash,mem_access_ratio,peak_mem_bytes,background_tail_s"
     );
     let systems: Vec<&str> = rows.iter().map(|r| r.system.as_str()).collect();
     assert_eq!(systems, ["flash", "atsmf", "flashcache", "arc"]);
@@ -174,6 +174,135 @@ fn a_real_trace_with_a_window() {
         "{ios} IOs in the window"
     );
     assert!(summary["run"]["simulated_s"].as_f64().unwrap() < 15.0 * 60.0 + 5.0);
+}
+
+/// A one-second, 10,000-IO MSR trace on an 8 GiB volume, 80 % of its IOs
+/// on one 64 MiB region: the paper's scale (1 GiB sub-LUNs, 24 s
+/// periods) cannot act on it, and says so; `--scale auto` fits it.
+fn one_second_trace(path: &Path) {
+    let mut text = String::new();
+    let mut x: u64 = 7;
+    let mut next = || {
+        // 64-bit LCG (Knuth's constants), high bits.
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        x >> 33
+    };
+    let t0: u64 = 128_166_372_000_000_000; // Windows filetime, 100 ns ticks
+    for i in 0..10_000u64 {
+        let hot = next() % 10 < 8;
+        let block = if hot {
+            (3u64 << 30) / 4096 + next() % ((64 << 20) / 4096)
+        } else {
+            next() % ((8u64 << 30) / 4096)
+        };
+        let op = if next() % 10 < 7 { "Read" } else { "Write" };
+        text.push_str(&format!("{},h,0,{op},{},4096,100\n", t0 + i * 1000, block * 4096));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+fn column(dir: &Path, file: &str, system: &str, name: &str) -> String {
+    let text = std::fs::read_to_string(dir.join(file)).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let i = header.iter().position(|h| *h == name).unwrap();
+    lines
+        .find(|l| system.is_empty() || l.split(',').nth(1) == Some(system))
+        .unwrap()
+        .split(',')
+        .nth(i)
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn scale_auto_fits_a_one_second_trace_and_the_papers_scale_warns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let csv = tmp.path().join("onesec.csv");
+    one_second_trace(&csv);
+    let spec = format!("one={}", csv.display());
+    let run = |scale: &str| {
+        let out = tmp.path().join(scale);
+        let o = tierlab(&[
+            "reproduce", "atsmf", "--only", "none", "--trace", &spec, "--scale", scale, "--out",
+            out.to_str().unwrap(),
+        ]);
+        ok(&o);
+        (out, String::from_utf8_lossy(&o.stderr).to_string())
+    };
+    // The paper's scale: 8 sub-LUNs, 1/24 of a period. Warned, with the
+    // auto settings; nothing served from memory; the move it decides
+    // runs long after the workload, reported apart.
+    let (paper, err) = run("paper");
+    assert!(
+        err.contains("warning: --trace one")
+            && err.contains("holds 8 sub-LUN(s) of 1 GiB")
+            && err.contains("0.04 period(s) of 24 s")
+            && err.contains("--scale auto would use sub-LUNs of 3 MiB"),
+        "{err}"
+    );
+    let mem: f64 = column(&paper, "table.csv", "atsmf", "mem_access_ratio").parse().unwrap();
+    assert_eq!(mem, 0.0);
+    let tail: f64 = column(&paper, "table.csv", "atsmf", "background_tail_s").parse().unwrap();
+    assert!(tail > 10.0, "{tail}");
+    // Host IO/s is the workload's, the same as flash alone's.
+    let iops = |dir: &Path, system: &str| {
+        let s: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(dir.join(format!("runs/one-{system}/summary.json"))).unwrap(),
+        )
+        .unwrap();
+        s["iops"].as_f64().unwrap()
+    };
+    assert_eq!(iops(&paper, "atsmf"), iops(&paper, "flash"));
+    // Auto: 3 MiB sub-LUNs (a 24 s period moves 1 GiB; a 0.05 s one
+    // 2.2 MB, whole MiB up), periods of 500 IOs (0.05 s), N = 7 % of the
+    // sub-LUNs. No warning; more than half the IOs from memory.
+    let (auto, err) = run("auto");
+    assert!(!err.contains("warning"), "{err}");
+    assert_eq!(column(&auto, "scale.csv", "", "sub_lun_bytes"), "3145728");
+    assert_eq!(column(&auto, "scale.csv", "", "periods"), "20.000");
+    assert_eq!(column(&auto, "scale.csv", "", "warning"), "\"\"");
+    let mem: f64 = column(&auto, "table.csv", "atsmf", "mem_access_ratio").parse().unwrap();
+    assert!(mem > 0.5, "{mem}");
+    let tail: f64 = column(&auto, "table.csv", "atsmf", "background_tail_s").parse().unwrap();
+    assert!(tail < 1.0, "{tail}");
+}
+
+/// `--scale auto` on the public traces (skipped without ../shared/traces):
+/// the single-volume Tencent window (104 MiB, 50,000 IOs in 147 s) and an
+/// MSR window serve from memory and warn nothing; the paper's scale warns.
+#[test]
+fn scale_auto_on_public_traces() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
+    let traces = [
+        ("cbs", root.join("tencent-cbs/cbs-window-rw60_40.flashnet.csv")),
+        ("msr", root.join("msr/msr-window-rw20_80.replay.txt")),
+    ];
+    if traces.iter().any(|(_, p)| !p.exists()) {
+        eprintln!("skipped: ../shared/traces is not here (public traces are not part of the checkout)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, path) in traces {
+        let spec = format!("{name}={}", path.display());
+        for scale in ["paper", "auto"] {
+            let out = tmp.path().join(format!("{name}-{scale}"));
+            let o = tierlab(&[
+                "reproduce", "atsmf", "--only", "none", "--trace", &spec, "--scale", scale,
+                "--out", out.to_str().unwrap(),
+            ]);
+            ok(&o);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(err.contains("warning"), scale == "paper", "{name} {scale}: {err}");
+            if scale == "auto" {
+                let mem: f64 =
+                    column(&out, "table.csv", "atsmf", "mem_access_ratio").parse().unwrap();
+                assert!(mem > 0.1, "{name}: {mem}");
+            }
+        }
+    }
 }
 
 #[test]

@@ -7,8 +7,19 @@
 //! flash), and two memory page caches sized to ATSMF's peak memory use as
 //! the paper sized FlashCache: FlashCache (set-associative, FIFO, 4 KiB,
 //! write-back) and ARC (the cache layer with ARC eviction, write-back).
+//! Scale: the paper's settings (1 GiB sub-LUNs, 24 s periods, N = 30)
+//! fit its volumes (182–800 GB) and windows (1–5 h). `--scale auto` fits a
+//! real trace instead (`Scale::auto`): sub-LUNs and periods sized so the
+//! volume-to-sub-LUN and window-to-period ratios are the paper's (the
+//! geometric means of its eight experiments), periods long enough for
+//! `MIN_IOS_PER_PERIOD` IOs. A trace workload whose volume holds fewer than
+//! 16 sub-LUNs or whose window spans fewer than 3 periods is warned about,
+//! with the auto settings.
+//!
 //! Outputs (docs/atsmf.md "Reproduction"):
-//! - `table.csv`: `workload,system,mean_rt_ms,rt_ratio_vs_flash,mem_access_ratio,peak_mem_bytes`;
+//! - `table.csv`: `workload,system,mean_rt_ms,rt_ratio_vs_flash,mem_access_ratio,peak_mem_bytes,background_tail_s`;
+//! - `scale.csv`: per workload the ATSMF settings used and what they give
+//!   (sub-LUNs, periods, IOs per period), and any warning;
 //! - `memory_WORKLOAD.csv/.svg`: ATSMF's memory consumption over time;
 //! - `cdf_WORKLOAD.csv/.svg`: response-time CDFs (all / memory / flash part);
 //! - `runs/WORKLOAD-SYSTEM/`: each run's full outputs, `configs/` each config.
@@ -16,7 +27,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use serde_json::Value;
 use tierlab_sim::{config, run};
 use tierlab_trace::generate::{GeneratorParams, KvParams};
@@ -47,6 +58,117 @@ pub struct AtsmfArgs {
     /// Seed of the generated workloads.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// ATSMF's sub-LUN size and period for the --trace workloads: the
+    /// paper's (1 GiB, 24 s), or derived from each trace's volume and
+    /// duration so that their ratios match the paper's experiments (the
+    /// presets are built at the paper's scale and always use it).
+    #[arg(long, value_enum, default_value_t = ScaleMode::Paper)]
+    pub scale: ScaleMode,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ScaleMode {
+    Paper,
+    Auto,
+}
+
+/// The paper's experiments (Table 5): LUN GB and trace window minutes.
+const PAPER_EXPERIMENTS: [(f64, f64); 8] = [
+    (293.0, 100.0),
+    (293.0, 120.0),
+    (800.0, 320.0),
+    (800.0, 130.0),
+    (236.0, 210.0),
+    (800.0, 260.0),
+    (569.0, 160.0),
+    (182.0, 60.0),
+];
+const PAPER_SUB_LUN_BYTES: u64 = GIB;
+const PAPER_PERIOD_S: f64 = 24.0;
+const PAPER_COLLECT_S: f64 = 20.0;
+const PAPER_TOP_N: usize = 30;
+const PAPER_HISTORY_S: f64 = 43_200.0;
+/// `--scale auto` makes periods at least this long in IOs (the trace's
+/// mean rate): fewer IOs than this per period leave the per-sub-LUN
+/// counts too sparse to find concentrations in (our choice, not the
+/// paper's; it lowers the period count of short sparse traces).
+const MIN_IOS_PER_PERIOD: f64 = 500.0;
+/// Below these the run warns (ATSMF then has too little to choose from,
+/// or too few periods to decide and act in).
+const MIN_SUB_LUNS: u64 = 16;
+const MIN_PERIODS: f64 = 3.0;
+
+/// Geometric means over the paper's experiments: sub-LUNs per LUN, and
+/// periods per trace window.
+fn paper_ratios() -> (f64, f64) {
+    let n = PAPER_EXPERIMENTS.len() as f64;
+    let gm = |f: &dyn Fn(&(f64, f64)) -> f64| {
+        (PAPER_EXPERIMENTS.iter().map(|e| f(e).ln()).sum::<f64>() / n).exp()
+    };
+    let gb = (1u64 << 30) as f64 / 1e9; // a 1 GiB sub-LUN in GB
+    (
+        gm(&|&(lun_gb, _)| lun_gb / gb),
+        gm(&|&(_, min)| min * 60.0 / PAPER_PERIOD_S),
+    )
+}
+
+/// ATSMF's scale-dependent settings for one workload.
+#[derive(Clone, Debug, PartialEq)]
+struct Scale {
+    sub_lun_bytes: u64,
+    period_s: f64,
+    collect_s: f64,
+    top_n: usize,
+    history_s: f64,
+    move_chunk_bytes: u64,
+}
+
+impl Scale {
+    fn paper() -> Scale {
+        Scale {
+            sub_lun_bytes: PAPER_SUB_LUN_BYTES,
+            period_s: PAPER_PERIOD_S,
+            collect_s: PAPER_COLLECT_S,
+            top_n: PAPER_TOP_N,
+            history_s: PAPER_HISTORY_S,
+            move_chunk_bytes: 1 << 20,
+        }
+    }
+
+    /// Fits a trace of `volume_bytes` (furthest byte touched), `span_s`
+    /// and `ios`, keeping three of the paper's ratios (`paper_ratios`):
+    /// - periods per trace window, but periods of at least
+    ///   `MIN_IOS_PER_PERIOD` IOs;
+    /// - sub-LUNs per volume, but a sub-LUN no bigger than the paper's
+    ///   moves in the same share of a period (1 GiB per 24 s period: a
+    ///   move the cost-benefit test can pay off within a few periods);
+    /// - N per sub-LUN (30 of the paper's ~424: "a few %").
+    ///
+    /// The prediction history scales with the period.
+    fn auto(volume_bytes: u64, span_s: f64, ios: u64) -> Scale {
+        let (subs_per_lun, periods_per_window) = paper_ratios();
+        let span_s = span_s.max(1e-3);
+        let by_ratio = span_s / periods_per_window;
+        let by_rate = span_s * MIN_IOS_PER_PERIOD / ios.max(1) as f64;
+        // Whole microseconds: the configs print it.
+        let period_s = ((by_ratio.max(by_rate) * 1e6).round() / 1e6).max(1e-6);
+        let by_volume = volume_bytes as f64 / subs_per_lun;
+        let by_move = PAPER_SUB_LUN_BYTES as f64 * period_s / PAPER_PERIOD_S;
+        let raw = by_volume.min(by_move).ceil().max(4096.0) as u64;
+        // Whole 64 KiB (1 MiB from 1 MiB up), so chunks divide it.
+        let granule: u64 = if raw >= 1 << 20 { 1 << 20 } else { 64 << 10 };
+        let sub_lun_bytes = raw.div_ceil(granule) * granule;
+        let subs = volume_bytes.div_ceil(sub_lun_bytes).max(1);
+        let top_n = ((subs as f64 * PAPER_TOP_N as f64 / subs_per_lun).round() as usize).max(1);
+        Scale {
+            sub_lun_bytes,
+            period_s,
+            collect_s: ((period_s * PAPER_COLLECT_S / PAPER_PERIOD_S) * 1e6).round() / 1e6,
+            top_n,
+            history_s: PAPER_HISTORY_S * period_s / PAPER_PERIOD_S,
+            move_chunk_bytes: sub_lun_bytes.min(1 << 20),
+        }
+    }
 }
 
 /// One workload: a TOML `workload = ...` value and the LUN it needs.
@@ -54,6 +176,11 @@ struct Workload {
     name: String,
     workload_toml: String,
     lun_bytes: u64,
+    scale: Scale,
+    /// A trace's span and IOs (None for the presets).
+    trace: Option<(f64, u64)>,
+    /// Why this scale may not suit the workload (empty: none).
+    warning: String,
 }
 
 #[derive(Clone, Debug)]
@@ -64,6 +191,8 @@ struct Row {
     rt_ratio_vs_flash: f64,
     mem_access_ratio: f64,
     peak_mem_bytes: u64,
+    /// How long the run went on after the workload (moves in flight).
+    background_tail_s: f64,
 }
 
 const SYSTEMS: [&str; 4] = ["flash", "atsmf", "flashcache", "arc"];
@@ -116,6 +245,9 @@ fn preset_workloads(args: &AtsmfArgs) -> CliResult<Vec<Workload>> {
             name: short.to_string(),
             workload_toml: format!("{{ generator = \"{preset}\"{params} }}"),
             lun_bytes: p.sub_luns as u64 * p.sub_lun_size_bytes,
+            scale: Scale::paper(),
+            trace: None,
+            warning: String::new(),
         });
     }
     Ok(out)
@@ -123,7 +255,7 @@ fn preset_workloads(args: &AtsmfArgs) -> CliResult<Vec<Workload>> {
 
 /// Slices a real trace to its window, rebased to start at its first kept
 /// record, as a native file under `dir/traces`.
-fn trace_workload(spec: &str, dir: &Path) -> CliResult<Workload> {
+fn trace_workload(spec: &str, dir: &Path, mode: ScaleMode) -> CliResult<Workload> {
     let (name, rest) = spec
         .split_once('=')
         .ok_or_else(|| format!("--trace {spec:?}: expected NAME=PATH[@START_MIN-END_MIN]"))?;
@@ -178,8 +310,47 @@ fn trace_workload(spec: &str, dir: &Path) -> CliResult<Workload> {
     }
     let stats =
         tierlab_trace::stats::compute(&mut TraceReader::open(&out, &ReadOptions::default())?)?;
+    let span_s = stats.span_s.unwrap_or(0.0);
+    let volume = stats.max_offset_end_bytes.max(1);
+    let auto = Scale::auto(volume, span_s, stats.requests);
+    let scale = match mode {
+        ScaleMode::Paper => Scale::paper(),
+        ScaleMode::Auto => auto.clone(),
+    };
     // The LUN: whole sub-LUNs up to the furthest byte touched.
-    let lun_bytes = stats.max_offset_end_bytes.div_ceil(GIB).max(1) * GIB;
+    let sub_luns = volume.div_ceil(scale.sub_lun_bytes).max(1);
+    let lun_bytes = sub_luns * scale.sub_lun_bytes;
+    let periods = span_s / scale.period_s;
+    let mut why = Vec::new();
+    if sub_luns < MIN_SUB_LUNS {
+        why.push(format!(
+            "its volume ({}) holds {sub_luns} sub-LUN(s) of {} (fewer than {MIN_SUB_LUNS}: ATSMF has little to choose from)",
+            human_bytes(volume),
+            human_bytes(scale.sub_lun_bytes)
+        ));
+    }
+    if periods < MIN_PERIODS {
+        why.push(format!(
+            "its {span_s:.3} s span {} {periods:.2} period(s) of {} s (fewer than {MIN_PERIODS}: a concentration is found a period after it starts, moved after that)",
+            if periods < 1.0 { "is" } else { "spans" },
+            scale.period_s
+        ));
+    }
+    let warning = if why.is_empty() {
+        String::new()
+    } else {
+        let mut w = format!("--trace {name}: {}", why.join("; "));
+        if scale != auto {
+            let _ = write!(
+                w,
+                ". --scale auto would use sub-LUNs of {} and periods of {} s (N = {})",
+                human_bytes(auto.sub_lun_bytes),
+                auto.period_s,
+                auto.top_n
+            );
+        }
+        w
+    };
     // Absolute: the runs resolve relative paths against `dir`, a rerun of
     // a saved config against `dir/configs`.
     let out = std::fs::canonicalize(&out)?;
@@ -187,7 +358,61 @@ fn trace_workload(spec: &str, dir: &Path) -> CliResult<Workload> {
         name: name.to_string(),
         workload_toml: format!("{{ trace = {:?} }}", out.display().to_string()),
         lun_bytes,
+        scale,
+        trace: Some((span_s, stats.requests)),
+        warning,
     })
+}
+
+/// Bytes for people: the largest binary unit that keeps 1–3 digits.
+fn human_bytes(b: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 || v.fract() == 0.0 {
+        format!("{v:.0} {}", units[u])
+    } else {
+        format!("{v:.1} {}", units[u])
+    }
+}
+
+/// `scale.csv`: the ATSMF settings each workload ran with and what they
+/// give.
+fn write_scale(dir: &Path, workloads: &[Workload]) -> CliResult {
+    let mut csv = String::from(
+        "workload,sub_lun_bytes,period_s,collect_s,top_n,sub_luns,trace_span_s,periods,ios_per_period,warning\n",
+    );
+    for w in workloads {
+        let s = &w.scale;
+        let (span, periods, per) = match w.trace {
+            Some((span, ios)) => {
+                let periods = span / s.period_s;
+                (
+                    format!("{span:.6}"),
+                    format!("{periods:.3}"),
+                    format!("{:.1}", ios as f64 / periods.max(1e-9)),
+                )
+            }
+            None => (String::new(), String::new(), String::new()),
+        };
+        let _ = writeln!(
+            csv,
+            "{},{},{},{},{},{},{span},{periods},{per},\"{}\"",
+            w.name,
+            s.sub_lun_bytes,
+            s.period_s,
+            s.collect_s,
+            s.top_n,
+            w.lun_bytes / s.sub_lun_bytes,
+            w.warning.replace('"', "'")
+        );
+    }
+    std::fs::write(dir.join("scale.csv"), csv)?;
+    Ok(())
 }
 
 fn flash_device(lun_bytes: u64) -> String {
@@ -205,12 +430,29 @@ fn memory_device(bytes: u64) -> String {
 fn config_text(w: &Workload, system: &str, seed: u64, cache_bytes: u64) -> String {
     let (devices, policy) = match system {
         "flash" => (flash_device(w.lun_bytes), "kind = \"passthrough\"\n".to_string()),
-        "atsmf" => (
-            memory_device(w.lun_bytes + GIB) + &flash_device(w.lun_bytes),
-            "kind = \"atsmf\"\n# The paper's: 1 GiB sub-LUNs, 24 s periods (20 s traced), N = 30, M = 60 %.\n\
-             sub_lun_size_bytes = \"1GiB\"\nperiod_s = 24.0\ncollect_s = 20.0\ntop_n = 30\nshare_m = 0.6\n"
-                .to_string(),
-        ),
+        "atsmf" => {
+            let s = &w.scale;
+            let comment = if *s == Scale::paper() {
+                "# The paper's: 1 GiB sub-LUNs, 24 s periods (20 s traced), N = 30, M = 60 %.".to_string()
+            } else {
+                "# --scale auto: the paper's volume/sub-LUN and window/period ratios on this trace; M = 60 %."
+                    .to_string()
+            };
+            (
+                memory_device(w.lun_bytes + s.sub_lun_bytes) + &flash_device(w.lun_bytes),
+                format!(
+                    "kind = \"atsmf\"\n{comment}\nsub_lun_size_bytes = {}\nperiod_s = {:?}\ncollect_s = {:?}\n\
+                     top_n = {}\nshare_m = 0.6\nhistory_s = {:?}\nmove_chunk_bytes = {}\nbuffer_bytes = {}\n",
+                    s.sub_lun_bytes,
+                    s.period_s,
+                    s.collect_s,
+                    s.top_n,
+                    s.history_s,
+                    s.move_chunk_bytes,
+                    s.sub_lun_bytes
+                ),
+            )
+        }
         "flashcache" => (
             memory_device(cache_bytes) + &flash_device(w.lun_bytes),
             format!(
@@ -230,9 +472,10 @@ fn config_text(w: &Workload, system: &str, seed: u64, cache_bytes: u64) -> Strin
     format!(
         "# tierlab reproduce atsmf: workload {name}, system {system}\nseed = {seed}\n\n{devices}\n[policy]\n{policy}\n\
          [[tenants]]\nname = \"{name}\"\nworkload = {wl}\ndriver = {{ mode = \"open\", speed = 1.0 }}\n\n\
-         [output]\ninterval_s = 24.0\n",
+         [output]\ninterval_s = {interval:?}\n",
         name = w.name,
         wl = w.workload_toml,
+        interval = w.scale.period_s,
     )
 }
 
@@ -288,6 +531,7 @@ fn row(workload: &str, system: &'static str, s: &Value, flash_rt_ms: f64, peak: 
         rt_ratio_vs_flash: mean_rt_ms / flash_rt_ms,
         mem_access_ratio: if ios > 0.0 { mem / ios } else { 0.0 },
         peak_mem_bytes: peak,
+        background_tail_s: s["background_tail_ns"].as_f64().unwrap_or(0.0) / 1e9,
     }
 }
 
@@ -324,18 +568,19 @@ fn cdf(run_dir: &Path, scope: &str) -> CliResult<Vec<(f64, f64)>> {
 
 fn write_table(dir: &Path, rows: &[Row]) -> CliResult {
     let mut csv = String::from(
-        "workload,system,mean_rt_ms,rt_ratio_vs_flash,mem_access_ratio,peak_mem_bytes\n",
+        "workload,system,mean_rt_ms,rt_ratio_vs_flash,mem_access_ratio,peak_mem_bytes,background_tail_s\n",
     );
     for r in rows {
         let _ = writeln!(
             csv,
-            "{},{},{:.6},{:.4},{:.4},{}",
+            "{},{},{:.6},{:.4},{:.4},{},{:.6}",
             r.workload,
             r.system,
             r.mean_rt_ms,
             r.rt_ratio_vs_flash,
             r.mem_access_ratio,
-            r.peak_mem_bytes
+            r.peak_mem_bytes,
+            r.background_tail_s
         );
     }
     std::fs::write(dir.join("table.csv"), csv)?;
@@ -422,11 +667,17 @@ pub fn run(args: AtsmfArgs) -> CliResult {
     std::fs::create_dir_all(dir.join("configs"))?;
     let mut workloads = preset_workloads(&args)?;
     for t in &args.traces {
-        workloads.push(trace_workload(t, dir)?);
+        workloads.push(trace_workload(t, dir, args.scale)?);
     }
     if workloads.is_empty() {
         return Err("no workload: --only none needs at least one --trace".into());
     }
+    for w in &workloads {
+        if !w.warning.is_empty() {
+            eprintln!("warning: {}", w.warning);
+        }
+    }
+    write_scale(dir, &workloads)?;
     let started = std::time::Instant::now();
     let mut rows = Vec::new();
     for w in &workloads {
@@ -441,7 +692,7 @@ pub fn run(args: AtsmfArgs) -> CliResult {
             .unwrap_or(0);
         // The caches get ATSMF's peak memory, as the paper sized FlashCache
         // (at least one sub-LUN's worth when ATSMF moved nothing).
-        let cache_bytes = peak.max(GIB);
+        let cache_bytes = peak.max(w.scale.sub_lun_bytes);
         rows.push(row(&w.name, "flash", &flash.summary, flash_rt_ms, 0));
         rows.push(row(&w.name, "atsmf", &atsmf.summary, flash_rt_ms, peak));
         let mut runs = vec![("flash", flash), ("atsmf", atsmf)];
@@ -453,13 +704,18 @@ pub fn run(args: AtsmfArgs) -> CliResult {
         figures(dir, w, &runs)?;
         for r in rows.iter().rev().take(SYSTEMS.len()).rev() {
             println!(
-                "{:<10} {:<10} mean {:>9.4} ms  ×{:<6.2} vs flash  memory {:>5.1} %  peak {:>6.1} GiB",
+                "{:<10} {:<10} mean {:>9.4} ms  ×{:<6.2} vs flash  memory {:>5.1} %  peak {:>9}{}",
                 r.workload,
                 r.system,
                 r.mean_rt_ms,
                 r.rt_ratio_vs_flash,
                 r.mem_access_ratio * 100.0,
-                r.peak_mem_bytes as f64 / GIB as f64
+                human_bytes(r.peak_mem_bytes),
+                if r.background_tail_s > 0.0 {
+                    format!("  (moving {:.3} s after the workload)", r.background_tail_s)
+                } else {
+                    String::new()
+                }
             );
         }
     }
@@ -472,4 +728,45 @@ pub fn run(args: AtsmfArgs) -> CliResult {
         dir.join("table.csv").display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_papers_ratios_are_the_geometric_means_of_its_experiments() {
+        // Sub-LUNs per LUN: (293·293·800·800·236·800·569·182)^(1/8) GB over
+        // a 1 GiB (1.073741824 GB) sub-LUN; periods per window:
+        // (100·120·320·130·210·260·160·60)^(1/8) min × 60 / 24 s.
+        let (subs, periods) = paper_ratios();
+        assert!((subs - 396.2668).abs() < 1e-3, "{subs}");
+        assert!((periods - 375.9736).abs() < 1e-3, "{periods}");
+    }
+
+    #[test]
+    fn auto_scale_by_hand() {
+        // 8 GiB, 1 s, 10,000 IOs: periods of 500 IOs (0.05 s > 1/376 s);
+        // a sub-LUN of min(8 GiB / 396.27 = 21.7 MB, 1 GiB × 0.05 / 24 =
+        // 2.24 MB) → whole MiB: 3 MiB; 2,731 sub-LUNs; N = 2731 × 30 /
+        // 396.27 = 206.8 → 207.
+        let s = Scale::auto(8 << 30, 1.0, 10_000);
+        assert_eq!(s.period_s, 0.05);
+        assert_eq!(s.sub_lun_bytes, 3 << 20);
+        assert_eq!(s.top_n, 207);
+        assert!((s.collect_s - 0.041667).abs() < 1e-9);
+        assert!((s.history_s - 90.0).abs() < 1e-9);
+        assert_eq!(s.move_chunk_bytes, 1 << 20);
+        // One of the paper's experiments (800 GB, 260 min, many IOs) comes
+        // back near its own scale: periods of 15,600 / 375.97 = 41.49 s; the
+        // volume ratio gives 800e9 / 396.27 = 2.02 GB, the move bound
+        // 2^30 × 41.49 / 24 = 1.856 GB → 1,771 MiB sub-LUNs.
+        let s = Scale::auto(800_000_000_000, 260.0 * 60.0, 100_000_000);
+        assert!((s.period_s - 41.49228).abs() < 1e-5, "{}", s.period_s);
+        assert_eq!(s.sub_lun_bytes, 1771 << 20);
+        // A 104 MiB volume, 147 s, 50,000 IOs: 500-IO periods (1.47 s);
+        // 104 MiB / 396.27 = 275 KB → whole 64 KiB: 320 KiB; N = 25.
+        let s = Scale::auto(109_051_904, 147.0, 50_000);
+        assert_eq!((s.period_s, s.sub_lun_bytes, s.top_n), (1.47, 320 << 10, 25));
+    }
 }
