@@ -67,6 +67,9 @@ pub fn run(args: RunArgs) -> CliResult {
         .map_err(|e| format!("{}: {e}", args.config.display()))?;
     tierlab_real::write_outputs(&result, &args.out)
         .map_err(|e| format!("{}: {e}", args.out.display()))?;
+    for w in &result.run.info.warnings {
+        eprintln!("warning: {w}");
+    }
     if result.real.interrupted {
         return Err(format!(
             "{}: interrupted: the workload was stopped early; dirty data was written back \

@@ -30,6 +30,9 @@ pub fn run(args: SimArgs) -> CliResult {
     let result = crate::progress::run_sim(&config, &base_dir, &label)?;
     let wall_s = started.elapsed().as_secs_f64();
     run::write_outputs(&result, &args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    for w in &result.info.warnings {
+        eprintln!("warning: {w}");
+    }
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(args.out.join("summary.json"))?)?;
     if args.json {

@@ -792,6 +792,7 @@ impl Core {
         seed: u64,
         host_ios: u64,
         tenants: Vec<tierlab_sim::run::TenantReport>,
+        warnings: Vec<String>,
     ) -> tierlab_sim::run::RunResult {
         use tierlab_sim::run::counter_value;
         let counters = self.policy.counters();
@@ -824,6 +825,7 @@ impl Core {
                 events: self.events,
                 host_ios_unfinished: self.host.len() as u64,
                 tenants,
+                warnings,
                 policy_counters: counters
                     .iter()
                     .map(|(k, v)| (k.to_string(), counter_value(*v)))

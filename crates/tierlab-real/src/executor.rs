@@ -485,9 +485,14 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         .collect();
     // Counters and metrics up to the end of the workload (the final
     // verification scan is not part of the run).
+    let warnings = exec
+        .tenants
+        .iter()
+        .filter_map(|t| t.quantized_warning())
+        .collect();
     let result = exec
         .core
-        .result(end_ns, config.seed, exec.host_ios, tenants);
+        .result(end_ns, config.seed, exec.host_ios, tenants, warnings);
     exec.core.recording = false;
     // The end of every run: the policy writes back what only its fast tier
     // holds, so the backing device alone has every acknowledged write...

@@ -1065,8 +1065,12 @@ impl Loop {
             completed_ios: self.host_ios - core.host_in_flight() as u64,
             retimed: 0,
             folded: 0,
+            spread: "none",
+            spread_records: 0,
+            same_stamp_records: 0,
+            timestamp_quantum_ns: None,
         }];
-        let run = core.result(now, self.server.seed, self.host_ios, tenants);
+        let run = core.result(now, self.server.seed, self.host_ios, tenants, Vec::new());
         let real = tierlab_real::RealInfo {
             backends: core.backends.iter().map(|b| b.describe()).collect(),
             unaligned_ios: core.backends.iter().map(|b| b.unaligned_ios()).collect(),

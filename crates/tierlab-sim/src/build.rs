@@ -2,6 +2,7 @@
 //! devices' models and the policy from tierlab-stack, the one builder every
 //! executor shares.
 
+use tierlab_trace::spread::SpreadMode;
 use std::path::Path;
 
 use tierlab_core::NS_PER_S;
@@ -103,7 +104,7 @@ fn tenant(
 ) -> Result<Tenant, ConfigError> {
     let workload = workload(t, index, base_dir, seed)?;
     let (mode, stop) = match &t.driver {
-        DriverConfig::Open { speed } => {
+        DriverConfig::Open { speed, .. } => {
             (DriverMode::OpenLoop { speed: *speed }, StopAfter::default())
         }
         DriverConfig::Afap { iodepth } => (
@@ -130,7 +131,14 @@ fn tenant(
     });
     let schedule = iops_schedule_ns(t);
     let offset_ns = (t.iops_window_offset_s * NS_PER_S as f64).round() as u64;
+    let spread = match t.driver {
+        DriverConfig::Open { spread, .. } => spread,
+        _ => SpreadMode::None,
+    };
+    // Each tenant its own stream of spread times.
+    let spread_seed = seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     Tenant::new(&t.name, workload, mode, stop, region, t.iops_cap)
+        .map(|t| t.with_spread(spread, spread_seed))
         .and_then(|t| t.with_iops_schedule(schedule))
         .and_then(|t| t.with_window_offset_ns(offset_ns))
         .map_err(|e| ConfigError(format!("key `tenants[{index}]`: {e}")))

@@ -3,6 +3,7 @@
 //! errors that name the key path; bad values name the key, the value and
 //! what is allowed. `--set a.b.0.c=value` overrides any key before parsing.
 
+use tierlab_trace::spread::SpreadMode;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -87,10 +88,14 @@ pub enum WorkloadConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, tag = "mode", rename_all = "kebab-case")]
 pub enum DriverConfig {
-    /// Replay timestamps; `speed` 2 replays twice as fast.
+    /// Replay timestamps; `speed` 2 replays twice as fast; `spread`
+    /// spreads the records of one quantized stamp over its quantum
+    /// (docs/simulation.md).
     Open {
         #[serde(default = "one")]
         speed: f64,
+        #[serde(default)]
+        spread: SpreadMode,
     },
     /// N outstanding IOs, ignoring timestamps.
     Closed {
@@ -116,7 +121,10 @@ fn default_afap_depth() -> u32 {
 
 impl Default for DriverConfig {
     fn default() -> Self {
-        DriverConfig::Open { speed: 1.0 }
+        DriverConfig::Open {
+            speed: 1.0,
+            spread: SpreadMode::None,
+        }
     }
 }
 
@@ -200,7 +208,7 @@ impl SimConfig {
         }
         for (i, t) in self.tenants.iter().enumerate() {
             match &t.driver {
-                DriverConfig::Open { speed } if !(speed.is_finite() && *speed > 0.0) => {
+                DriverConfig::Open { speed, .. } if !(speed.is_finite() && *speed > 0.0) => {
                     return err(
                         &format!("tenants[{i}].driver.speed"),
                         format!("{speed} is not a positive number"),

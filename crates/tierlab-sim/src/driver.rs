@@ -13,6 +13,7 @@
 use std::collections::VecDeque;
 
 use tierlab_core::{NS_PER_S, Op, TimeNs};
+use tierlab_trace::spread::{QuantumStats, Spread, SpreadMode};
 use tierlab_trace::{IoRecord, RecordStream};
 
 /// How a tenant issues IOs.
@@ -50,7 +51,9 @@ pub struct Arrival {
 
 pub struct Tenant {
     pub name: String,
-    workload: Box<dyn RecordStream + Send>,
+    /// The workload, its quantized stamps spread or not (`with_spread`).
+    workload: Spread<Box<dyn RecordStream + Send>>,
+    spread: SpreadMode,
     mode: DriverMode,
     stop: StopAfter,
     region: Option<Region>,
@@ -122,7 +125,8 @@ impl Tenant {
         }
         Ok(Tenant {
             name,
-            workload,
+            workload: Spread::new(workload, SpreadMode::None, 0),
+            spread: SpreadMode::None,
             mode,
             stop,
             region,
@@ -148,6 +152,29 @@ impl Tenant {
     /// Makes the tenant's own limit follow `schedule`: (from time, IOPS),
     /// times strictly increasing, IOPS positive. Before the first entry the
     /// fixed `iops_cap` (if any) applies.
+    /// Spreads the records of each quantized stamp over its quantum
+    /// (tierlab_trace::spread; open loop only: a closed loop ignores
+    /// times). `seed` drives `SpreadMode::Poisson`.
+    pub fn with_spread(mut self, mode: SpreadMode, seed: u64) -> Tenant {
+        self.workload = Spread::new(self.workload.into_inner(), mode, seed);
+        self.spread = mode;
+        self
+    }
+
+    /// How the workload's stamps were spread, what they looked like as
+    /// read, and how many records got a later time.
+    pub fn spread(&self) -> (SpreadMode, QuantumStats, u64) {
+        (self.spread, self.workload.stats, self.workload.spread_records)
+    }
+
+    /// Open loop with quantized stamps left as they are: the warning to
+    /// give (None if there is nothing to warn about).
+    pub fn quantized_warning(&self) -> Option<String> {
+        let open = matches!(self.mode, DriverMode::OpenLoop { .. });
+        (open && self.spread == SpreadMode::None && self.workload.stats.is_quantized())
+            .then(|| self.workload.stats.warning(&format!("tenant {}", self.name)))
+    }
+
     pub fn with_iops_schedule(mut self, schedule: Vec<(TimeNs, f64)>) -> Result<Tenant, String> {
         if let Some(w) = schedule.windows(2).find(|w| w[0].0 >= w[1].0) {
             return Err(format!(

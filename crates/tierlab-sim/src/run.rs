@@ -62,6 +62,14 @@ pub struct TenantReport {
     pub retimed: u64,
     /// Records whose offset was folded (or clipped) into the tenant's region.
     pub folded: u64,
+    /// Open loop: how quantized stamps were spread (`none`, `even`,
+    /// `poisson`), records given a later time, records that shared their
+    /// predecessor's stamp as read, and the smallest gap between stamps
+    /// (the quantum, when quantized), ns.
+    pub spread: &'static str,
+    pub spread_records: u64,
+    pub same_stamp_records: u64,
+    pub timestamp_quantum_ns: Option<u64>,
 }
 
 impl From<&crate::Tenant> for TenantReport {
@@ -73,6 +81,10 @@ impl From<&crate::Tenant> for TenantReport {
             completed_ios: t.completed_ios,
             retimed: t.retimed,
             folded: t.folded,
+            spread: t.spread().0.as_str(),
+            spread_records: t.spread().2,
+            same_stamp_records: t.spread().1.same_stamp_records,
+            timestamp_quantum_ns: t.spread().1.min_gap_ns,
         }
     }
 }
@@ -86,6 +98,9 @@ pub struct RunInfo {
     /// Host IOs still in flight when the run stopped (a run cut by `run.duration_s`).
     pub host_ios_unfinished: u64,
     pub tenants: Vec<TenantReport>,
+    /// What the user should know about this run's inputs (e.g. quantized
+    /// trace timestamps replayed as bursts); also printed by `tierlab sim`.
+    pub warnings: Vec<String>,
     /// The policy's own end-of-run counters (`Policy::counters`).
     pub policy_counters: serde_json::Map<String, serde_json::Value>,
     /// Per device name, the model's own counters (`DeviceModel::counters`),
@@ -196,7 +211,7 @@ pub fn expected_total(config: &SimConfig) -> ExpectedTotal {
         }
         let mut tenant_ns = None;
         match &t.driver {
-            DriverConfig::Open { speed } => {
+            DriverConfig::Open { speed, .. } => {
                 tenant_ns = duration_s.map(|d| s_to_ns(d / speed));
             }
             DriverConfig::Closed {
@@ -268,6 +283,7 @@ pub fn run_with_progress(
         simulated_s: outcome.end_ns as f64 / NS_PER_S as f64,
         events: outcome.events,
         host_ios_unfinished: outcome.host_ios_unfinished,
+        warnings: sim.tenants().iter().filter_map(|t| t.quantized_warning()).collect(),
         policy_counters: sim
             .policy()
             .counters()

@@ -12,6 +12,7 @@ pub mod parse;
 pub mod reader;
 pub mod record;
 pub mod slice;
+pub mod spread;
 pub mod stats;
 pub mod units;
 pub mod writer;

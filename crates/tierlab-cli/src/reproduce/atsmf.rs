@@ -61,7 +61,8 @@ pub struct AtsmfArgs {
     /// ATSMF's sub-LUN size and period for the --trace workloads: the
     /// paper's (1 GiB, 24 s), or derived from each trace's volume and
     /// duration so that their ratios match the paper's experiments (the
-    /// presets are built at the paper's scale and always use it).
+    /// presets are built at the paper's scale and always use it). Auto
+    /// also spreads quantized timestamps evenly over their quantum.
     #[arg(long, value_enum, default_value_t = ScaleMode::Paper)]
     pub scale: ScaleMode,
 }
@@ -181,6 +182,9 @@ struct Workload {
     trace: Option<(f64, u64)>,
     /// Why this scale may not suit the workload (empty: none).
     warning: String,
+    /// `driver.spread` of its replays: `even` at auto scale (quantized
+    /// stamps spread over their quantum), else `none`.
+    spread: &'static str,
 }
 
 #[derive(Clone, Debug)]
@@ -248,6 +252,7 @@ fn preset_workloads(args: &AtsmfArgs) -> CliResult<Vec<Workload>> {
             scale: Scale::paper(),
             trace: None,
             warning: String::new(),
+            spread: "none",
         });
     }
     Ok(out)
@@ -361,6 +366,10 @@ fn trace_workload(spec: &str, dir: &Path, mode: ScaleMode) -> CliResult<Workload
         scale,
         trace: Some((span_s, stats.requests)),
         warning,
+        spread: match mode {
+            ScaleMode::Paper => "none",
+            ScaleMode::Auto => "even",
+        },
     })
 }
 
@@ -471,11 +480,12 @@ fn config_text(w: &Workload, system: &str, seed: u64, cache_bytes: u64) -> Strin
     };
     format!(
         "# tierlab reproduce atsmf: workload {name}, system {system}\nseed = {seed}\n\n{devices}\n[policy]\n{policy}\n\
-         [[tenants]]\nname = \"{name}\"\nworkload = {wl}\ndriver = {{ mode = \"open\", speed = 1.0 }}\n\n\
+         [[tenants]]\nname = \"{name}\"\nworkload = {wl}\ndriver = {{ mode = \"open\", speed = 1.0, spread = \"{spread}\" }}\n\n\
          [output]\ninterval_s = {interval:?}\n",
         name = w.name,
         wl = w.workload_toml,
         interval = w.scale.period_s,
+        spread = w.spread,
     )
 }
 
@@ -498,6 +508,12 @@ fn run_one(
     std::fs::write(&config_path, &text)?;
     let cfg = config::parse(&text, &config_path.display().to_string(), &[])?;
     let result = crate::progress::run_sim(&cfg, dir, &format!("{}-{system}", w.name))?;
+    // The workload's own warnings (e.g. quantized stamps), once per workload.
+    if system == "flash" {
+        for warning in &result.info.warnings {
+            eprintln!("warning: {}: {warning}", w.name);
+        }
+    }
     let run_dir = dir.join("runs").join(format!("{}-{system}", w.name));
     run::write_outputs(&result, &run_dir).map_err(|e| format!("{}: {e}", run_dir.display()))?;
     let summary: Value = serde_json::from_slice(&std::fs::read(run_dir.join("summary.json"))?)?;
