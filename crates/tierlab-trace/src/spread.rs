@@ -122,7 +122,7 @@ impl<S: RecordStream> Spread<S> {
         Spread {
             inner,
             mode,
-            rng: Rng::new(seed, 0x5052_4541_44), // "SPREAD"
+            rng: Rng::new(seed, 0x5350_5245_4144), // "SPREAD" in ASCII
             run: VecDeque::new(),
             next: None,
             last_gap_ns: None,
