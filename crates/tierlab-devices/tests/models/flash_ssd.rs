@@ -158,10 +158,12 @@ fn write_amplification_matches_the_analytic_greedy_estimate_and_grows_with_utili
     // fraction a solves a = exp(-alpha (1 - a)), alpha = physical /
     // logical, and WA = 1 / (1 - a); greedy approaches it as pages per block
     // grow (Hu et al. 2009 model greedy exactly: slightly lower WA). Here
-    // 1024 slots per block: within 6 % (measured 1-4 %, below the estimate).
+    // 1024 slots per block: within 5 % at every point, four of them in
+    // the 7-28 % range SSDs ship with (measured 0.2-2.2 %, below the
+    // estimate).
     let mut previous = 0.0;
     println!("op %   utilization   alpha   WA measured   WA analytic");
-    for op in [50.0, 28.0, 15.0, 7.0] {
+    for op in [50.0, 28.0, 20.0, 15.0, 7.0] {
         let cfg = wa_config(op, Precondition::Steady);
         let logical = cfg.logical_slots;
         // Physical slots holding data: all but the free pool (on average
@@ -174,7 +176,7 @@ fn write_amplification_matches_the_analytic_greedy_estimate_and_grows_with_utili
         println!("{op:4}   {utilization:.3}         {alpha:.3}   {wa:.3}         {analytic:.3}");
         assert!(wa > 1.0, "GC must copy at steady state");
         assert!(
-            (wa - analytic).abs() / analytic < 0.06,
+            (wa - analytic).abs() / analytic < 0.05,
             "op {op}: WA {wa:.3} vs analytic {analytic:.3}"
         );
         assert!(wa > previous, "WA must grow with utilization");
