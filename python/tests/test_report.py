@@ -4,6 +4,7 @@ the run's own, and headless Chromium renders them without an error."""
 from __future__ import annotations
 
 import base64
+import html
 import io
 import json
 import re
@@ -83,6 +84,13 @@ def test_reproduce_report_and_cli_flag(atsmf_quick, tmp_path: Path) -> None:
         assert f"<td>{system}</td>" in text
     # The Rust-written SVGs are embedded as well.
     assert any(m == "image/svg+xml" for m, _, _ in images(page))
+    # The verdicts come first, in words, each difference with its cause.
+    first_h2 = text.index("<h2>")
+    assert text[first_h2:].startswith("<h2>Paper vs ours: what holds here, what does not, and why</h2>")
+    pvo = atsmf_quick.tables["paper_vs_ours"]
+    assert f"{len(pvo)} compared quantities and claims" in text
+    for r in pvo[pvo.verdict != "holds"].itertuples():
+        assert html.escape(r.why) in text, r.quantity
 
 
 def test_report_of_something_else_is_a_clear_error(tmp_path: Path) -> None:

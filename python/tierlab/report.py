@@ -182,6 +182,44 @@ def _sim_section(page: _Page, run_dir: Path, heading: str | None = None) -> None
     page.parts.append("</div>")
 
 
+def _paper_vs_ours_section(page: _Page, d: Path) -> None:
+    """The reproduction's verdicts first, in words, then the rows
+    (paper_vs_ours.csv: docs/fidelity.md)."""
+    import pandas as pd
+
+    path = d / "paper_vs_ours.csv"
+    if not path.is_file():
+        return
+    rows = _read_csv(path)
+    page.h2("Paper vs ours: what holds here, what does not, and why", "docs/fidelity.md (paper_vs_ours.csv)")
+    counts = rows["verdict"].value_counts()
+    page.p(
+        f"{int(counts.get('holds', 0))} of {len(rows)} compared quantities and claims hold here "
+        f"(within 25 % of the paper's value, or the claim is true), {int(counts.get('differs', 0))} differ, "
+        f"{int(counts.get('not comparable', 0))} cannot be compared."
+    )
+
+    def label(r: Any) -> str:
+        return r.quantity if r.workload == "all" else f"{r.quantity} on {r.workload}"
+
+    def num(x: Any) -> str:
+        return "" if pd.isna(x) else f"{x:.4g}"
+
+    for verdict, title in (("differs", "Differs"), ("not comparable", "Not comparable"), ("holds", "Holds")):
+        part = rows[rows.verdict == verdict]
+        if part.empty:
+            continue
+        items = []
+        for r in part.itertuples():
+            why = "" if pd.isna(r.why) or not r.why else f" — {r.why}"
+            items.append(
+                f"<li>{html.escape(label(r))}: paper {html.escape(num(r.paper))}, "
+                f"ours {html.escape(num(r.ours))}{html.escape(why)}</li>"
+            )
+        page.parts.append(f"<p><b>{title}</b></p><ul>{''.join(items)}</ul>")
+    page.table(rows, "paper_vs_ours.csv")
+
+
 def _atsmf_section(page: _Page, d: Path, heading: str = "ATSMF: flash only vs ATSMF vs FlashCache vs ARC") -> None:
     from . import plots
 
@@ -363,6 +401,7 @@ def render_report(dir: str | os.PathLike[str], *, title: str | None = None) -> s
         "sweep": "tierlab sweep",
     }
     page = _Page(title or titles[kind], f"{d.resolve()}")
+    _paper_vs_ours_section(page, d)
     if kind == "sim":
         _sim_section(page, d)
     elif kind == "atsmf":

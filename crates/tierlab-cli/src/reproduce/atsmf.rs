@@ -37,6 +37,8 @@ use tierlab_trace::{ReadOptions, TraceReader};
 use crate::CliResult;
 use crate::plot::{Chart, Series, line_chart_svg};
 
+mod paper;
+
 const GIB: u64 = 1 << 30;
 
 #[derive(Args)]
@@ -185,6 +187,9 @@ struct Workload {
     /// `driver.spread` of its replays: `even` at auto scale (quantized
     /// stamps spread over their quantum), else `none`.
     spread: &'static str,
+    /// A preset: its generator and the parameters set on it (TOML inline
+    /// table entries, e.g. `duration_s = 1500`).
+    generator: Option<(String, String)>,
 }
 
 #[derive(Clone, Debug)]
@@ -237,17 +242,15 @@ fn preset_workloads(args: &AtsmfArgs) -> CliResult<Vec<Workload>> {
         else {
             unreachable!("atsmf presets are io-concentration workloads");
         };
-        let mut params = String::new();
-        if args.quick {
-            let _ = write!(
-                params,
-                ", params = {{ duration_s = {} }}",
-                p.duration_s / 4.0
-            );
-        }
+        let params = if args.quick {
+            format!("duration_s = {}", p.duration_s / 4.0)
+        } else {
+            String::new()
+        };
         out.push(Workload {
             name: short.to_string(),
-            workload_toml: format!("{{ generator = \"{preset}\"{params} }}"),
+            workload_toml: generator_toml(preset, &params),
+            generator: Some((preset.to_string(), params)),
             lun_bytes: p.sub_luns as u64 * p.sub_lun_size_bytes,
             scale: Scale::paper(),
             trace: None,
@@ -256,6 +259,59 @@ fn preset_workloads(args: &AtsmfArgs) -> CliResult<Vec<Workload>> {
         });
     }
     Ok(out)
+}
+
+/// A generated workload's TOML value; `params`: inline-table entries.
+fn generator_toml(preset: &str, params: &str) -> String {
+    if params.is_empty() {
+        format!("{{ generator = \"{preset}\" }}")
+    } else {
+        format!("{{ generator = \"{preset}\", params = {{ {params} }} }}")
+    }
+}
+
+/// ATSMF alone on `w` (a preset) at other concentration shares
+/// (`paper::SENSITIVITY_SHARES`); with the main run's share, the
+/// memory access ratio at each (`sensitivity.csv`).
+fn sensitivity(
+    dir: &Path,
+    w: &Workload,
+    seed: u64,
+    base_mem: f64,
+) -> CliResult<paper::Sensitivity> {
+    let (preset, params) = w.generator.as_ref().expect("a preset");
+    let mut by_share = vec![(paper::ANALOG_SHARE, base_mem)];
+    for share in paper::SENSITIVITY_SHARES {
+        let extra = format!("concentration_share = {share}");
+        let all = if params.is_empty() {
+            extra
+        } else {
+            format!("{params}, {extra}")
+        };
+        let variant = Workload {
+            name: format!("{}-share{share}", w.name),
+            workload_toml: generator_toml(preset, &all),
+            lun_bytes: w.lun_bytes,
+            scale: w.scale.clone(),
+            trace: None,
+            warning: String::new(),
+            spread: w.spread,
+            generator: None,
+        };
+        let r = run_one(dir, &variant, "atsmf", seed, 0)?;
+        let ios = r.summary["ios"].as_f64().unwrap_or(0.0);
+        by_share.push((share, if ios > 0.0 { tier_ios(&r.summary, 0) / ios } else { 0.0 }));
+    }
+    by_share.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut csv = String::from("workload,concentration_share,atsmf_mem_access_ratio\n");
+    for (share, mem) in &by_share {
+        let _ = writeln!(csv, "{},{share},{mem:.4}", w.name);
+    }
+    std::fs::write(dir.join("sensitivity.csv"), csv)?;
+    Ok(paper::Sensitivity {
+        workload: w.name.clone(),
+        by_share,
+    })
 }
 
 /// Slices a real trace to its window, rebased to start at its first kept
@@ -370,6 +426,7 @@ fn trace_workload(spec: &str, dir: &Path, mode: ScaleMode) -> CliResult<Workload
             ScaleMode::Paper => "none",
             ScaleMode::Auto => "even",
         },
+        generator: None,
     })
 }
 
@@ -736,6 +793,18 @@ pub fn run(args: AtsmfArgs) -> CliResult {
         }
     }
     write_table(dir, &rows)?;
+    // Paper vs ours, with the sensitivity runs that measure its main
+    // difference (on the first preset that ran).
+    if let Some(w) = workloads.iter().find(|w| w.generator.is_some()) {
+        let base = rows
+            .iter()
+            .find(|r| r.workload == w.name && r.system == "atsmf")
+            .map_or(0.0, |r| r.mem_access_ratio);
+        let sens = sensitivity(dir, w, args.seed, base)?;
+        let comparisons = paper::compare(&rows, args.quick, Some(&sens));
+        crate::reproduce::paper_vs_ours::write_csv(dir, &comparisons)?;
+        println!("{}", crate::reproduce::paper_vs_ours::summary_line(&comparisons));
+    }
     println!(
         "tierlab reproduce atsmf: {} workloads × {} systems in {:.1} s; wrote {}",
         workloads.len(),

@@ -8,6 +8,7 @@ use crate::CliResult;
 
 pub(crate) mod atsmf;
 mod hswd;
+mod paper_vs_ours;
 mod qos;
 mod raid;
 
