@@ -68,13 +68,29 @@ fn quick_preset_has_the_papers_shape_and_reruns_identically() {
     // memory access ratio is not comparable (the analog's share sets it:
     // the sensitivity runs move it one for one).
     let pvo = std::fs::read_to_string(out.join("paper_vs_ours.csv")).unwrap();
-    assert!(pvo.starts_with("quantity,workload,paper,ours,ratio,verdict,why\n"), "{pvo}");
+    assert!(
+        pvo.starts_with("quantity,workload,paper,ours,ratio,verdict,why\n"),
+        "{pvo}"
+    );
     assert!(pvo.contains("atsmf_rt_ratio_vs_flash,web2,0.69,"), "{pvo}");
-    let mem = pvo.lines().find(|l| l.starts_with("atsmf_mem_access_ratio,web2")).unwrap();
-    assert!(mem.contains(",not comparable,") && mem.contains("sets the result"), "{mem}");
-    assert!(pvo.lines().filter(|l| l.starts_with("\"claim:")).count() == 3, "{pvo}");
+    let mem = pvo
+        .lines()
+        .find(|l| l.starts_with("atsmf_mem_access_ratio,web2"))
+        .unwrap();
+    assert!(
+        mem.contains(",not comparable,") && mem.contains("sets the result"),
+        "{mem}"
+    );
+    assert!(
+        pvo.lines().filter(|l| l.starts_with("\"claim:")).count() == 3,
+        "{pvo}"
+    );
     let sens = std::fs::read_to_string(out.join("sensitivity.csv")).unwrap();
-    let mems: Vec<f64> = sens.lines().skip(1).map(|l| l.split(',').nth(2).unwrap().parse().unwrap()).collect();
+    let mems: Vec<f64> = sens
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(2).unwrap().parse().unwrap())
+        .collect();
     assert_eq!(mems.len(), 3);
     assert!(mems[0] < mems[1] && mems[1] < mems[2], "{sens}");
     let get = |s: &str| rows.iter().find(|r| r.system == s).unwrap();
@@ -211,7 +227,11 @@ fn one_second_trace(path: &Path) {
             next() % ((8u64 << 30) / 4096)
         };
         let op = if next() % 10 < 7 { "Read" } else { "Write" };
-        text.push_str(&format!("{},h,0,{op},{},4096,100\n", t0 + i * 1000, block * 4096));
+        text.push_str(&format!(
+            "{},h,0,{op},{},4096,100\n",
+            t0 + i * 1000,
+            block * 4096
+        ));
     }
     std::fs::write(path, text).unwrap();
 }
@@ -239,7 +259,15 @@ fn scale_auto_fits_a_one_second_trace_and_the_papers_scale_warns() {
     let run = |scale: &str| {
         let out = tmp.path().join(scale);
         let o = tierlab(&[
-            "reproduce", "atsmf", "--only", "none", "--trace", &spec, "--scale", scale, "--out",
+            "reproduce",
+            "atsmf",
+            "--only",
+            "none",
+            "--trace",
+            &spec,
+            "--scale",
+            scale,
+            "--out",
             out.to_str().unwrap(),
         ]);
         ok(&o);
@@ -256,9 +284,13 @@ fn scale_auto_fits_a_one_second_trace_and_the_papers_scale_warns() {
             && err.contains("--scale auto would use sub-LUNs of 3 MiB"),
         "{err}"
     );
-    let mem: f64 = column(&paper, "table.csv", "atsmf", "mem_access_ratio").parse().unwrap();
+    let mem: f64 = column(&paper, "table.csv", "atsmf", "mem_access_ratio")
+        .parse()
+        .unwrap();
     assert_eq!(mem, 0.0);
-    let tail: f64 = column(&paper, "table.csv", "atsmf", "background_tail_s").parse().unwrap();
+    let tail: f64 = column(&paper, "table.csv", "atsmf", "background_tail_s")
+        .parse()
+        .unwrap();
     assert!(tail > 10.0, "{tail}");
     // Host IO/s is the workload's, the same as flash alone's.
     let iops = |dir: &Path, system: &str| {
@@ -277,9 +309,13 @@ fn scale_auto_fits_a_one_second_trace_and_the_papers_scale_warns() {
     assert_eq!(column(&auto, "scale.csv", "", "sub_lun_bytes"), "3145728");
     assert_eq!(column(&auto, "scale.csv", "", "periods"), "20.000");
     assert_eq!(column(&auto, "scale.csv", "", "warning"), "\"\"");
-    let mem: f64 = column(&auto, "table.csv", "atsmf", "mem_access_ratio").parse().unwrap();
+    let mem: f64 = column(&auto, "table.csv", "atsmf", "mem_access_ratio")
+        .parse()
+        .unwrap();
     assert!(mem > 0.5, "{mem}");
-    let tail: f64 = column(&auto, "table.csv", "atsmf", "background_tail_s").parse().unwrap();
+    let tail: f64 = column(&auto, "table.csv", "atsmf", "background_tail_s")
+        .parse()
+        .unwrap();
     assert!(tail < 1.0, "{tail}");
 }
 
@@ -290,11 +326,16 @@ fn scale_auto_fits_a_one_second_trace_and_the_papers_scale_warns() {
 fn scale_auto_on_public_traces() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
     let traces = [
-        ("cbs", root.join("tencent-cbs/cbs-window-rw60_40.flashnet.csv")),
+        (
+            "cbs",
+            root.join("tencent-cbs/cbs-window-rw60_40.flashnet.csv"),
+        ),
         ("msr", root.join("msr/msr-window-rw20_80.replay.txt")),
     ];
     if traces.iter().any(|(_, p)| !p.exists()) {
-        eprintln!("skipped: ../shared/traces is not here (public traces are not part of the checkout)");
+        eprintln!(
+            "skipped: ../shared/traces is not here (public traces are not part of the checkout)"
+        );
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -303,15 +344,28 @@ fn scale_auto_on_public_traces() {
         for scale in ["paper", "auto"] {
             let out = tmp.path().join(format!("{name}-{scale}"));
             let o = tierlab(&[
-                "reproduce", "atsmf", "--only", "none", "--trace", &spec, "--scale", scale,
-                "--out", out.to_str().unwrap(),
+                "reproduce",
+                "atsmf",
+                "--only",
+                "none",
+                "--trace",
+                &spec,
+                "--scale",
+                scale,
+                "--out",
+                out.to_str().unwrap(),
             ]);
             ok(&o);
             let err = String::from_utf8_lossy(&o.stderr);
-            assert_eq!(err.contains("warning"), scale == "paper", "{name} {scale}: {err}");
+            assert_eq!(
+                err.contains("warning"),
+                scale == "paper",
+                "{name} {scale}: {err}"
+            );
             if scale == "auto" {
-                let mem: f64 =
-                    column(&out, "table.csv", "atsmf", "mem_access_ratio").parse().unwrap();
+                let mem: f64 = column(&out, "table.csv", "atsmf", "mem_access_ratio")
+                    .parse()
+                    .unwrap();
                 assert!(mem > 0.1, "{name}: {mem}");
             }
         }

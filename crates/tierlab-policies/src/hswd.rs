@@ -1295,12 +1295,7 @@ impl Hswd {
             self.slot_offset(slot),
             self.layout.block_bytes,
         );
-        self.submit(
-            out,
-            PCACHE_DEVICE,
-            io,
-            Rec::SlotWrite { host, block, slot },
-        );
+        self.submit(out, PCACHE_DEVICE, io, Rec::SlotWrite { host, block, slot });
     }
 
     /// Issues the oldest write queued for `block` if its slot is free to

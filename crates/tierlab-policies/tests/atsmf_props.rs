@@ -365,7 +365,10 @@ fn atsmf_survives_host_path_device_errors_and_stops_at_the_rest() {
     if n >= 100 {
         let r = &t.reached;
         assert!(
-            r.host_ios_failed > 0 && r.stopped_runs > 0 && r.stopped_runs <= n / 2 && t.promotions > 0,
+            r.host_ios_failed > 0
+                && r.stopped_runs > 0
+                && r.stopped_runs <= n / 2
+                && t.promotions > 0,
             "coverage {t:?}"
         );
     }

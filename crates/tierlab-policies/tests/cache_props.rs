@@ -643,7 +643,10 @@ fn the_harness_catches_a_cache_that_acknowledges_failed_ios() {
         issue_workload(&mut sim, &mut policy, &mut out, &case.w);
         complete_host_ios(&mut sim, &mut policy, &mut out);
         sim.drain_and_check(&mut policy, &mut out);
-        assert_eq!(sim.reached.host_ios_failed, 0, "every failure was turned into a completion");
+        assert_eq!(
+            sim.reached.host_ios_failed, 0,
+            "every failure was turned into a completion"
+        );
         caught += u64::from(!sim.failures.is_empty());
     }
     eprintln!("caught in {caught} of 40 runs");

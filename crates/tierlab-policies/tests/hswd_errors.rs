@@ -85,7 +85,10 @@ impl Driver {
     fn settle(&mut self, mut fails: impl FnMut(usize, &DeviceIo) -> bool) {
         while let Some((d, io)) = self.in_flight.pop_front() {
             if fails(d, &io) {
-                if !self.h.on_device_error(0, d, io.tag, IoError::Io, &mut self.out) {
+                if !self
+                    .h
+                    .on_device_error(0, d, io.tag, IoError::Io, &mut self.out)
+                {
                     self.refused = true;
                     return;
                 }
@@ -102,7 +105,10 @@ impl Driver {
 
     /// Device IOs submitted since `from` that match.
     fn count_since(&self, from: usize, f: impl Fn(usize, &DeviceIo) -> bool) -> usize {
-        self.submitted[from..].iter().filter(|(d, io)| f(*d, io)).count()
+        self.submitted[from..]
+            .iter()
+            .filter(|(d, io)| f(*d, io))
+            .count()
     }
 }
 

@@ -71,7 +71,10 @@ fn linear_moves_data_exactly_through_its_segments_and_survives_device_errors() {
         issue_workload(&mut sim, &mut policy, &mut out, &w);
         sim.drain_and_check(&mut policy, &mut out);
         check_counts(&mut sim);
-        assert!(!sim.stopped, "seed {seed}: linear stopped at a device error");
+        assert!(
+            !sim.stopped,
+            "seed {seed}: linear stopped at a device error"
+        );
         assert!(
             sim.failures.is_empty(),
             "seed {seed} ({segments:?}, {w:?}, delay {max_delay}): {:#?}",

@@ -2,8 +2,8 @@
 //! devices' models and the policy from tierlab-stack, the one builder every
 //! executor shares.
 
-use tierlab_trace::spread::SpreadMode;
 use std::path::Path;
+use tierlab_trace::spread::SpreadMode;
 
 use tierlab_core::NS_PER_S;
 use tierlab_stack::{DeviceSpec, StackContext, TenantSpec};

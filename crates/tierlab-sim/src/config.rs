@@ -3,8 +3,8 @@
 //! errors that name the key path; bad values name the key, the value and
 //! what is allowed. `--set a.b.0.c=value` overrides any key before parsing.
 
-use tierlab_trace::spread::SpreadMode;
 use std::path::{Path, PathBuf};
+use tierlab_trace::spread::SpreadMode;
 
 use serde::Deserialize;
 

@@ -164,15 +164,22 @@ impl Tenant {
     /// How the workload's stamps were spread, what they looked like as
     /// read, and how many records got a later time.
     pub fn spread(&self) -> (SpreadMode, QuantumStats, u64) {
-        (self.spread, self.workload.stats, self.workload.spread_records)
+        (
+            self.spread,
+            self.workload.stats,
+            self.workload.spread_records,
+        )
     }
 
     /// Open loop with quantized stamps left as they are: the warning to
     /// give (None if there is nothing to warn about).
     pub fn quantized_warning(&self) -> Option<String> {
         let open = matches!(self.mode, DriverMode::OpenLoop { .. });
-        (open && self.spread == SpreadMode::None && self.workload.stats.is_quantized())
-            .then(|| self.workload.stats.warning(&format!("tenant {}", self.name)))
+        (open && self.spread == SpreadMode::None && self.workload.stats.is_quantized()).then(|| {
+            self.workload
+                .stats
+                .warning(&format!("tenant {}", self.name))
+        })
     }
 
     pub fn with_iops_schedule(mut self, schedule: Vec<(TimeNs, f64)>) -> Result<Tenant, String> {

@@ -283,7 +283,11 @@ pub fn run_with_progress(
         simulated_s: outcome.end_ns as f64 / NS_PER_S as f64,
         events: outcome.events,
         host_ios_unfinished: outcome.host_ios_unfinished,
-        warnings: sim.tenants().iter().filter_map(|t| t.quantized_warning()).collect(),
+        warnings: sim
+            .tenants()
+            .iter()
+            .filter_map(|t| t.quantized_warning())
+            .collect(),
         policy_counters: sim
             .policy()
             .counters()

@@ -17,7 +17,10 @@ fn trace(path: &Path, seconds: u64, per_second: u64) {
     for s in 0..seconds {
         for k in 0..per_second {
             let offset = ((s * per_second + k) * 7919 % 262_144) * 4096;
-            text.push_str(&format!("{},h,0,Read,{offset},4096,100\n", t0 + s * 10_000_000));
+            text.push_str(&format!(
+                "{},h,0,Read,{offset},4096,100\n",
+                t0 + s * 10_000_000
+            ));
         }
     }
     std::fs::write(path, text).unwrap();
@@ -42,7 +45,12 @@ fn whole_second_stamps_are_warned_about_and_spread_on_request() {
     let burst = sim(&path, "none");
     let t = &burst.info.tenants[0];
     assert_eq!(
-        (t.spread, t.spread_records, t.same_stamp_records, t.timestamp_quantum_ns),
+        (
+            t.spread,
+            t.spread_records,
+            t.same_stamp_records,
+            t.timestamp_quantum_ns
+        ),
         ("none", 0, 10 * 399, Some(1_000_000_000))
     );
     assert_eq!(burst.info.warnings.len(), 1);
@@ -64,7 +72,12 @@ fn whole_second_stamps_are_warned_about_and_spread_on_request() {
     // read service time, ~29 µs), 400 deep at each second's instant
     // otherwise (queued behind the drive's internal parallelism: ~435 µs).
     let mean = |r: &run::RunResult| r.metrics.total.mean_latency_us.unwrap();
-    assert!(mean(&burst) > 10.0 * mean(&even), "{} vs {}", mean(&burst), mean(&even));
+    assert!(
+        mean(&burst) > 10.0 * mean(&even),
+        "{} vs {}",
+        mean(&burst),
+        mean(&even)
+    );
     // The same IOs, the same span (the last second spread over the
     // previous gap: the run ends ~1 s later).
     assert_eq!(burst.metrics.total.ios, even.metrics.total.ios);
@@ -84,7 +97,9 @@ fn a_bad_spread_names_the_key_and_the_choices() {
                 capacity_bytes = 1073741824\n[policy]\nkind = \"passthrough\"\n[[tenants]]\n\
                 name = \"t\"\nworkload = { trace = \"x.csv\" }\n\
                 driver = { mode = \"open\", spread = \"uniform\" }\n";
-    let e = config::parse(text, "test.toml", &[]).unwrap_err().to_string();
+    let e = config::parse(text, "test.toml", &[])
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("uniform") && e.contains("even") && e.contains("poisson"),
         "{e}"

@@ -13,10 +13,10 @@
 
 use std::collections::VecDeque;
 
+use crate::error::Result;
 use crate::generate::common::Rng;
 use crate::reader::RecordStream;
 use crate::record::{DeviceTable, IoRecord, TimeBase};
-use crate::error::Result;
 
 /// How the records of one stamp are spread over its quantum.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
@@ -273,7 +273,15 @@ mod tests {
         let got: Vec<(u64, u64)> = out.iter().map(|&(t, o)| (ms(t), o)).collect();
         assert_eq!(
             got,
-            vec![(10_000, 0), (10_500, 1), (11_000, 2), (11_500, 3), (12_000, 4), (13_000, 5), (13_500, 6)]
+            vec![
+                (10_000, 0),
+                (10_500, 1),
+                (11_000, 2),
+                (11_500, 3),
+                (12_000, 4),
+                (13_000, 5),
+                (13_500, 6)
+            ]
         );
         assert_eq!(s.spread_records, 4);
         assert_eq!(
@@ -316,7 +324,10 @@ mod tests {
         assert_eq!(s.spread_records, 0);
         // Distinct stamps: not quantized; nothing to spread.
         let (out, s) = spread(&[1, 2, 3], SpreadMode::Even);
-        assert_eq!(out.iter().map(|x| x.0 / 1_000_000_000).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(
+            out.iter().map(|x| x.0 / 1_000_000_000).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
         assert!(!s.stats.is_quantized());
     }
 }

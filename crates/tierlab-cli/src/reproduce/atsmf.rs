@@ -300,7 +300,14 @@ fn sensitivity(
         };
         let r = run_one(dir, &variant, "atsmf", seed, 0)?;
         let ios = r.summary["ios"].as_f64().unwrap_or(0.0);
-        by_share.push((share, if ios > 0.0 { tier_ios(&r.summary, 0) / ios } else { 0.0 }));
+        by_share.push((
+            share,
+            if ios > 0.0 {
+                tier_ios(&r.summary, 0) / ios
+            } else {
+                0.0
+            },
+        ));
     }
     by_share.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut csv = String::from("workload,concentration_share,atsmf_mem_access_ratio\n");
@@ -495,11 +502,15 @@ fn memory_device(bytes: u64) -> String {
 
 fn config_text(w: &Workload, system: &str, seed: u64, cache_bytes: u64) -> String {
     let (devices, policy) = match system {
-        "flash" => (flash_device(w.lun_bytes), "kind = \"passthrough\"\n".to_string()),
+        "flash" => (
+            flash_device(w.lun_bytes),
+            "kind = \"passthrough\"\n".to_string(),
+        ),
         "atsmf" => {
             let s = &w.scale;
             let comment = if *s == Scale::paper() {
-                "# The paper's: 1 GiB sub-LUNs, 24 s periods (20 s traced), N = 30, M = 60 %.".to_string()
+                "# The paper's: 1 GiB sub-LUNs, 24 s periods (20 s traced), N = 30, M = 60 %."
+                    .to_string()
             } else {
                 "# --scale auto: the paper's volume/sub-LUN and window/period ratios on this trace; M = 60 %."
                     .to_string()
@@ -803,7 +814,10 @@ pub fn run(args: AtsmfArgs) -> CliResult {
         let sens = sensitivity(dir, w, args.seed, base)?;
         let comparisons = paper::compare(&rows, args.quick, Some(&sens));
         crate::reproduce::paper_vs_ours::write_csv(dir, &comparisons)?;
-        println!("{}", crate::reproduce::paper_vs_ours::summary_line(&comparisons));
+        println!(
+            "{}",
+            crate::reproduce::paper_vs_ours::summary_line(&comparisons)
+        );
     }
     println!(
         "tierlab reproduce atsmf: {} workloads × {} systems in {:.1} s; wrote {}",
@@ -852,6 +866,9 @@ mod tests {
         // A 104 MiB volume, 147 s, 50,000 IOs: 500-IO periods (1.47 s);
         // 104 MiB / 396.27 = 275 KB → whole 64 KiB: 320 KiB; N = 25.
         let s = Scale::auto(109_051_904, 147.0, 50_000);
-        assert_eq!((s.period_s, s.sub_lun_bytes, s.top_n), (1.47, 320 << 10, 25));
+        assert_eq!(
+            (s.period_s, s.sub_lun_bytes, s.top_n),
+            (1.47, 320 << 10, 25)
+        );
     }
 }

@@ -82,7 +82,13 @@ pub fn numeric(
 }
 
 /// A row that cannot be compared in this run, and why.
-pub fn not_comparable(quantity: &str, workload: &str, paper: f64, ours: f64, why: &str) -> Comparison {
+pub fn not_comparable(
+    quantity: &str,
+    workload: &str,
+    paper: f64,
+    ours: f64,
+    why: &str,
+) -> Comparison {
     Comparison {
         quantity: quantity.to_string(),
         workload: workload.to_string(),
@@ -95,13 +101,23 @@ pub fn not_comparable(quantity: &str, workload: &str, paper: f64, ours: f64, why
 
 /// A claim of the paper's text, counted over workloads: `paper` and
 /// `ours` are the counts, `holds` whether ours makes the claim true.
-pub fn claim(quantity: &str, paper: f64, ours: f64, holds: bool, cause: impl FnOnce() -> String) -> Comparison {
+pub fn claim(
+    quantity: &str,
+    paper: f64,
+    ours: f64,
+    holds: bool,
+    cause: impl FnOnce() -> String,
+) -> Comparison {
     Comparison {
         quantity: quantity.to_string(),
         workload: "all".to_string(),
         paper,
         ours,
-        verdict: if holds { Verdict::Holds } else { Verdict::Differs },
+        verdict: if holds {
+            Verdict::Holds
+        } else {
+            Verdict::Differs
+        },
         why: if holds { String::new() } else { cause() },
     }
 }
@@ -168,10 +184,20 @@ mod tests {
         assert_eq!(numeric("q", "w", 0.8, 0.6, cause).verdict, Verdict::Holds); // −25 % exactly
         let d = numeric("q", "w", 0.8, 0.59, cause);
         assert_eq!((d.verdict, d.why.as_str()), (Verdict::Differs, "c"));
-        assert_eq!(numeric("q", "w", 0.0001, 0.5, cause).verdict, Verdict::NotComparable);
-        assert_eq!(numeric("q", "w", 0.5, f64::NAN, cause).verdict, Verdict::NotComparable);
+        assert_eq!(
+            numeric("q", "w", 0.0001, 0.5, cause).verdict,
+            Verdict::NotComparable
+        );
+        assert_eq!(
+            numeric("q", "w", 0.5, f64::NAN, cause).verdict,
+            Verdict::NotComparable
+        );
         let tmp = tempfile::tempdir().unwrap();
-        write_csv(tmp.path(), &[numeric("mem, ratio", "w", 0.8, 0.4, || "a \"b\"".into())]).unwrap();
+        write_csv(
+            tmp.path(),
+            &[numeric("mem, ratio", "w", 0.8, 0.4, || "a \"b\"".into())],
+        )
+        .unwrap();
         assert_eq!(
             std::fs::read_to_string(tmp.path().join("paper_vs_ours.csv")).unwrap(),
             "quantity,workload,paper,ours,ratio,verdict,why\n\"mem, ratio\",w,0.8,0.4000,0.5000,differs,\"a \"\"b\"\"\"\n"

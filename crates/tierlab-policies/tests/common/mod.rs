@@ -723,7 +723,9 @@ impl Sim {
     /// acknowledged, so its units may read as it or as before.
     fn host_failed(&mut self, host: u64) {
         let Some(h) = self.hosts.remove(&host) else {
-            self.fail(format!("host {host} failed after it completed, or never issued"));
+            self.fail(format!(
+                "host {host} failed after it completed, or never issued"
+            ));
             return;
         };
         if self.reached.device_errors == 0 {
@@ -806,7 +808,11 @@ impl Sim {
             || matches!(p.buf, Some(BufRef::Host { .. }))
             || p.io.op == Op::Trim;
         let faults = RandomFaults {
-            per_mille: if eligible { self.device_error_per_mille } else { 0 },
+            per_mille: if eligible {
+                self.device_error_per_mille
+            } else {
+                0
+            },
         };
         let now = self.now();
         if !faults.fails(&mut self.rng) {

@@ -3,9 +3,9 @@
 //! follows the analog's `concentration_share` (`sensitivity.csv`).
 
 use super::Row;
-use crate::reproduce::paper_vs_ours::{Comparison, claim, not_comparable, numeric};
 #[cfg(test)]
 use crate::reproduce::paper_vs_ours::Verdict;
+use crate::reproduce::paper_vs_ours::{Comparison, claim, not_comparable, numeric};
 
 /// Table 5 (spec/atsmf.md): workload, ATSMF/flash mean RT, FlashCache and
 /// ATSMF memory access ratios, ATSMF peak memory (GB).
@@ -65,7 +65,8 @@ impl Sensitivity {
 }
 
 fn get<'a>(rows: &'a [Row], workload: &str, system: &str) -> Option<&'a Row> {
-    rows.iter().find(|r| r.workload == workload && r.system == system)
+    rows.iter()
+        .find(|r| r.workload == workload && r.system == system)
 }
 
 /// Table 5's rows for the presets that ran, then the text's claims over
@@ -79,9 +80,13 @@ pub fn compare(rows: &[Row], quick: bool, sensitivity: Option<&Sensitivity>) -> 
             continue;
         };
         present.push((w, rt, fc_mem, atsmf_mem, a, fc));
-        out.push(numeric("atsmf_rt_ratio_vs_flash", w, rt, a.rt_ratio_vs_flash, || {
-            not_measured("the flash model's and the analog's rates set both response times")
-        }));
+        out.push(numeric(
+            "atsmf_rt_ratio_vs_flash",
+            w,
+            rt,
+            a.rt_ratio_vs_flash,
+            || not_measured("the flash model's and the analog's rates set both response times"),
+        ));
         match sensitivity.filter(|s| s.sets_result()) {
             Some(sens) => out.push(not_comparable(
                 "atsmf_mem_access_ratio",
@@ -90,9 +95,13 @@ pub fn compare(rows: &[Row], quick: bool, sensitivity: Option<&Sensitivity>) -> 
                 a.mem_access_ratio,
                 &sens.sentence(),
             )),
-            None => out.push(numeric("atsmf_mem_access_ratio", w, atsmf_mem, a.mem_access_ratio, || {
-                not_measured("the sensitivity runs did not show what sets it")
-            })),
+            None => out.push(numeric(
+                "atsmf_mem_access_ratio",
+                w,
+                atsmf_mem,
+                a.mem_access_ratio,
+                || not_measured("the sensitivity runs did not show what sets it"),
+            )),
         }
         out.push(numeric("flashcache_mem_access_ratio", w, fc_mem, fc.mem_access_ratio, || {
             not_measured(
@@ -110,9 +119,17 @@ pub fn compare(rows: &[Row], quick: bool, sensitivity: Option<&Sensitivity>) -> 
                 "--quick replays a quarter of the window: the peak over the whole window is not reached",
             ));
         } else {
-            out.push(numeric("atsmf_peak_mem_gb", w, peak_gb, peak_gb_ours, || {
-                not_measured("our demotion runs one period after a sub-LUN leaves every concentration")
-            }));
+            out.push(numeric(
+                "atsmf_peak_mem_gb",
+                w,
+                peak_gb,
+                peak_gb_ours,
+                || {
+                    not_measured(
+                        "our demotion runs one period after a sub-LUN leaves every concentration",
+                    )
+                },
+            ));
         }
     }
     if present.is_empty() {
@@ -120,7 +137,10 @@ pub fn compare(rows: &[Row], quick: bool, sensitivity: Option<&Sensitivity>) -> 
     }
     let n = present.len() as f64;
     let paper_faster = present.iter().filter(|p| p.1 <= 0.8).count() as f64;
-    let ours_faster = present.iter().filter(|p| p.4.rt_ratio_vs_flash <= 0.8).count() as f64;
+    let ours_faster = present
+        .iter()
+        .filter(|p| p.4.rt_ratio_vs_flash <= 0.8)
+        .count() as f64;
     out.push(claim(
         "claim: most workloads, ATSMF >= 20 % faster than flash (count)",
         paper_faster,
@@ -129,10 +149,19 @@ pub fn compare(rows: &[Row], quick: bool, sensitivity: Option<&Sensitivity>) -> 
         || not_measured("fewer than half the workloads"),
     ));
     let paper_half = present.iter().filter(|p| p.3 >= 0.5).count() as f64;
-    let ours_half = present.iter().filter(|p| p.4.mem_access_ratio >= 0.5).count() as f64;
+    let ours_half = present
+        .iter()
+        .filter(|p| p.4.mem_access_ratio >= 0.5)
+        .count() as f64;
     let half = "claim: every workload, ATSMF serves >= 50 % from memory (count)";
     match sensitivity.filter(|s| s.sets_result()) {
-        Some(sens) => out.push(not_comparable(half, "all", paper_half, ours_half, &sens.sentence())),
+        Some(sens) => out.push(not_comparable(
+            half,
+            "all",
+            paper_half,
+            ours_half,
+            &sens.sentence(),
+        )),
         None => out.push(claim(half, paper_half, ours_half, ours_half == n, || {
             not_measured("the sensitivity runs did not show what sets it")
         })),
@@ -183,31 +212,63 @@ mod tests {
             by_share: vec![(0.6, 0.59), (0.7, 0.69), (0.8, 0.78)],
         };
         let c = compare(&rows, false, Some(&tracks));
-        let get = |q: &str, w: &str| c.iter().find(|r| r.quantity.starts_with(q) && r.workload == w).unwrap();
-        assert_eq!(get("atsmf_rt_ratio_vs_flash", "src1_0").verdict, Verdict::Holds);
-        assert_eq!(get("atsmf_rt_ratio_vs_flash", "usr2").verdict, Verdict::Differs); // 0.45 / 0.90
+        let get = |q: &str, w: &str| {
+            c.iter()
+                .find(|r| r.quantity.starts_with(q) && r.workload == w)
+                .unwrap()
+        };
+        assert_eq!(
+            get("atsmf_rt_ratio_vs_flash", "src1_0").verdict,
+            Verdict::Holds
+        );
+        assert_eq!(
+            get("atsmf_rt_ratio_vs_flash", "usr2").verdict,
+            Verdict::Differs
+        ); // 0.45 / 0.90
         assert_eq!(get("atsmf_peak_mem_gb", "src1_0").verdict, Verdict::Holds); // 43 GB both
-        assert_eq!(get("flashcache_mem_access_ratio", "src1_0").verdict, Verdict::Differs);
-        assert_eq!(get("flashcache_mem_access_ratio", "usr2").verdict, Verdict::NotComparable);
+        assert_eq!(
+            get("flashcache_mem_access_ratio", "src1_0").verdict,
+            Verdict::Differs
+        );
+        assert_eq!(
+            get("flashcache_mem_access_ratio", "usr2").verdict,
+            Verdict::NotComparable
+        );
         // Slope 0.95: the share sets the memory ratio; not comparable, and said why.
         let m = get("atsmf_mem_access_ratio", "src1_0");
         assert_eq!(m.verdict, Verdict::NotComparable);
-        assert!(m.why.contains("0.59 at 0.6") && m.why.contains("sets the result"), "{}", m.why);
+        assert!(
+            m.why.contains("0.59 at 0.6") && m.why.contains("sets the result"),
+            "{}",
+            m.why
+        );
         // Claims over the two: both ≥ 20 % faster (paper: 1 of 2), ATSMF above
         // FlashCache on 1 of 2 (paper 2 of 2: not "most").
         let faster = get("claim: most workloads, ATSMF >= 20", "all");
-        assert_eq!((faster.paper, faster.ours, faster.verdict), (1.0, 2.0, Verdict::Holds));
+        assert_eq!(
+            (faster.paper, faster.ours, faster.verdict),
+            (1.0, 2.0, Verdict::Holds)
+        );
         let above = get("claim: most workloads, ATSMF's memory", "all");
-        assert_eq!((above.paper, above.ours, above.verdict), (2.0, 1.0, Verdict::Differs));
+        assert_eq!(
+            (above.paper, above.ours, above.verdict),
+            (2.0, 1.0, Verdict::Differs)
+        );
         // A share that does not move it: compared as a number.
         let flat = Sensitivity {
             workload: "src1_0".into(),
             by_share: vec![(0.6, 0.8), (0.8, 0.82)],
         };
         let c = compare(&rows, true, Some(&flat));
-        let m = c.iter().find(|r| r.quantity == "atsmf_mem_access_ratio" && r.workload == "src1_0").unwrap();
+        let m = c
+            .iter()
+            .find(|r| r.quantity == "atsmf_mem_access_ratio" && r.workload == "src1_0")
+            .unwrap();
         assert_eq!(m.verdict, Verdict::Holds);
-        let p = c.iter().find(|r| r.quantity == "atsmf_peak_mem_gb").unwrap();
+        let p = c
+            .iter()
+            .find(|r| r.quantity == "atsmf_peak_mem_gb")
+            .unwrap();
         assert_eq!(p.verdict, Verdict::NotComparable, "quick");
     }
 }
