@@ -329,21 +329,25 @@ fn sweep(n: u64, salt: u64, make: impl Fn(u64, &mut Rng) -> (HswdParams, Case)) 
     t
 }
 
+/// Reads and writes, on half the seeds trims, flushes and `locate`; the
+/// run ends with `clean_all` or `drain` (maybe with host IOs in flight).
+fn mixed_case(seed: u64, rng: &mut Rng) -> (HswdParams, Case) {
+    let (p, mut case) = random_policy(rng, SELECTIONS[(seed % 3) as usize], seed % 2 == 0);
+    if seed % 4 >= 2 {
+        let trim_pct = rng.below(15);
+        with_trims(rng, &mut case, trim_pct);
+    }
+    case.end = [End::CleanAll, End::Drain][rng.below(2) as usize];
+    case.drain_early = rng.chance(50);
+    (p, case)
+}
+
 /// Everything interleaved: reads, writes, and on odd seeds trims, flushes
 /// and `locate`; the runs end with `clean_all` or `drain`.
 #[test]
 fn hswd_never_loses_reorders_or_serves_stale_data() {
     let n = cases(600);
-    let t = sweep(n, 11, |seed, rng| {
-        let (p, mut case) = random_policy(rng, SELECTIONS[(seed % 3) as usize], seed % 2 == 0);
-        if seed % 4 >= 2 {
-            let trim_pct = rng.below(15);
-            with_trims(rng, &mut case, trim_pct);
-        }
-        case.end = [End::CleanAll, End::Drain][rng.below(2) as usize];
-        case.drain_early = rng.chance(50);
-        (p, case)
-    });
+    let t = sweep(n, 11, mixed_case);
     // The cases reached every path the properties are about.
     if n >= 100 {
         let s = &t.stats;
@@ -452,13 +456,7 @@ fn hswd_locate_reports_where_a_read_would_go() {
 fn hswd_survives_host_path_device_errors_and_stops_at_the_rest() {
     let n = cases(400);
     let t = sweep(n, 29, |seed, rng| {
-        let (p, mut case) = random_policy(rng, SELECTIONS[(seed % 3) as usize], seed % 2 == 0);
-        if seed % 4 >= 2 {
-            let trim_pct = rng.below(15);
-            with_trims(rng, &mut case, trim_pct);
-        }
-        case.end = [End::CleanAll, End::Drain][rng.below(2) as usize];
-        case.drain_early = rng.chance(50);
+        let (p, mut case) = mixed_case(seed, rng);
         case.device_error_per_mille = 5 + rng.below(26);
         // Half the runs fail only host data path IOs: they never stop.
         case.host_path_errors_only = seed % 2 == 1;

@@ -277,11 +277,11 @@ impl<S: RecordStream> RecordStream for Rebase<S> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::record::Op;
 
-    /// A stream over a fixed list, for tests.
+    /// A stream over a fixed list, for tests (also spread.rs's).
     pub struct VecStream {
         records: std::vec::IntoIter<IoRecord>,
         devices: DeviceTable,

@@ -226,24 +226,11 @@ impl<S: RecordStream> RecordStream for Spread<S> {
 mod tests {
     use super::*;
     use crate::record::Op;
-
-    struct List(std::vec::IntoIter<IoRecord>, DeviceTable);
-
-    impl RecordStream for List {
-        fn next_record(&mut self) -> Result<Option<IoRecord>> {
-            Ok(self.0.next())
-        }
-        fn devices(&self) -> &DeviceTable {
-            &self.1
-        }
-        fn time_base(&self) -> TimeBase {
-            TimeBase::Relative
-        }
-    }
+    use crate::slice::tests::VecStream;
 
     /// Records at the given stamps (seconds), offsets 0, 1, 2, ... so the
     /// order can be checked.
-    fn spread(stamps_s: &[u64], mode: SpreadMode) -> (Vec<(u64, u64)>, Spread<List>) {
+    fn spread(stamps_s: &[u64], mode: SpreadMode) -> (Vec<(u64, u64)>, Spread<VecStream>) {
         let records: Vec<IoRecord> = stamps_s
             .iter()
             .enumerate()
@@ -256,7 +243,7 @@ mod tests {
                 response_ns: None,
             })
             .collect();
-        let mut s = Spread::new(List(records.into_iter(), DeviceTable::default()), mode, 1);
+        let mut s = Spread::new(VecStream::new(records, &[]), mode, 1);
         let mut out = Vec::new();
         while let Some(r) = s.next_record().unwrap() {
             out.push((r.time_ns, r.offset_bytes));
