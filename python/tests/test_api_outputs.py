@@ -38,8 +38,10 @@ def test_reproduce_frames_equal_the_files(atsmf_quick) -> None:
 
 
 def test_reproduce_arguments_are_checked() -> None:
-    with pytest.raises(ValueError, match="expected one of atsmf, hswd, qos"):
-        tierlab.reproduce("raid", out="x")
+    with pytest.raises(ValueError, match="expected one of atsmf, hswd, qos, raid"):
+        tierlab.reproduce("ssd", out="x")
+    with pytest.raises(ValueError, match="not an option of raid"):
+        tierlab.reproduce("raid", only="x", out="x")
     with pytest.raises(ValueError, match="unknown workload 'src9'; known: .*src1_0"):
         tierlab.reproduce("atsmf", only="src9", out="x")
     with pytest.raises(ValueError, match="not an option of qos"):

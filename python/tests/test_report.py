@@ -93,6 +93,41 @@ def test_reproduce_report_and_cli_flag(atsmf_quick, tmp_path: Path) -> None:
         assert html.escape(r.why) in text, r.quantity
 
 
+def check_verdicts_first(page: Path, pvo) -> None:
+    """The report opens with paper vs ours, and shows every difference's cause."""
+    text = page.read_text(encoding="utf-8")
+    first_h2 = text.index("<h2>")
+    assert text[first_h2:].startswith("<h2>Paper vs ours: what holds here, what does not, and why</h2>")
+    assert f"{len(pvo)} compared quantities and claims" in text
+    for r in pvo[pvo.verdict != "holds"].itertuples():
+        assert html.escape(r.why) in text, r.quantity
+
+
+@pytest.fixture(scope="module")
+def raid_quick(tmp_path_factory: pytest.TempPathFactory):
+    out = tmp_path_factory.mktemp("raid") / "raid"
+    return tierlab.reproduce("raid", quick=True, out=out, report=True)
+
+
+def test_raid_reproduction_report(raid_quick) -> None:
+    assert raid_quick.kind == "raid"
+    page = raid_quick.dir / "report.html"
+    check_self_contained(page)
+    check_images_decode(page)
+    pvo = raid_quick.tables["paper_vs_ours"]
+    check_verdicts_first(page, pvo)
+    # Every "differs" row names the variant run that measured its cause,
+    # and that run is in variants.csv.
+    variants = raid_quick.tables["variants"]
+    for r in pvo[pvo.verdict == "differs"].itertuples():
+        assert "measured" in r.why and not r.why.startswith("not measured"), r.why
+        named = [v for v in set(variants.variant) if v in r.why]
+        assert named, r.why
+    text = page.read_text(encoding="utf-8")
+    for w in raid_quick.tables["improvement"].workload:
+        assert f"<td>{html.escape(w)}</td>" in text, w
+
+
 def test_report_of_something_else_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not a tierlab output directory"):
         write_report(tmp_path)
@@ -123,9 +158,11 @@ def test_sim_report_flag(tierlab_exe: str, tmp_path: Path) -> None:
 
 @pytest.mark.skipif(chromium() is None, reason="Chromium is not installed (Debian: apt-get install chromium); "
                     "the headless rendering check of the HTML report is skipped")
-def test_reports_render_in_headless_chromium(sim_dir: Path, atsmf_quick, tmp_path: Path) -> None:
+def test_reports_render_in_headless_chromium(sim_dir: Path, atsmf_quick, raid_quick, tmp_path: Path) -> None:
     qos = tierlab.reproduce("qos", quick=True, out=tmp_path / "qos", report=True)
-    for page in (write_report(sim_dir), write_report(atsmf_quick.dir), qos.dir / "report.html"):
+    pages = (write_report(sim_dir), write_report(atsmf_quick.dir), qos.dir / "report.html",
+             raid_quick.dir / "report.html")
+    for page in pages:
         result = render(page, tmp_path)
         n = len(images(page))
         assert result["images"] == n > 0, result

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 #: The papers ``tierlab reproduce`` knows.
-SYSTEMS = ("atsmf", "hswd", "qos")
+SYSTEMS = ("atsmf", "hswd", "qos", "raid")
 
 
 class CommandError(RuntimeError):
@@ -50,7 +50,7 @@ class Outputs:
     dir:
         The directory.
     kind:
-        What wrote it: ``"atsmf"``, ``"hswd"``, ``"qos"``,
+        What wrote it: ``"atsmf"``, ``"hswd"``, ``"qos"``, ``"raid"``,
         ``"concentrations"``, ``"demo"``, ``"sim"`` or ``"sweep"``.
     tables:
         Every CSV file at the top of ``dir`` and one level below (except the
@@ -117,13 +117,15 @@ def detect_kind(dir: Path) -> str:  # noqa: A002
             return "atsmf"
         if "rmw_count" in header:
             return "hswd"
+        if "read_iops" in header and (dir / "improvement.csv").is_file():
+            return "raid"
     if (dir / "summary.json").is_file() and any(dir.glob("eval*/series.csv")):
         return "qos"
     if (dir / "periods.csv").is_file() and (dir / "heatmap.csv").is_file():
         return "concentrations"
     raise ValueError(
         f"{dir}: not a tierlab output directory; expected the output of tierlab sim, "
-        "reproduce atsmf|hswd|qos, analyze concentrations, demo or sweep"
+        "reproduce atsmf|hswd|qos|raid, analyze concentrations, demo or sweep"
     )
 
 
@@ -205,7 +207,7 @@ def _atsmf_workloads() -> list[str]:
 
 
 def reproduce(
-    system: Literal["atsmf", "hswd", "qos"],
+    system: Literal["atsmf", "hswd", "qos", "raid"],
     *,
     out: str | os.PathLike[str],
     quick: bool = False,
@@ -224,8 +226,9 @@ def reproduce(
     ----------
     system:
         ``"atsmf"`` (memory/flash tiering: docs/atsmf.md), ``"hswd"`` (SMR
-        persistent cache: docs/hswd.md) or ``"qos"`` (busy-rate IOPS
-        guarantee: docs/qos.md).
+        persistent cache: docs/hswd.md), ``"qos"`` (busy-rate IOPS
+        guarantee: docs/qos.md) or ``"raid"`` (RAID 1 of two flash SSDs vs
+        one: docs/flash-ssd.md).
     out:
         The output directory (created).
     quick:
@@ -233,12 +236,13 @@ def reproduce(
     only:
         atsmf: workload names (e.g. ``"src1_0"`` or ``["src1_0", "usr1"]``;
         ``"none"`` for only ``traces``); hswd: experiments (``mapping``,
-        ``policies``, ``systems``). Not for qos.
+        ``policies``, ``systems``). Not for qos or raid.
     traces:
         Real traces to add. atsmf: ``{"NAME": "PATH[@START_MIN-END_MIN]"}``;
-        hswd: a list of paths.
+        hswd: a list of paths; raid: the folder of the public traces
+        (``--traces``; default ``../shared/traces``, skipped when absent).
     seed:
-        Seed of the generated workloads / runs (atsmf, hswd).
+        Seed of the generated workloads / runs (atsmf, hswd, raid).
     seeds:
         qos: seeds per evaluation in the full run.
     scale:
@@ -279,6 +283,18 @@ def reproduce(
                 raise ValueError(f"reproduce('qos'): `{name}` is not an option of qos (it takes quick, seeds)")
         if seeds is not None:
             args += ["--seeds", str(int(seeds))]
+    elif system == "raid":
+        for name, value in (("only", only), ("seeds", seeds), ("scale", scale)):
+            if value is not None:
+                raise ValueError(
+                    f"reproduce('raid'): `{name}` is not an option of raid (it takes quick, seed, traces)"
+                )
+        if seed is not None:
+            args += ["--seed", str(int(seed))]
+        if traces is not None:
+            if not isinstance(traces, (str, os.PathLike)):
+                raise ValueError("reproduce('raid'): traces must be the folder of the public traces")
+            args += ["--traces", os.fspath(traces)]
     else:
         if seeds is not None:
             raise ValueError(f"reproduce({system!r}): `seeds` is an option of qos only")

@@ -322,6 +322,27 @@ def _qos_section(page: _Page, d: Path) -> None:
         )
 
 
+def _raid_section(page: _Page, d: Path) -> None:
+    from . import plots
+
+    gains = _read_csv(d / "improvement.csv")
+    page.h2("RAID 1 of two flash SSDs vs one: read IOPS", "docs/flash-ssd.md (The SSD-RAID experiment)")
+    page.table(_read_csv(d / "table.csv"), "table.csv")
+    page.table(gains, "improvement.csv (RAID 1 over the single SSD)")
+    page.plot(
+        lambda ax: plots.comparison_bars(
+            gains.assign(system="RAID 1"),
+            "improvement_percent",
+            ax=ax,
+            title="RAID 1 read-IOPS improvement over one SSD (%); thesis: mean 10.93, max 43.9",
+        ),
+        "improvement per workload",
+        size=(10.0, 4.5),
+    )
+    if (d / "variants.csv").is_file():
+        page.table(_read_csv(d / "variants.csv"), "variants.csv (the runs behind paper vs ours' causes)")
+
+
 def _concentrations_section(page: _Page, d: Path, heading: str = "IO concentrations") -> None:
     from . import plots
 
@@ -396,6 +417,7 @@ def render_report(dir: str | os.PathLike[str], *, title: str | None = None) -> s
         "atsmf": "tierlab reproduce atsmf",
         "hswd": "tierlab reproduce hswd",
         "qos": "tierlab reproduce qos",
+        "raid": "tierlab reproduce raid",
         "concentrations": "tierlab analyze concentrations",
         "demo": "tierlab demo: IO concentrations and four ways to serve them",
         "sweep": "tierlab sweep",
@@ -410,6 +432,8 @@ def render_report(dir: str | os.PathLike[str], *, title: str | None = None) -> s
         _hswd_section(page, d)
     elif kind == "qos":
         _qos_section(page, d)
+    elif kind == "raid":
+        _raid_section(page, d)
     elif kind == "concentrations":
         _concentrations_section(page, d)
     elif kind == "demo":
@@ -431,7 +455,7 @@ def write_report(
     title: str | None = None,
 ) -> Path:
     """Writes the self-contained HTML report of a tierlab output directory
-    (``tierlab sim``, ``reproduce atsmf|hswd|qos``, ``analyze
+    (``tierlab sim``, ``reproduce atsmf|hswd|qos|raid``, ``analyze
     concentrations``, ``demo``, ``sweep``) to ``out`` (default
     ``DIR/report.html``) and returns its path.
 
@@ -451,7 +475,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="tierlab report",
         description="Write the self-contained HTML report (images embedded, no network) of the "
-        "output directory of tierlab sim, reproduce atsmf|hswd|qos, analyze concentrations, "
+        "output directory of tierlab sim, reproduce atsmf|hswd|qos|raid, analyze concentrations, "
         "demo or sweep.",
     )
     parser.add_argument("dir", help="the output directory")

@@ -110,6 +110,45 @@ fn quick_run_writes_the_table_and_plots_and_keeps_the_thesis_shape() {
     }
     assert!(dir.join("configs/ssdraid.hm_0-raid1.toml").is_file());
 
+    // Paper vs ours: the thesis' mean, max and websearch2 rows, each
+    // difference with the variant run that measured its cause, and those
+    // runs in variants.csv (the mirror with independent GC on every
+    // generated workload, websearch2 closed loop).
+    let pvo = std::fs::read_to_string(dir.join("paper_vs_ours.csv")).unwrap();
+    assert!(pvo.starts_with("quantity,workload,paper,ours,ratio,verdict,why\n"));
+    for q in [
+        "raid1_read_iops_improvement_mean_pct,generated (ssdraid.*),10.93,",
+        "raid1_read_iops_improvement_max_pct,generated (ssdraid.*),43.9,",
+        "raid1_read_iops_improvement_pct,ssdraid.websearch2,43.9,",
+    ] {
+        let line = pvo
+            .lines()
+            .find(|l| l.starts_with(q))
+            .unwrap_or_else(|| panic!("{q}: {pvo}"));
+        assert!(
+            line.contains(",holds,") || (line.contains(",differs,") && line.contains("measured:")),
+            "{line}"
+        );
+    }
+    let variants = std::fs::read_to_string(dir.join("variants.csv")).unwrap();
+    assert_eq!(
+        variants
+            .lines()
+            .filter(|l| l.contains(",independent-gc,"))
+            .count(),
+        9,
+        "{variants}"
+    );
+    let closed: Vec<&str> = variants
+        .lines()
+        .find(|l| l.starts_with("ssdraid.websearch2,closed-loop-iodepth32,"))
+        .expect("the closed-loop websearch2 run")
+        .split(',')
+        .collect();
+    // Closed loop the reads queue, and the mirror splits the queue.
+    let (single, raid1): (f64, f64) = (closed[2].parse().unwrap(), closed[3].parse().unwrap());
+    assert!(raid1 > 1.2 * single, "{variants}");
+
     // Same inputs, same bytes.
     let again = out.path().join("again");
     let again_s = again.display().to_string();

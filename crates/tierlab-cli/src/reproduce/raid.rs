@@ -22,8 +22,11 @@
 //!
 //! Outputs: `DIR/table.csv` (`workload,config,read_iops,mean_latency_us,energy_j`),
 //! `DIR/improvement.csv` (RAID 1 over single, per workload),
-//! `DIR/read_iops.svg`, `DIR/improvement.svg`, and each run's config in
-//! `DIR/configs/` (rerun any row with `tierlab sim`).
+//! `DIR/variants.csv` (the runs that measure why ours differs from the
+//! thesis: the mirror with independent GC, websearch2 closed loop),
+//! `DIR/paper_vs_ours.csv` (docs/fidelity.md), `DIR/read_iops.svg`,
+//! `DIR/improvement.svg`, and each run's config in `DIR/configs/` (rerun
+//! any row with `tierlab sim`).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -36,6 +39,8 @@ use tierlab_sim::Observer;
 
 use crate::CliResult;
 use crate::plot::{Chart, Series, line_chart_svg};
+
+mod paper;
 
 /// The nine traces of the thesis' Table 1, as generator presets.
 const PRESETS: [&str; 9] = [
@@ -172,15 +177,25 @@ fn device_toml(config: &str, precondition: &str, gc: BackgroundGc) -> String {
     }
 }
 
+/// How one run replays and collects: the command's options, or a
+/// variant's (`name` then suffixes its config file).
+#[derive(Clone, Copy)]
+struct Setup<'a> {
+    gc: BackgroundGc,
+    iodepth: u32,
+    name: &'a str,
+}
+
 fn run_one(
     args: &RaidArgs,
     workload: &str,
     config: &'static str,
     workload_toml: &str,
+    setup: Setup,
 ) -> CliResult<Option<Row>> {
     let dir = &args.out;
     let seed = args.seed;
-    let iodepth = args.iodepth;
+    let iodepth = setup.iodepth;
     let driver = if iodepth == 0 {
         "{ mode = \"open\" }".to_string()
     } else {
@@ -189,11 +204,11 @@ fn run_one(
     let text = format!(
         "# tierlab reproduce raid: {config} on {workload}\nseed = {seed}\n\n{}\n\
          [[tenants]]\nname = \"host\"\n{workload_toml}driver = {driver}\n",
-        device_toml(config, &args.precondition, args.background_gc)
+        device_toml(config, &args.precondition, setup.gc)
     );
     let path = dir
         .join("configs")
-        .join(format!("{workload}-{config}.toml"));
+        .join(format!("{workload}-{config}{}.toml", setup.name));
     std::fs::write(&path, &text)?;
     let cfg = tierlab_sim::config::parse(&text, &path.display().to_string(), &[])?;
     let mut sim = tierlab_sim::build::build(&cfg, dir)?;
@@ -237,6 +252,97 @@ fn run_one(
         },
         energy_j,
     }))
+}
+
+/// A workload's name as a file name.
+fn file_name(workload: &str) -> String {
+    workload
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// RAID 1's read-IOPS improvement over the single SSD, percent (0 when
+/// the single SSD read nothing).
+fn improvement_pct(single: &Row, raid1: &Row) -> f64 {
+    if single.read_iops > 0.0 {
+        (raid1.read_iops / single.read_iops - 1.0) * 100.0
+    } else {
+        0.0
+    }
+}
+
+/// The variant runs behind paper_vs_ours' causes (docs/fidelity.md):
+/// every generated workload's mirror with each SSD collecting on its own
+/// (the single SSD's rows are the same bytes in both GC modes, so only the
+/// mirror reruns), and websearch2 — the thesis' best — replayed closed
+/// loop with 32 outstanding, where reads queue as in a bursty trace.
+/// Returns (workload, variant, improvement %) and writes variants.csv.
+fn variants(
+    args: &RaidArgs,
+    workloads: &[(String, String)],
+    rows: &[Row],
+) -> CliResult<Vec<paper::Variant>> {
+    let mut out = Vec::new();
+    let mut csv =
+        String::from("workload,variant,single_read_iops,raid1_read_iops,improvement_percent\n");
+    let independent = Setup {
+        gc: BackgroundGc::Independent,
+        iodepth: args.iodepth,
+        name: "-independent-gc",
+    };
+    let closed = Setup {
+        gc: args.background_gc,
+        iodepth: paper::CLOSED_LOOP_IODEPTH,
+        name: "-iodepth32",
+    };
+    for (name, toml) in workloads.iter().filter(|(n, _)| n.starts_with("ssdraid.")) {
+        let Some(single) = rows
+            .iter()
+            .find(|r| &r.workload == name && r.config == "single")
+        else {
+            continue;
+        };
+        let mut runs = Vec::new();
+        if args.background_gc == BackgroundGc::Staggered {
+            if let Some(r) = run_one(args, &file_name(name), "raid1", toml, independent)? {
+                runs.push((
+                    paper::INDEPENDENT_GC,
+                    single.read_iops,
+                    r.read_iops,
+                    improvement_pct(single, &r),
+                ));
+            }
+        }
+        if name == "ssdraid.websearch2" && args.iodepth == 0 {
+            let s = run_one(args, &file_name(name), "single", toml, closed)?;
+            let r = run_one(args, &file_name(name), "raid1", toml, closed)?;
+            if let (Some(s), Some(r)) = (s, r) {
+                runs.push((
+                    paper::CLOSED_LOOP,
+                    s.read_iops,
+                    r.read_iops,
+                    improvement_pct(&s, &r),
+                ));
+            }
+        }
+        for (variant, s, r, gain) in runs {
+            writeln!(csv, "{name},{variant},{s:.3},{r:.3},{gain:.3}")?;
+            out.push(paper::Variant {
+                workload: name.clone(),
+                variant,
+                improvement_pct: gain,
+            });
+        }
+    }
+    std::fs::write(args.out.join("variants.csv"), csv)?;
+    Ok(out)
 }
 
 pub fn run(args: RaidArgs) -> CliResult {
@@ -283,22 +389,18 @@ pub fn run(args: RaidArgs) -> CliResult {
         );
     }
     let started = Instant::now();
+    let as_asked = Setup {
+        gc: args.background_gc,
+        iodepth: args.iodepth,
+        name: "",
+    };
     let mut rows = Vec::new();
     for (name, toml) in &workloads {
-        let file_name: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let single = run_one(&args, &file_name, "single", toml)?;
+        let file_name = file_name(name);
+        let single = run_one(&args, &file_name, "single", toml, as_asked)?;
 
         let Some(mut s) = single else { continue };
-        let raid = run_one(&args, &file_name, "raid1", toml)?;
+        let raid = run_one(&args, &file_name, "raid1", toml, as_asked)?;
         if let Some(mut r) = raid {
             s.workload = name.clone();
             r.workload = name.clone();
@@ -328,11 +430,7 @@ pub fn run(args: RaidArgs) -> CliResult {
             )?;
         }
         let (s, r) = (&pair[0], &pair[1]);
-        let gain = if s.read_iops > 0.0 {
-            (r.read_iops / s.read_iops - 1.0) * 100.0
-        } else {
-            0.0
-        };
+        let gain = improvement_pct(s, r);
         writeln!(
             gains,
             "{},{:.3},{:.3},{:.3}",
@@ -385,6 +483,21 @@ pub fn run(args: RaidArgs) -> CliResult {
             points: &points_gain,
         }],
     )?;
+    let variant_runs = variants(&args, &workloads, &rows)?;
+    let measured: Vec<paper::Measured> = rows
+        .chunks(2)
+        .filter(|p| p[0].reads > 0)
+        .map(|p| paper::Measured {
+            workload: p[0].workload.clone(),
+            improvement_pct: improvement_pct(&p[0], &p[1]),
+        })
+        .collect();
+    let comparisons = paper::compare(&measured, &variant_runs);
+    crate::reproduce::paper_vs_ours::write_csv(dir, &comparisons)?;
+    eprintln!(
+        "{}",
+        crate::reproduce::paper_vs_ours::summary_line(&comparisons)
+    );
     if !improvements.is_empty() {
         let mean = improvements.iter().sum::<f64>() / improvements.len() as f64;
         let max = improvements
