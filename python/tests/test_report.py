@@ -142,6 +142,21 @@ def test_hswd_reproduction_report_opens_with_the_verdicts(tmp_path: Path) -> Non
     check_verdicts_first(r.dir / "report.html", pvo)
 
 
+@pytest.fixture(scope="module")
+def qos_quick(tmp_path_factory: pytest.TempPathFactory):
+    return tierlab.reproduce("qos", quick=True, out=tmp_path_factory.mktemp("qos") / "qos", report=True)
+
+
+def test_qos_reproduction_report_opens_with_the_verdicts(qos_quick) -> None:
+    pvo = qos_quick.tables["paper_vs_ours"]
+    check_verdicts_first(qos_quick.dir / "report.html", pvo)
+    # The backup capacity differs, and its variant (512 KiB requests) is
+    # in summary.json and named as the measured cause.
+    backup = pvo[(pvo.quantity == "capacity_a_only_iops") & (pvo.workload == "backup")].iloc[0]
+    assert backup.verdict == "differs" and "capacity.backup_512k" in backup.why
+    assert qos_quick.summary["capacity"]["backup_512k"]["simulated"]["a_only_iops"] > 0
+
+
 def test_report_of_something_else_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not a tierlab output directory"):
         write_report(tmp_path)
@@ -172,9 +187,9 @@ def test_sim_report_flag(tierlab_exe: str, tmp_path: Path) -> None:
 
 @pytest.mark.skipif(chromium() is None, reason="Chromium is not installed (Debian: apt-get install chromium); "
                     "the headless rendering check of the HTML report is skipped")
-def test_reports_render_in_headless_chromium(sim_dir: Path, atsmf_quick, raid_quick, tmp_path: Path) -> None:
-    qos = tierlab.reproduce("qos", quick=True, out=tmp_path / "qos", report=True)
-    pages = (write_report(sim_dir), write_report(atsmf_quick.dir), qos.dir / "report.html",
+def test_reports_render_in_headless_chromium(sim_dir: Path, atsmf_quick, raid_quick, qos_quick,
+                                           tmp_path: Path) -> None:
+    pages = (write_report(sim_dir), write_report(atsmf_quick.dir), qos_quick.dir / "report.html",
              raid_quick.dir / "report.html")
     for page in pages:
         result = render(page, tmp_path)

@@ -22,6 +22,8 @@ use tierlab_sim::config::SimConfig;
 use crate::CliResult;
 use crate::plot::{Chart, Series, line_chart_svg};
 
+mod paper;
+
 #[derive(Args)]
 pub struct QosArgs {
     /// One seed per evaluation (the ablations still run once).
@@ -463,7 +465,10 @@ fn parse_eval(e: &Evaluation, overrides: &[String]) -> CliResult<SimConfig> {
 
 /// Uncapped closed-loop runs of one workload on the evaluation array: A
 /// alone, B alone, both; the maxima the paper's Figs. 3-4 report.
-fn capacity(workload: &str) -> CliResult<Value> {
+/// Uncapped IOPS of A only, B only and A+B on the array with `workload`
+/// for both, 10 closed-loop threads each, 60 s; `size_bytes` overrides the
+/// generator's request size (the backup-size variant).
+fn capacity(workload: &str, size_bytes: Option<&str>) -> CliResult<Value> {
     let mut out = serde_json::Map::new();
     for (key, keep) in [
         ("a_only_iops", [true, false]),
@@ -484,7 +489,11 @@ fn capacity(workload: &str) -> CliResult<Value> {
         for (t, k) in tenants.drain(..).zip(keep) {
             let mut t = t.as_table().cloned().ok_or("a tenant is not a table")?;
             t.remove("iops_schedule");
-            t.insert("workload".into(), table(&[("generator", workload.into())]));
+            let mut w = vec![("generator", toml::Value::from(workload))];
+            if let Some(size) = size_bytes {
+                w.push(("params", table(&[("size_bytes", size.into())])));
+            }
+            t.insert("workload".into(), table(&w));
             t.insert(
                 "driver".into(),
                 table(&[
@@ -776,12 +785,14 @@ pub fn run(args: QosArgs) -> CliResult {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let seeds = if args.quick { 1 } else { args.seeds };
 
-    let fs = capacity("file-share")?;
-    let backup = capacity("backup")?;
+    let fs = capacity("file-share", None)?;
+    let backup = capacity("backup", None)?;
+    let backup_large = capacity("backup", Some(paper::LARGE_BACKUP_SIZE))?;
     let capacity_json = json!({
         "duration_s": 60,
         "file-share": {"simulated": fs, "paper": {"a_only_iops": 239, "b_only_iops_approx": 215, "a_plus_b_iops_approx": 167}},
         "backup": {"simulated": backup, "paper": {"a_only_iops": 65, "b_only_iops_approx": 58, "a_plus_b_iops_approx": 45}},
+        "backup_512k": {"simulated": backup_large, "note": "the backup generator with 512 KiB requests: the variant behind paper_vs_ours' backup rows"},
         "note": "uncapped, 10 closed-loop threads per tenant, no controller; paper: Figs. 3-4 (B only ~90 %/89 %, A+B ~70 %/69 % of A only)"
     });
     eprintln!(
@@ -917,6 +928,12 @@ pub fn run(args: QosArgs) -> CliResult {
         ablation.push(a);
     }
     summary["ablation"] = json!(ablation);
+    let comparisons = paper::compare(&summary);
+    crate::reproduce::paper_vs_ours::write_csv(out, &comparisons)?;
+    eprintln!(
+        "{}",
+        crate::reproduce::paper_vs_ours::summary_line(&comparisons)
+    );
     let path = out.join("summary.json");
     std::fs::write(&path, serde_json::to_string_pretty(&summary)? + "\n")
         .map_err(|e| format!("{}: {e}", path.display()))?;

@@ -65,12 +65,13 @@ pub fn compare(measured: &[Measured], variants: &[Variant]) -> Vec<Comparison> {
         let (value, label) = if what == "mean" {
             (mean(&gains), "mean".to_string())
         } else {
-            let (w, g) = independent
-                .iter()
-                .cloned()
-                .fold((String::new(), f64::NEG_INFINITY), |a, b| {
-                    if b.1 > a.1 { b } else { a }
-                });
+            let (w, g) =
+                independent
+                    .iter()
+                    .cloned()
+                    .fold((String::new(), f64::NEG_INFINITY), |a, b| {
+                        if b.1 > a.1 { b } else { a }
+                    });
             (g, format!("max ({w})"))
         };
         let thesis = if what == "mean" {

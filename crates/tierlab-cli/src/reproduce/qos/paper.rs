@@ -1,0 +1,328 @@
+//! The busy-rate QoS paper's numbers next to ours (`paper_vs_ours.csv`),
+//! read from the reproduction's summary.json: the array's capacities
+//! (Figs. 3–4), the lowerings of X and A's guarantee in evaluations 1–3,
+//! and the reset the paper could not do. Each difference names the run
+//! that measures its cause: the backup-size capacity variant
+//! (`capacity.backup_512k`), the proportional-limit curves, the ablations.
+
+use serde_json::Value;
+
+use crate::reproduce::paper_vs_ours::{Comparison, TOLERANCE, claim, not_comparable, numeric};
+
+/// The backup-size variant's request size (the generator's default: 128 KiB).
+pub const LARGE_BACKUP_SIZE: &str = "512k";
+/// X's initial value and the lowering gain y of every evaluation config.
+const INITIAL_X_PCT: f64 = 95.0;
+const LOWERING_GAIN: f64 = 0.5;
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(f64::NAN)
+}
+
+fn evaluation<'a>(summary: &'a Value, name: &str) -> Option<&'a Value> {
+    summary["evaluations"]
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == name)
+}
+
+fn ablation<'a>(summary: &'a Value, name: &str) -> Option<&'a Value> {
+    summary["ablation"]
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == name)
+}
+
+/// X after the evaluation's first lowering.
+fn first_lowering(e: &Value) -> Option<f64> {
+    e["x_history"]
+        .as_array()?
+        .iter()
+        .find(|h| h["event"] == "lowered")
+        .map(|h| f(&h["target_busy_pct"]))
+}
+
+pub fn compare(summary: &Value) -> Vec<Comparison> {
+    let mut out = Vec::new();
+    capacity(summary, &mut out);
+    lowerings(summary, &mut out);
+    guarantee(summary, &mut out);
+    out
+}
+
+fn capacity(summary: &Value, out: &mut Vec<Comparison>) {
+    let cap = &summary["capacity"];
+    let fs = &cap["file-share"]["simulated"];
+    let backup = &cap["backup"]["simulated"];
+    let large = &cap["backup_512k"]["simulated"];
+    for (key, paper) in [("a_only_iops", 239.0), ("a_plus_b_iops", 167.0)] {
+        out.push(numeric(
+            &format!("capacity_{key}"),
+            "file-share",
+            paper,
+            f(&fs[key]),
+            || "not measured yet".to_string(),
+        ));
+    }
+    out.push(numeric(
+        "capacity_a_plus_b_over_a_only",
+        "file-share",
+        167.0 / 239.0,
+        f(&fs["a_plus_b_iops"]) / f(&fs["a_only_iops"]),
+        || "not measured yet".to_string(),
+    ));
+    for (key, paper) in [("a_only_iops", 65.0), ("a_plus_b_iops", 45.0)] {
+        let variant = f(&large[key]);
+        out.push(numeric(
+            &format!("capacity_{key}"),
+            "backup",
+            paper,
+            f(&backup[key]),
+            || {
+                let closes = (variant / paper - 1.0).abs() <= TOLERANCE;
+                format!(
+                    "{}the backup's request size, measured: with the spec's 128 KiB requests the \
+                     array serves backup {:.2}x as fast as the paper's, while file-share is within \
+                     12 %; the same run with {LARGE_BACKUP_SIZE} requests (summary.json \
+                     capacity.backup_512k) gives {variant:.1} IOPS{}. What the paper's backup job \
+                     really issued is not known (the text says 128 KiB); the evaluations keep 128 \
+                     KiB and scale the backup rates x1.8 to load the array as the paper's did \
+                     (docs/qos.md)",
+                    if closes {
+                        ""
+                    } else {
+                        "not measured yet (only partly): "
+                    },
+                    f(&backup[key]) / paper,
+                    if closes {
+                        format!(", within {:.0} % of the paper's {paper}", TOLERANCE * 100.0)
+                    } else {
+                        String::new()
+                    }
+                )
+            },
+        ));
+    }
+    out.push(numeric(
+        "capacity_a_plus_b_over_a_only",
+        "backup",
+        45.0 / 65.0,
+        f(&backup["a_plus_b_iops"]) / f(&backup["a_only_iops"]),
+        || "not measured yet".to_string(),
+    ));
+}
+
+fn lowerings(summary: &Value, out: &mut Vec<Comparison>) {
+    let quick = summary["quick"] == true;
+    let eval1_mix_c_over_d = summary["proportional_limit"]["curves"]
+        .as_array()
+        .and_then(|c| {
+            c.iter().find(|m| {
+                m["mix"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("evaluation 1"))
+            })
+        })
+        .map_or(f64::NAN, |m| f(&m["b_windows_offset"]["c_over_d"]));
+    if let Some(x) = evaluation(summary, "eval1").and_then(first_lowering) {
+        out.push(numeric(
+            "eval1_x_after_first_lowering_pct",
+            "eval1",
+            63.0,
+            x,
+            || {
+                let ours = (INITIAL_X_PCT - x) / LOWERING_GAIN;
+                let paper = (INITIAL_X_PCT - 63.0) / LOWERING_GAIN;
+                format!(
+                    "the size of the step, measured: New X = X - (c - d)·C·y with y = \
+                     {LOWERING_GAIN}, so the step gives (c - d)·C = {ours:.1} %-points here and \
+                     {paper:.1} in the paper: busy time per IO rose {:.1}x less between the last \
+                     linear sample (d) and the saturated one (c) on our array. Measured without the \
+                     controller, evaluation 1's mix has c/d = {eval1_mix_c_over_d:.2} here \
+                     (summary.json proportional_limit); the paper's step needs c/d near {:.1} at \
+                     C ~ 120 IOPS and d ~ 0.75 %/IOPS. Why the paper's array got that much slower \
+                     per IO when saturated is not measured (its own Fig. 3 A+B curve is flat, c/d \
+                     1.05)",
+                    paper / ours,
+                    1.0 + paper / 120.0 / 0.75,
+                )
+            },
+        ));
+    }
+    if let Some(x) = evaluation(summary, "eval2").and_then(first_lowering) {
+        out.push(numeric(
+            "eval2_x_after_first_lowering_pct",
+            "eval2",
+            87.0,
+            x,
+            || "not measured yet".to_string(),
+        ));
+    }
+    for (name, paper) in [("eval1", 2.0), ("eval2", 1.0), ("eval3", 1.0)] {
+        let Some(e) = evaluation(summary, name) else {
+            continue;
+        };
+        if quick {
+            out.push(not_comparable(
+                "x_lowerings",
+                name,
+                paper,
+                f(&e["x_lowerings"]),
+                "--quick runs one seed, and the number of lowerings varies with the seed \
+                 (docs/qos.md: evaluation 2 lowers once in 7 of 10 seeds, twice in 3): the full \
+                 run compares the mean over its seeds",
+            ));
+        } else {
+            let spread = &e["across_seeds"]["x_lowerings"];
+            out.push(numeric(
+                "x_lowerings_mean_over_seeds",
+                name,
+                paper,
+                f(&spread["mean"]),
+                || {
+                    format!(
+                        "not measured yet: {} to {} lowerings over {} seeds",
+                        spread["min"], spread["max"], spread["runs"]
+                    )
+                },
+            ));
+        }
+    }
+}
+
+fn guarantee(summary: &Value, out: &mut Vec<Comparison>) {
+    let evals: Vec<&Value> = ["eval1", "eval2", "eval3"]
+        .iter()
+        .filter_map(|n| evaluation(summary, n))
+        .collect();
+    if !evals.is_empty() {
+        let settled = evals
+            .iter()
+            .filter(|e| e["all_phases_settled"] == true)
+            .count() as f64;
+        out.push(claim(
+            "claim: every evaluation, A settles within 10 % of its target in every phase (count)",
+            3.0,
+            settled,
+            settled == evals.len() as f64,
+            || "not measured yet".to_string(),
+        ));
+    }
+    if let Some(e) = evaluation(summary, "eval1") {
+        // The phase where A's target is 50 (300-900 s); the paper: stable
+        // after ~700 s, i.e. ~400 s into it.
+        let phase = e["phases"]
+            .as_array()
+            .and_then(|p| p.iter().find(|p| f(&p["a_target_iops"]) == 50.0));
+        if let Some(p) = phase {
+            let aligned = ablation(summary, "eval1-aligned-windows")
+                .and_then(|a| a["phases"].as_array())
+                .and_then(|p| p.iter().find(|p| f(&p["a_target_iops"]) == 50.0))
+                .map_or(f64::NAN, |p| f(&p["settling_time_s"]));
+            out.push(numeric(
+                "eval1_a_settling_time_s",
+                "eval1",
+                400.0,
+                f(&p["settling_time_s"]),
+                || {
+                    format!(
+                        "not measured yet: here A is within 10 % of 50 IOPS from the phase's first \
+                         sample, also with A's and B's token-bucket seconds aligned \
+                         (eval1-aligned-windows: {aligned} s), so the window phase is not the \
+                         cause; the paper's A fell short until X was lowered twice. Suspected: \
+                         host-side queueing in the paper's testbed (the OS's IO scheduler, the \
+                         RAID controller's cache) that delays A's IOs behind B's backlog; we model \
+                         no host scheduler"
+                    )
+                },
+            ));
+        }
+    }
+    if let Some(a) = ablation(summary, "eval1-paper-reset") {
+        // After A's target falls (900 s), the paper's rule (reset only below
+        // 20 % util) never resets X.
+        let reset_after_drop = a["x_history"].as_array().is_some_and(|h| {
+            h.iter()
+                .any(|u| f(&u["time_s"]) >= 900.0 && u["event"] != "lowered")
+        });
+        out.push(claim(
+            "claim: eval 1 with the paper's reset rule, X is not reset after A's target falls (count)",
+            1.0,
+            f64::from(u8::from(!reset_after_drop)),
+            !reset_after_drop,
+            || "not measured yet".to_string(),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reproduce::paper_vs_ours::Verdict;
+    use serde_json::json;
+
+    #[test]
+    fn rows_from_a_summary_by_hand() {
+        let summary = json!({
+            "quick": true,
+            "capacity": {
+                "file-share": {"simulated": {"a_only_iops": 265.0, "a_plus_b_iops": 187.0}},
+                "backup": {"simulated": {"a_only_iops": 115.0, "a_plus_b_iops": 80.0}},
+                "backup_512k": {"simulated": {"a_only_iops": 69.0, "a_plus_b_iops": 47.0}},
+            },
+            "proportional_limit": {"curves": [
+                {"mix": "evaluation 1: A file-share at 50, B backup", "b_windows_offset": {"c_over_d": 1.12}}
+            ]},
+            "evaluations": [
+                {"name": "eval1", "x_lowerings": 2, "all_phases_settled": true,
+                 "x_history": [{"time_s": 440.0, "event": "lowered", "target_busy_pct": 85.8}],
+                 "phases": [{"a_target_iops": 50.0, "settling_time_s": 0.0}]},
+                {"name": "eval2", "x_lowerings": 2, "all_phases_settled": true,
+                 "x_history": [{"time_s": 440.0, "event": "lowered", "target_busy_pct": 85.6}]},
+            ],
+            "ablation": [
+                {"name": "eval1-paper-reset", "x_history": [{"time_s": 440.0, "event": "lowered"}]},
+                {"name": "eval1-aligned-windows", "phases": [{"a_target_iops": 50.0, "settling_time_s": 0.0}]},
+            ],
+        });
+        let c = compare(&summary);
+        let get = |q: &str, w: &str| {
+            c.iter()
+                .find(|r| r.quantity == q && r.workload == w)
+                .unwrap_or_else(|| panic!("{q} {w}"))
+        };
+        assert_eq!(
+            get("capacity_a_only_iops", "file-share").verdict,
+            Verdict::Holds
+        ); // 265 / 239
+        let b = get("capacity_a_only_iops", "backup");
+        assert_eq!(b.verdict, Verdict::Differs);
+        // 69 against 65: within 25 %, the variant closes the gap.
+        assert!(
+            b.why.starts_with("the backup's request size, measured")
+                && b.why.contains("69.0 IOPS, within 25 %"),
+            "{}",
+            b.why
+        );
+        let x1 = get("eval1_x_after_first_lowering_pct", "eval1");
+        assert_eq!(x1.verdict, Verdict::Differs);
+        // (95 - 85.8) / 0.5 = 18.4 here, (95 - 63) / 0.5 = 64 in the paper.
+        assert!(
+            x1.why.contains("(c - d)·C = 18.4 %-points here and 64.0"),
+            "{}",
+            x1.why
+        );
+        assert_eq!(
+            get("eval2_x_after_first_lowering_pct", "eval2").verdict,
+            Verdict::Holds
+        );
+        assert_eq!(get("x_lowerings", "eval2").verdict, Verdict::NotComparable);
+        let settle = get("eval1_a_settling_time_s", "eval1");
+        assert_eq!((settle.ours, settle.verdict), (0.0, Verdict::Differs));
+        let reset = c
+            .iter()
+            .find(|r| r.quantity.contains("paper's reset rule"))
+            .unwrap();
+        assert_eq!(reset.verdict, Verdict::Holds);
+    }
+}
