@@ -202,6 +202,10 @@ struct Row {
     peak_mem_bytes: u64,
     /// How long the run went on after the workload (moves in flight).
     background_tail_s: f64,
+    /// Mean response time of the IOs served by memory only and of those
+    /// that touched flash (tiers 0 and 1), µs: what paper_vs_ours splits
+    /// a response-time difference with.
+    tier_mean_latency_us: [f64; 2],
 }
 
 const SYSTEMS: [&str; 4] = ["flash", "atsmf", "flashcache", "arc"];
@@ -319,6 +323,46 @@ fn sensitivity(
         workload: w.name.clone(),
         by_share,
     })
+}
+
+/// ATSMF again with moves copying more chunks at once
+/// (`paper::COPY_DEPTHS`, ours 4), on each preset whose response-time gap
+/// the per-tier split puts on the flash part (`paper::flash_part_gap`):
+/// the paper does not publish its copy depth, and a heavier copy load is
+/// the suspected cause (`copy_depth.csv`).
+fn copy_depth_runs(
+    dir: &Path,
+    workloads: &[Workload],
+    rows: &[Row],
+    seed: u64,
+) -> CliResult<Vec<paper::CopyDepth>> {
+    let mut out = Vec::new();
+    let mut csv = String::from("workload,move_iodepth,atsmf_rt_ratio_vs_flash,mem_access_ratio\n");
+    for w in workloads.iter().filter(|w| w.generator.is_some()) {
+        if !paper::flash_part_gap(rows, &w.name) {
+            continue;
+        }
+        let flash_ms = rows
+            .iter()
+            .find(|r| r.workload == w.name && r.system == "flash")
+            .map_or(f64::NAN, |r| r.mean_rt_ms);
+        for depth in paper::COPY_DEPTHS {
+            let r = run_one(dir, w, &format!("atsmf-copy{depth}"), seed, 0)?;
+            let row = row(&w.name, "atsmf", &r.summary, flash_ms, 0);
+            let _ = writeln!(
+                csv,
+                "{},{depth},{:.4},{:.4}",
+                w.name, row.rt_ratio_vs_flash, row.mem_access_ratio
+            );
+            out.push(paper::CopyDepth {
+                workload: w.name.clone(),
+                move_iodepth: depth,
+                rt_ratio_vs_flash: row.rt_ratio_vs_flash,
+            });
+        }
+    }
+    std::fs::write(dir.join("copy_depth.csv"), csv)?;
+    Ok(out)
 }
 
 /// Slices a real trace to its window, rebased to start at its first kept
@@ -506,8 +550,12 @@ fn config_text(w: &Workload, system: &str, seed: u64, cache_bytes: u64) -> Strin
             flash_device(w.lun_bytes),
             "kind = \"passthrough\"\n".to_string(),
         ),
-        "atsmf" => {
+        _ if system.starts_with("atsmf") => {
             let s = &w.scale;
+            // `atsmf-copyN`: the copy-depth variant (paper_vs_ours).
+            let copy_depth = system
+                .strip_prefix("atsmf-copy")
+                .map_or(String::new(), |d| format!("move_iodepth = {d}\n"));
             let comment = if *s == Scale::paper() {
                 "# The paper's: 1 GiB sub-LUNs, 24 s periods (20 s traced), N = 30, M = 60 %."
                     .to_string()
@@ -519,7 +567,7 @@ fn config_text(w: &Workload, system: &str, seed: u64, cache_bytes: u64) -> Strin
                 memory_device(w.lun_bytes + s.sub_lun_bytes) + &flash_device(w.lun_bytes),
                 format!(
                     "kind = \"atsmf\"\n{comment}\nsub_lun_size_bytes = {}\nperiod_s = {:?}\ncollect_s = {:?}\n\
-                     top_n = {}\nshare_m = 0.6\nhistory_s = {:?}\nmove_chunk_bytes = {}\nbuffer_bytes = {}\n",
+                     top_n = {}\nshare_m = 0.6\nhistory_s = {:?}\nmove_chunk_bytes = {}\nbuffer_bytes = {}\n{copy_depth}",
                     s.sub_lun_bytes,
                     s.period_s,
                     s.collect_s,
@@ -592,12 +640,15 @@ fn run_one(
 }
 
 /// (IOs, mean latency µs) of tier `index` (0 = memory/cache) of a run.
-fn tier_ios(summary: &Value, index: usize) -> f64 {
+fn tier_value(summary: &Value, index: usize, key: &str) -> Option<f64> {
     summary["tiers"]
         .as_array()
         .and_then(|t| t.get(index))
-        .and_then(|t| t["ios"].as_f64())
-        .unwrap_or(0.0)
+        .and_then(|t| t[key].as_f64())
+}
+
+fn tier_ios(summary: &Value, index: usize) -> f64 {
+    tier_value(summary, index, "ios").unwrap_or(0.0)
 }
 
 fn row(workload: &str, system: &'static str, s: &Value, flash_rt_ms: f64, peak: u64) -> Row {
@@ -616,6 +667,8 @@ fn row(workload: &str, system: &'static str, s: &Value, flash_rt_ms: f64, peak: 
         mem_access_ratio: if ios > 0.0 { mem / ios } else { 0.0 },
         peak_mem_bytes: peak,
         background_tail_s: s["background_tail_ns"].as_f64().unwrap_or(0.0) / 1e9,
+        tier_mean_latency_us: [0, 1]
+            .map(|i| tier_value(s, i, "mean_latency_us").unwrap_or(f64::NAN)),
     }
 }
 
@@ -812,7 +865,8 @@ pub fn run(args: AtsmfArgs) -> CliResult {
             .find(|r| r.workload == w.name && r.system == "atsmf")
             .map_or(0.0, |r| r.mem_access_ratio);
         let sens = sensitivity(dir, w, args.seed, base)?;
-        let comparisons = paper::compare(&rows, args.quick, Some(&sens));
+        let copy = copy_depth_runs(dir, &workloads, &rows, args.seed)?;
+        let comparisons = paper::compare(&rows, args.quick, Some(&sens), &copy);
         crate::reproduce::paper_vs_ours::write_csv(dir, &comparisons)?;
         println!(
             "{}",
