@@ -113,7 +113,8 @@ fn quick_run_writes_the_table_and_plots_and_keeps_the_thesis_shape() {
     // Paper vs ours: the thesis' mean, max and websearch2 rows, each
     // difference with the variant run that measured its cause, and those
     // runs in variants.csv (the mirror with independent GC on every
-    // generated workload, websearch2 closed loop).
+    // generated workload; every generated workload as the thesis ran it:
+    // independent GC, 32 outstanding).
     let pvo = std::fs::read_to_string(dir.join("paper_vs_ours.csv")).unwrap();
     assert!(pvo.starts_with("quantity,workload,paper,ours,ratio,verdict,why\n"));
     for q in [
@@ -139,10 +140,18 @@ fn quick_run_writes_the_table_and_plots_and_keeps_the_thesis_shape() {
         9,
         "{variants}"
     );
+    assert_eq!(
+        variants
+            .lines()
+            .filter(|l| l.contains(",thesis-like-independent-gc-iodepth32,"))
+            .count(),
+        9,
+        "{variants}"
+    );
     let closed: Vec<&str> = variants
         .lines()
-        .find(|l| l.starts_with("ssdraid.websearch2,closed-loop-iodepth32,"))
-        .expect("the closed-loop websearch2 run")
+        .find(|l| l.starts_with("ssdraid.websearch2,thesis-like-independent-gc-iodepth32,"))
+        .expect("the thesis-like websearch2 run")
         .split(',')
         .collect();
     // Closed loop the reads queue, and the mirror splits the queue.

@@ -23,7 +23,8 @@
 //! Outputs: `DIR/table.csv` (`workload,config,read_iops,mean_latency_us,energy_j`),
 //! `DIR/improvement.csv` (RAID 1 over single, per workload),
 //! `DIR/variants.csv` (the runs that measure why ours differs from the
-//! thesis: the mirror with independent GC, websearch2 closed loop),
+//! thesis: the mirror with independent GC; independent GC closed loop at
+//! NCQ depth 32, as the thesis ran),
 //! `DIR/paper_vs_ours.csv` (docs/fidelity.md), `DIR/read_iops.svg`,
 //! `DIR/improvement.svg`, and each run's config in `DIR/configs/` (rerun
 //! any row with `tierlab sim`).
@@ -281,8 +282,10 @@ fn improvement_pct(single: &Row, raid1: &Row) -> f64 {
 /// The variant runs behind paper_vs_ours' causes (docs/fidelity.md):
 /// every generated workload's mirror with each SSD collecting on its own
 /// (the single SSD's rows are the same bytes in both GC modes, so only the
-/// mirror reruns), and websearch2 — the thesis' best — replayed closed
-/// loop with 32 outstanding, where reads queue as in a bursty trace.
+/// mirror reruns), and every generated workload as the thesis ran it as
+/// far as it says: drives without host GC control (independent GC), the
+/// trace replayed with the SSD's NCQ depth of 32 outstanding, so reads
+/// queue as in the bursty original traces.
 /// Returns (workload, variant, improvement %) and writes variants.csv.
 fn variants(
     args: &RaidArgs,
@@ -297,10 +300,10 @@ fn variants(
         iodepth: args.iodepth,
         name: "-independent-gc",
     };
-    let closed = Setup {
-        gc: args.background_gc,
-        iodepth: paper::CLOSED_LOOP_IODEPTH,
-        name: "-iodepth32",
+    let thesis_like = Setup {
+        gc: BackgroundGc::Independent,
+        iodepth: paper::THESIS_LIKE_IODEPTH,
+        name: "-thesis-like",
     };
     for (name, toml) in workloads.iter().filter(|(n, _)| n.starts_with("ssdraid.")) {
         let Some(single) = rows
@@ -320,12 +323,12 @@ fn variants(
                 ));
             }
         }
-        if name == "ssdraid.websearch2" && args.iodepth == 0 {
-            let s = run_one(args, &file_name(name), "single", toml, closed)?;
-            let r = run_one(args, &file_name(name), "raid1", toml, closed)?;
+        if args.iodepth == 0 {
+            let s = run_one(args, &file_name(name), "single", toml, thesis_like)?;
+            let r = run_one(args, &file_name(name), "raid1", toml, thesis_like)?;
             if let (Some(s), Some(r)) = (s, r) {
                 runs.push((
-                    paper::CLOSED_LOOP,
+                    paper::THESIS_LIKE,
                     s.read_iops,
                     r.read_iops,
                     improvement_pct(&s, &r),
