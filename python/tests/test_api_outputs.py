@@ -22,10 +22,12 @@ def test_reproduce_frames_equal_the_files(atsmf_quick) -> None:
     pd.testing.assert_frame_equal(r.table, pd.read_csv(r.dir / "table.csv"))
     assert list(r.table["system"]) == ["flash", "atsmf", "flashcache", "arc"]
     assert set(r.tables) >= {"table", "cdf_src1_0", "memory_src1_0"}
-    # The four systems, and ATSMF alone at the sensitivity runs' shares
-    # (docs/fidelity.md).
-    assert r.run_names() == [f"src1_0-{s}" for s in ("arc", "atsmf", "flash", "flashcache")] + [
-        "src1_0-share0.6-atsmf", "src1_0-share0.8-atsmf"]
+    # The four systems, and ATSMF alone at the sensitivity runs' shares and
+    # twice the concurrent concentrations (docs/fidelity.md).
+    assert r.run_names() == sorted(
+        [f"src1_0-{s}" for s in ("arc", "atsmf", "flash", "flashcache")]
+        + ["src1_0-share0.6-atsmf", "src1_0-share0.8-atsmf", "src1_0-active8-atsmf"]
+    )
     for system in ("flash", "atsmf"):
         run = r.run(f"src1_0-{system}")
         summary = json.loads((r.dir / "runs" / f"src1_0-{system}" / "summary.json").read_text())

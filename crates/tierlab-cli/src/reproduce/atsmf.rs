@@ -282,18 +282,18 @@ fn sensitivity(
     w: &Workload,
     seed: u64,
     base_mem: f64,
+    base_peak: u64,
 ) -> CliResult<paper::Sensitivity> {
     let (preset, params) = w.generator.as_ref().expect("a preset");
-    let mut by_share = vec![(paper::ANALOG_SHARE, base_mem)];
-    for share in paper::SENSITIVITY_SHARES {
-        let extra = format!("concentration_share = {share}");
+    // ATSMF alone on the preset with one more generator parameter.
+    let run_with = |extra: String, suffix: String| -> CliResult<Value> {
         let all = if params.is_empty() {
             extra
         } else {
             format!("{params}, {extra}")
         };
         let variant = Workload {
-            name: format!("{}-share{share}", w.name),
+            name: format!("{}-{suffix}", w.name),
             workload_toml: generator_toml(preset, &all),
             lun_bytes: w.lun_bytes,
             scale: w.scale.clone(),
@@ -302,26 +302,60 @@ fn sensitivity(
             spread: w.spread,
             generator: None,
         };
-        let r = run_one(dir, &variant, "atsmf", seed, 0)?;
-        let ios = r.summary["ios"].as_f64().unwrap_or(0.0);
+        Ok(run_one(dir, &variant, "atsmf", seed, 0)?.summary)
+    };
+    let mut by_share = vec![(paper::ANALOG_SHARE, base_mem)];
+    for share in paper::SENSITIVITY_SHARES {
+        let summary = run_with(
+            format!("concentration_share = {share}"),
+            format!("share{share}"),
+        )?;
+        let ios = summary["ios"].as_f64().unwrap_or(0.0);
         by_share.push((
             share,
             if ios > 0.0 {
-                tier_ios(&r.summary, 0) / ios
+                tier_ios(&summary, 0) / ios
             } else {
                 0.0
             },
         ));
     }
+    let mut peak_by_mean_active = vec![(paper::ANALOG_MEAN_ACTIVE, base_peak)];
+    let summary = run_with(
+        format!("mean_active = {}", paper::SENSITIVITY_MEAN_ACTIVE),
+        format!("active{}", paper::SENSITIVITY_MEAN_ACTIVE),
+    )?;
+    peak_by_mean_active.push((
+        paper::SENSITIVITY_MEAN_ACTIVE,
+        summary["run"]["policy_counters"]["peak_memory_bytes"]
+            .as_u64()
+            .unwrap_or(0),
+    ));
     by_share.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut csv = String::from("workload,concentration_share,atsmf_mem_access_ratio\n");
+    let mut csv = String::from(
+        "workload,concentration_share,mean_active,atsmf_mem_access_ratio,atsmf_peak_mem_bytes\n",
+    );
     for (share, mem) in &by_share {
-        let _ = writeln!(csv, "{},{share},{mem:.4}", w.name);
+        let peak = if *share == paper::ANALOG_SHARE {
+            base_peak.to_string()
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            csv,
+            "{},{share},{},{mem:.4},{peak}",
+            w.name,
+            paper::ANALOG_MEAN_ACTIVE
+        );
+    }
+    for (active, peak) in &peak_by_mean_active[1..] {
+        let _ = writeln!(csv, "{},{},{active},,{peak}", w.name, paper::ANALOG_SHARE);
     }
     std::fs::write(dir.join("sensitivity.csv"), csv)?;
     Ok(paper::Sensitivity {
         workload: w.name.clone(),
         by_share,
+        peak_by_mean_active,
     })
 }
 
@@ -862,9 +896,14 @@ pub fn run(args: AtsmfArgs) -> CliResult {
     if let Some(w) = workloads.iter().find(|w| w.generator.is_some()) {
         let base = rows
             .iter()
-            .find(|r| r.workload == w.name && r.system == "atsmf")
-            .map_or(0.0, |r| r.mem_access_ratio);
-        let sens = sensitivity(dir, w, args.seed, base)?;
+            .find(|r| r.workload == w.name && r.system == "atsmf");
+        let sens = sensitivity(
+            dir,
+            w,
+            args.seed,
+            base.map_or(0.0, |r| r.mem_access_ratio),
+            base.map_or(0, |r| r.peak_mem_bytes),
+        )?;
         let copy = copy_depth_runs(dir, &workloads, &rows, args.seed)?;
         let comparisons = paper::compare(&rows, args.quick, Some(&sens), &copy);
         crate::reproduce::paper_vs_ours::write_csv(dir, &comparisons)?;

@@ -57,11 +57,17 @@ fn split_at(m: f64, a: &Row, flash: &Row) -> Option<f64> {
 pub const ANALOG_SHARE: f64 = 0.7;
 /// The shares the sensitivity runs try besides it.
 pub const SENSITIVITY_SHARES: [f64; 2] = [0.6, 0.8];
+/// The analog's mean number of concurrent concentrations, and the value the
+/// peak-memory sensitivity run tries (docs/generators.md).
+pub const ANALOG_MEAN_ACTIVE: f64 = 4.0;
+pub const SENSITIVITY_MEAN_ACTIVE: f64 = 8.0;
 
 /// ATSMF's memory access ratio on `workload` at each concentration share.
 pub struct Sensitivity {
     pub workload: String,
     pub by_share: Vec<(f64, f64)>,
+    /// ATSMF's peak memory (bytes) at each `mean_active` of the analog.
+    pub peak_by_mean_active: Vec<(f64, u64)>,
 }
 
 impl Sensitivity {
@@ -78,6 +84,38 @@ impl Sensitivity {
         }
         let slope = (hi.1 - lo.1) / (hi.0 - lo.0);
         slope >= 0.5
+    }
+
+    /// ATSMF's peak memory grows with the analog's number of concurrent
+    /// concentrations at least half as fast (elasticity ≥ 0.5 in logs):
+    /// the analog sets the peak more than ATSMF does.
+    pub fn sets_peak(&self) -> Option<f64> {
+        let (Some(lo), Some(hi)) = (
+            self.peak_by_mean_active.first(),
+            self.peak_by_mean_active.last(),
+        ) else {
+            return None;
+        };
+        if hi.0 <= lo.0 || lo.1 == 0 || hi.1 == 0 {
+            return None;
+        }
+        let elasticity = (hi.1 as f64 / lo.1 as f64).ln() / (hi.0 / lo.0).ln();
+        (elasticity >= 0.5).then_some(elasticity)
+    }
+
+    fn peak_sentence(&self, elasticity: f64) -> String {
+        let parts: Vec<String> = self
+            .peak_by_mean_active
+            .iter()
+            .map(|(a, p)| format!("{:.0} GB at {a}", *p as f64 / 1e9))
+            .collect();
+        format!(
+            "the analog sets it, measured: ATSMF's peak memory follows the number of concentrations \
+             active at once, mean_active = {ANALOG_MEAN_ACTIVE} (our choice: the paper gives no \
+             count), not the paper: {} on {} (sensitivity.csv; elasticity {elasticity:.2})",
+            parts.join(", "),
+            self.workload
+        )
     }
 
     fn sentence(&self) -> String {
@@ -278,6 +316,14 @@ pub fn compare(
                 peak_gb_ours,
                 "--quick replays a quarter of the window: the peak over the whole window is not reached",
             ));
+        } else if let Some((sens, e)) = sensitivity.and_then(|s| s.sets_peak().map(|e| (s, e))) {
+            out.push(not_comparable(
+                "atsmf_peak_mem_gb",
+                w,
+                peak_gb,
+                peak_gb_ours,
+                &sens.peak_sentence(e),
+            ));
         } else {
             out.push(numeric(
                 "atsmf_peak_mem_gb",
@@ -372,6 +418,7 @@ mod tests {
         let tracks = Sensitivity {
             workload: "src1_0".into(),
             by_share: vec![(0.6, 0.59), (0.7, 0.69), (0.8, 0.78)],
+            peak_by_mean_active: vec![(4.0, 43_000_000_000), (8.0, 50_000_000_000)],
         };
         let copy = [CopyDepth {
             workload: "usr2".into(),
@@ -401,7 +448,21 @@ mod tests {
             "{}",
             usr2.why
         );
+        // 43 → 50 GB when mean_active doubles: elasticity 0.22, compared.
         assert_eq!(get("atsmf_peak_mem_gb", "src1_0").verdict, Verdict::Holds); // 43 GB both
+        let doubling = Sensitivity {
+            workload: "src1_0".into(),
+            by_share: vec![],
+            peak_by_mean_active: vec![(4.0, 20_000_000_000), (8.0, 40_000_000_000)],
+        };
+        assert!((doubling.sets_peak().unwrap() - 1.0).abs() < 1e-12);
+        let c2 = compare(&rows, false, Some(&doubling), &[]);
+        let p = c2
+            .iter()
+            .find(|r| r.quantity == "atsmf_peak_mem_gb" && r.workload == "usr2")
+            .unwrap();
+        assert_eq!(p.verdict, Verdict::NotComparable);
+        assert!(p.why.contains("20 GB at 4, 40 GB at 8"), "{}", p.why);
         // Table 5's FlashCache column is Table 1's caching hit ratio, a
         // property of the trace the analog does not model: not comparable.
         let fc = get("flashcache_mem_access_ratio", "src1_0");
@@ -435,6 +496,7 @@ mod tests {
         let flat = Sensitivity {
             workload: "src1_0".into(),
             by_share: vec![(0.6, 0.8), (0.8, 0.82)],
+            peak_by_mean_active: vec![],
         };
         let c = compare(&rows, true, Some(&flat), &[]);
         let m = c
