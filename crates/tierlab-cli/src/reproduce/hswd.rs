@@ -227,9 +227,14 @@ fn hswd_stack(seed: u64, band: u64, pcache: u64, mapping: &str, selection: &str)
     )
 }
 
+/// The drive-managed SMR disk with a `log`-byte persistent cache; its
+/// volatile RAM buffer (128 MiB on the drive) shrinks with the band (32
+/// MiB on the drive) so a scaled-down run keeps buffer / cache / band
+/// ratios like every other size.
 fn sswd_stack(seed: u64, band: u64, log: u64) -> String {
+    let ram_buffer = 128 * MIB / (32 * MIB / band).max(1);
     format!(
-        "seed = {seed}\n[[devices]]\nname = \"sswd\"\nmodel = \"sswd\"\npreset = \"seagate-8tb-archive\"\nband_bytes = {band}\npersistent_cache_bytes = {log}\n\n[policy]\nkind = \"passthrough\"\n\n"
+        "seed = {seed}\n[[devices]]\nname = \"sswd\"\nmodel = \"sswd\"\npreset = \"seagate-8tb-archive\"\nband_bytes = {band}\npersistent_cache_bytes = {log}\nram_buffer_bytes = {ram_buffer}\n\n[policy]\nkind = \"passthrough\"\n\n"
     )
 }
 
