@@ -38,7 +38,7 @@ const PRESETS: [&str; 4] = ["mds_0", "prxy_0", "rsrch_0", "src2_0"];
 const SIZES_MIB: [u64; 3] = [128, 256, 384];
 const POLICIES: [&str; 3] = ["fifo", "lru", "most"];
 
-fn find<'a>(rows: &'a [Row], pred: impl Fn(&Row) -> bool) -> Option<&'a Row> {
+fn find(rows: &[Row], pred: impl Fn(&Row) -> bool) -> Option<&Row> {
     rows.iter().find(|r| pred(r))
 }
 
