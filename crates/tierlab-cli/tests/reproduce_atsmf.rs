@@ -85,14 +85,33 @@ fn quick_preset_has_the_papers_shape_and_reruns_identically() {
         pvo.lines().filter(|l| l.starts_with("\"claim:")).count() == 3,
         "{pvo}"
     );
+    // workload,concentration_share,mean_active,atsmf_mem_access_ratio,atsmf_peak_mem_bytes:
+    // the three shares at the analog's 4 concurrent concentrations, then 8.
     let sens = std::fs::read_to_string(out.join("sensitivity.csv")).unwrap();
-    let mems: Vec<f64> = sens
+    assert!(sens.starts_with(
+        "workload,concentration_share,mean_active,atsmf_mem_access_ratio,atsmf_peak_mem_bytes\n"
+    ));
+    let fields: Vec<Vec<&str>> = sens
         .lines()
         .skip(1)
-        .map(|l| l.split(',').nth(2).unwrap().parse().unwrap())
+        .map(|l| l.split(',').collect())
+        .collect();
+    let mems: Vec<f64> = fields
+        .iter()
+        .filter(|f| f[2] == "4")
+        .map(|f| f[3].parse().unwrap())
         .collect();
     assert_eq!(mems.len(), 3);
     assert!(mems[0] < mems[1] && mems[1] < mems[2], "{sens}");
+    let peak_at = |active: &str| -> u64 {
+        fields
+            .iter()
+            .find(|f| f[2] == active && !f[4].is_empty())
+            .map(|f| f[4].parse().unwrap())
+            .unwrap_or_else(|| panic!("{sens}"))
+    };
+    // More concentrations at once, more sub-LUNs in memory at the peak.
+    assert!(peak_at("8") > peak_at("4"), "{sens}");
     let get = |s: &str| rows.iter().find(|r| r.system == s).unwrap();
     let (flash, atsmf, fc) = (get("flash"), get("atsmf"), get("flashcache"));
     assert_eq!((flash.rt_ratio, flash.mem_ratio, flash.peak), (1.0, 0.0, 0));
