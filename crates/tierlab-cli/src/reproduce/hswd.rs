@@ -382,6 +382,45 @@ fn policy_specs(a: &HswdArgs) -> CliResult<Vec<Spec>> {
     Ok(specs)
 }
 
+/// Experiment 3's systems as (system, mapping, policy, cache bytes, stack):
+/// HSWD, the SSWD, Flashcache over the SMR disk and, with `with_hdd`,
+/// Flashcache over a conventional disk.
+fn system_stacks(
+    seed: u64,
+    band: u64,
+    cache: u64,
+    log: u64,
+    with_hdd: bool,
+) -> Vec<(&'static str, &'static str, &'static str, u64, String)> {
+    let mut runs = vec![
+        (
+            "hswd",
+            "fully",
+            "most",
+            cache,
+            hswd_stack(seed, band, cache, "fully", "most"),
+        ),
+        ("sswd", "fully", "fifo", log, sswd_stack(seed, band, log)),
+        (
+            "flashcache",
+            "set",
+            "fifo",
+            cache,
+            flashcache_stack(seed, band, cache, true),
+        ),
+    ];
+    if with_hdd {
+        runs.push((
+            "flashcache-hdd",
+            "set",
+            "fifo",
+            cache,
+            flashcache_stack(seed, band, cache, false),
+        ));
+    }
+    runs
+}
+
 fn system_specs(a: &HswdArgs) -> Vec<Spec> {
     let s = if a.quick { 32 } else { 1 };
     let scale = 1.0 / s as f64;
@@ -393,30 +432,7 @@ fn system_specs(a: &HswdArgs) -> Vec<Spec> {
         // 100 IOPS (ours): the traces give no rate; at 200 IOPS hm_0's reads
         // alone would keep a 7200 rpm disk ~90 % busy.
         let tenant = preset_tenant(&format!("hswd.{w}"), scale, 100.0);
-        let runs: [(&'static str, &str, &str, u64, String); 4] = [
-            (
-                "hswd",
-                "fully",
-                "most",
-                cache,
-                hswd_stack(a.seed, band, cache, "fully", "most"),
-            ),
-            ("sswd", "fully", "fifo", log, sswd_stack(a.seed, band, log)),
-            (
-                "flashcache",
-                "set",
-                "fifo",
-                cache,
-                flashcache_stack(a.seed, band, cache, true),
-            ),
-            (
-                "flashcache-hdd",
-                "set",
-                "fifo",
-                cache,
-                flashcache_stack(a.seed, band, cache, false),
-            ),
-        ];
+        let runs = system_stacks(a.seed, band, cache, log, true);
         for (system, mapping, policy, bytes, stack) in runs {
             specs.push(Spec {
                 experiment: "systems",
@@ -490,23 +506,7 @@ fn system_variant_specs(a: &HswdArgs) -> Vec<Spec> {
     // paper replayed the traces' own timing, which it does not give).
     for w in ["prn_0", "hm_0", "proj_0"] {
         let tenant = preset_tenant(&format!("hswd.{w}"), scale, paper::LOW_RATE_IOPS);
-        let runs: [(&'static str, &str, &str, u64, String); 3] = [
-            (
-                "hswd",
-                "fully",
-                "most",
-                cache,
-                hswd_stack(a.seed, band, cache, "fully", "most"),
-            ),
-            ("sswd", "fully", "fifo", log, sswd_stack(a.seed, band, log)),
-            (
-                "flashcache",
-                "set",
-                "fifo",
-                cache,
-                flashcache_stack(a.seed, band, cache, true),
-            ),
-        ];
+        let runs = system_stacks(a.seed, band, cache, log, false);
         for (system, mapping, policy, bytes, stack) in runs {
             specs.push(Spec {
                 experiment: paper::SYSTEMS_LOW_RATE,
