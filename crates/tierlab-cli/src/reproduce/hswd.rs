@@ -421,21 +421,25 @@ fn system_stacks(
     runs
 }
 
-fn system_specs(a: &HswdArgs) -> Vec<Spec> {
+/// Experiment 3's sizes (`--quick`: all / 32): (workload scale, band,
+/// cache, SSWD log).
+fn system_sizes(a: &HswdArgs) -> (f64, u64, u64, u64) {
     let s = if a.quick { 32 } else { 1 };
-    let scale = 1.0 / s as f64;
-    let band = 32 * MIB / s;
-    let cache = GIB / s;
-    let log = 20 * GIB / s;
+    (1.0 / s as f64, 32 * MIB / s, GIB / s, 20 * GIB / s)
+}
+
+/// The systems of `system_stacks` on prn_0, hm_0 and proj_0 offered
+/// `rate_iops`, as `experiment`.
+fn systems_at(a: &HswdArgs, experiment: &'static str, rate_iops: f64, with_hdd: bool) -> Vec<Spec> {
+    let (scale, band, cache, log) = system_sizes(a);
     let mut specs = Vec::new();
     for w in ["prn_0", "hm_0", "proj_0"] {
-        // 100 IOPS (ours): the traces give no rate; at 200 IOPS hm_0's reads
-        // alone would keep a 7200 rpm disk ~90 % busy.
-        let tenant = preset_tenant(&format!("hswd.{w}"), scale, 100.0);
-        let runs = system_stacks(a.seed, band, cache, log, true);
-        for (system, mapping, policy, bytes, stack) in runs {
+        let tenant = preset_tenant(&format!("hswd.{w}"), scale, rate_iops);
+        for (system, mapping, policy, bytes, stack) in
+            system_stacks(a.seed, band, cache, log, with_hdd)
+        {
             specs.push(Spec {
-                experiment: "systems",
+                experiment,
                 workload: w.into(),
                 system,
                 mapping: mapping.into(),
@@ -446,6 +450,12 @@ fn system_specs(a: &HswdArgs) -> Vec<Spec> {
         }
     }
     specs
+}
+
+fn system_specs(a: &HswdArgs) -> Vec<Spec> {
+    // 100 IOPS (ours): the traces give no rate; at 200 IOPS hm_0's reads
+    // alone would keep a 7200 rpm disk ~90 % busy.
+    systems_at(a, "systems", 100.0, true)
 }
 
 /// Experiment 2's variant behind paper_vs_ours' policy rows: src2_0's
@@ -484,11 +494,7 @@ fn policy_variant_specs(a: &HswdArgs) -> Vec<Spec> {
 /// the SSWD and Flashcache at a quarter of the rate; and HSWD and the SSWD
 /// on hm_0 without its reads.
 fn system_variant_specs(a: &HswdArgs) -> Vec<Spec> {
-    let s = if a.quick { 32 } else { 1 };
-    let scale = 1.0 / s as f64;
-    let band = 32 * MIB / s;
-    let cache = GIB / s;
-    let log = 20 * GIB / s;
+    let (scale, band, cache, log) = system_sizes(a);
     let mut specs = Vec::new();
     for w in ["prn_0", "hm_0", "proj_0"] {
         specs.push(Spec {
@@ -504,21 +510,12 @@ fn system_variant_specs(a: &HswdArgs) -> Vec<Spec> {
     }
     // The same three systems at a quarter of the offered rate (ours: the
     // paper replayed the traces' own timing, which it does not give).
-    for w in ["prn_0", "hm_0", "proj_0"] {
-        let tenant = preset_tenant(&format!("hswd.{w}"), scale, paper::LOW_RATE_IOPS);
-        let runs = system_stacks(a.seed, band, cache, log, false);
-        for (system, mapping, policy, bytes, stack) in runs {
-            specs.push(Spec {
-                experiment: paper::SYSTEMS_LOW_RATE,
-                workload: w.into(),
-                system,
-                mapping: mapping.into(),
-                policy: policy.into(),
-                pcache_bytes: bytes,
-                config: stack + &tenant,
-            });
-        }
-    }
+    specs.extend(systems_at(
+        a,
+        paper::SYSTEMS_LOW_RATE,
+        paper::LOW_RATE_IOPS,
+        false,
+    ));
     let writes_only = format!(
         "[[tenants]]\nname = \"hswd.hm_0\"\nworkload = {{ generator = \"hswd.hm_0\", params = {{ scale = {scale}, \
          rate_iops = 100.0, write_ratio = 1.0 }} }}\ndriver = {{ mode = \"open\" }}\n"

@@ -928,7 +928,8 @@ pub fn run(args: QosArgs) -> CliResult {
         ablation.push(a);
     }
     summary["ablation"] = json!(ablation);
-    let comparisons = paper::compare(&summary);
+    let eval1 = controller_params(&parse_eval(&EVALUATIONS[0], &[])?)?.controller;
+    let comparisons = paper::compare(&summary, &eval1);
     crate::reproduce::paper_vs_ours::write_csv(out, &comparisons)?;
     eprintln!(
         "{}",

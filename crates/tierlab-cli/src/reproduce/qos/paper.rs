@@ -6,14 +6,12 @@
 //! (`capacity.backup_512k`), the proportional-limit curves, the ablations.
 
 use serde_json::Value;
+use tierlab_policies::qos::BusyRateParams;
 
 use crate::reproduce::paper_vs_ours::{Comparison, TOLERANCE, claim, not_comparable, numeric};
 
 /// The backup-size variant's request size (the generator's default: 128 KiB).
 pub const LARGE_BACKUP_SIZE: &str = "512k";
-/// X's initial value and the lowering gain y of every evaluation config.
-const INITIAL_X_PCT: f64 = 95.0;
-const LOWERING_GAIN: f64 = 0.5;
 
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or(f64::NAN)
@@ -42,10 +40,12 @@ fn first_lowering(e: &Value) -> Option<f64> {
         .map(|h| f(&h["target_busy_pct"]))
 }
 
-pub fn compare(summary: &Value) -> Vec<Comparison> {
+/// `eval1`: evaluation 1's controller (its initial X and lowering gain y
+/// turn the first lowering back into (c − d)·C).
+pub fn compare(summary: &Value, eval1: &BusyRateParams) -> Vec<Comparison> {
     let mut out = Vec::new();
     capacity(summary, &mut out);
-    lowerings(summary, &mut out);
+    lowerings(summary, eval1, &mut out);
     guarantee(summary, &mut out);
     out
 }
@@ -112,7 +112,8 @@ fn capacity(summary: &Value, out: &mut Vec<Comparison>) {
     ));
 }
 
-fn lowerings(summary: &Value, out: &mut Vec<Comparison>) {
+fn lowerings(summary: &Value, eval1: &BusyRateParams, out: &mut Vec<Comparison>) {
+    let (x0, y) = (eval1.initial_target_busy_pct, eval1.lowering_gain);
     let quick = summary["quick"] == true;
     let eval1_mix_c_over_d = summary["proportional_limit"]["curves"]
         .as_array()
@@ -131,11 +132,11 @@ fn lowerings(summary: &Value, out: &mut Vec<Comparison>) {
             63.0,
             x,
             || {
-                let ours = (INITIAL_X_PCT - x) / LOWERING_GAIN;
-                let paper = (INITIAL_X_PCT - 63.0) / LOWERING_GAIN;
+                let ours = (x0 - x) / y;
+                let paper = (x0 - 63.0) / y;
                 format!(
                     "the size of the step, measured: New X = X - (c - d)·C·y with y = \
-                     {LOWERING_GAIN}, so the step gives (c - d)·C = {ours:.1} %-points here and \
+                     {y}, so the step gives (c - d)·C = {ours:.1} %-points here and \
                      {paper:.1} in the paper: busy time per IO rose {:.1}x less between the last \
                      linear sample (d) and the saturated one (c) on our array. Measured without the \
                      controller, evaluation 1's mix has c/d = {eval1_mix_c_over_d:.2} here \
@@ -285,7 +286,8 @@ mod tests {
                 {"name": "eval1-aligned-windows", "phases": [{"a_target_iops": 50.0, "settling_time_s": 0.0}]},
             ],
         });
-        let c = compare(&summary);
+        // The evaluation configs' controller: X from 95 %, y = 0.5.
+        let c = compare(&summary, &BusyRateParams::default());
         let get = |q: &str, w: &str| {
             c.iter()
                 .find(|r| r.quantity == q && r.workload == w)
