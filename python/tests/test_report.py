@@ -139,6 +139,14 @@ def test_hswd_reproduction_report_opens_with_the_verdicts(tmp_path: Path) -> Non
     assert verdict[("mapping_fully_over_set_iops", "fio-randwrite")] == "holds"
     iops = pvo[pvo.quantity == "mapping_iops"].iloc[0]
     assert iops.verdict == "differs" and iops.why.startswith("the RMW's duration, measured"), iops.why
+    # The set-associative worst latency: its variant (stalled sets cleaned
+    # first, in turns) waits through fewer RMWs, and the row names it.
+    worst = pvo[pvo.quantity == "mapping_set_over_fully_max_latency"].iloc[0]
+    assert worst.why.startswith("the order in which sets take the one RCache, measured"), worst.why
+    t = r.tables["table"]
+    set_max = t[(t.experiment == "mapping") & (t.mapping == "set")].max_latency_ms.iloc[0]
+    variant_max = t[t.experiment == "mapping-variants"].max_latency_ms.iloc[0]
+    assert variant_max < set_max
     check_verdicts_first(r.dir / "report.html", pvo)
 
 

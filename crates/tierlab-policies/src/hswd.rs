@@ -235,6 +235,10 @@ pub struct HswdParams {
     /// Clean in idle time after this long without host IO; 0 = never.
     #[serde(default)]
     pub idle_clean_ms: f64,
+    /// A set whose writes wait for a free block is cleaned before sets
+    /// queued only for crossing `clean_start_pct` (default: queue order).
+    #[serde(default)]
+    pub clean_stalled_first: bool,
 }
 
 fn default_block() -> ByteCount {
@@ -267,6 +271,7 @@ impl HswdParams {
             clean_stop_pct: default_stop(),
             metadata_entry_bytes: default_entry(),
             idle_clean_ms: 0.0,
+            clean_stalled_first: false,
         }
     }
 }
@@ -383,6 +388,10 @@ pub struct HswdStats {
     pub write_misses: u64,
     /// Write blocks that had to wait for cleaning to free a block.
     pub write_stalls: u64,
+    /// The stalled write block that waited through the most RMWs: how
+    /// many (of any set), and how many of them cleaned its own set.
+    pub longest_stall_rmws: u64,
+    pub longest_stall_own_set_rmws: u64,
     pub rmw_count: u64,
     /// Bytes of PCache blocks merged into the NRegion by RMWs.
     pub rmw_cleaned_bytes: u64,
@@ -485,9 +494,23 @@ struct SetState {
     used: u64,
     /// Selection order: (key, band), the first is cleaned next.
     order: BTreeMap<(u64, u64), ()>,
-    /// Write blocks waiting for a free block: (host, page in host, block).
-    waiters: VecDeque<(u64, u64, u64)>,
+    /// Write blocks waiting for a free block, in arrival order.
+    waiters: VecDeque<Waiter>,
     queued: bool,
+    /// RMWs finished on this set's bands.
+    rmw_count: u64,
+}
+
+/// A write block waiting for a free block of its set.
+#[derive(Clone, Copy)]
+struct Waiter {
+    host: u64,
+    page: u64,
+    block: u64,
+    /// `HswdStats::rmw_count` and the set's own count when it stalled:
+    /// how many RMWs (any set's, its own set's) it waited through.
+    rmws_at_stall: u64,
+    own_rmws_at_stall: u64,
 }
 
 enum Rec {
@@ -610,6 +633,7 @@ pub struct Hswd {
     last_host_ns: TimeNs,
     timer_armed: bool,
     idle_cleaning: bool,
+    clean_stalled_first: bool,
     /// Host trims whose NRegion trim is in flight, and per band how many
     /// of them touch it (no RMW starts there meanwhile).
     trims: Vec<Trim>,
@@ -658,6 +682,7 @@ impl Hswd {
                 order: BTreeMap::new(),
                 waiters: VecDeque::new(),
                 queued: false,
+                rmw_count: 0,
             })
             .collect();
         let threshold = |pct: f64| ((per_set as f64 * pct / 100.0).ceil() as u64).clamp(1, per_set);
@@ -669,6 +694,7 @@ impl Hswd {
             stop_blocks: threshold(p.clean_stop_pct),
             entry_bytes: p.metadata_entry_bytes,
             idle_ns: (p.idle_clean_ms * NS_PER_MS as f64).round() as u64,
+            clean_stalled_first: p.clean_stalled_first,
             map: HashMap::new(),
             bands: HashMap::new(),
             sets,
@@ -1373,7 +1399,14 @@ impl Hswd {
                 || self.map.contains_key(&b) && self.place(id, i, b, out);
             if !placed {
                 self.stats.write_stalls += 1;
-                self.sets[set].waiters.push_back((id, i, b));
+                let waiter = Waiter {
+                    host: id,
+                    page: i,
+                    block: b,
+                    rmws_at_stall: self.stats.rmw_count,
+                    own_rmws_at_stall: self.sets[set].rmw_count,
+                };
+                self.sets[set].waiters.push_back(waiter);
                 self.queue_clean(set);
             }
             if self.sets[set].used >= self.start_blocks {
@@ -1384,11 +1417,17 @@ impl Hswd {
 
     /// Gives freed blocks to the writes waiting for them, in arrival order.
     fn serve_waiters(&mut self, set: usize, out: &mut Outbox) {
-        while let Some(&(host, page, block)) = self.sets[set].waiters.front() {
-            if !self.place(host, page, block, out) {
+        while let Some(&w) = self.sets[set].waiters.front() {
+            if !self.place(w.host, w.page, w.block, out) {
                 break;
             }
             self.sets[set].waiters.pop_front();
+            let waited = self.stats.rmw_count - w.rmws_at_stall;
+            if waited > self.stats.longest_stall_rmws {
+                self.stats.longest_stall_rmws = waited;
+                self.stats.longest_stall_own_set_rmws =
+                    self.sets[set].rmw_count - w.own_rmws_at_stall;
+            }
         }
         if self.sets[set].used >= self.start_blocks || !self.sets[set].waiters.is_empty() {
             self.queue_clean(set);
@@ -1434,6 +1473,20 @@ impl Hswd {
         // the next RMW sees their bands as trimming.
         while let Some(t) = self.deferred_trims.pop_front() {
             self.issue_trim(t, out);
+        }
+        if self.clean_stalled_first {
+            // Stalled sets take turns, one RMW each: the set served goes to
+            // the back of the queue.
+            let stalled = self.clean_queue.iter().position(|&set| {
+                !self.sets[set].waiters.is_empty() && self.select_band(set).is_some()
+            });
+            if let Some(i) = stalled {
+                let set = self.clean_queue.remove(i).expect("found above");
+                self.clean_queue.push_back(set);
+                let band = self.select_band(set).expect("checked above");
+                self.start_rmw(set, band, false, out);
+                return;
+            }
         }
         while let Some(&set) = self.clean_queue.front() {
             if self.set_needs_cleaning(set) {
@@ -1624,6 +1677,7 @@ impl Hswd {
 
     fn finish_rmw(&mut self, r: Rmw, _now_ns: TimeNs, out: &mut Outbox) {
         self.stats.rmw_count += 1;
+        self.sets[r.set].rmw_count += 1;
         if r.merged.is_empty() {
             self.stats.rmw_empty += 1;
         }
@@ -1803,6 +1857,11 @@ impl Policy for Hswd {
             ("write_misses", s.write_misses as f64),
             ("write_hit_ratio", ratio(s.write_hits, s.write_misses)),
             ("write_stalls", s.write_stalls as f64),
+            ("longest_stall_rmws", s.longest_stall_rmws as f64),
+            (
+                "longest_stall_own_set_rmws",
+                s.longest_stall_own_set_rmws as f64,
+            ),
             ("rmw_count", s.rmw_count as f64),
             ("rmw_cleaned_bytes", s.rmw_cleaned_bytes as f64),
             (

@@ -255,6 +255,7 @@ fn random_policy(rng: &mut Rng, selection: BandSelection, strict: bool) -> (Hswd
         device_error_per_mille: 0,
         host_path_errors_only: false,
     };
+    p.clean_stalled_first = rng.chance(50);
     (p, case)
 }
 
@@ -323,7 +324,16 @@ fn sweep(n: u64, salt: u64, make: impl Fn(u64, &mut Rng) -> (HswdParams, Case)) 
             !case.host_path_errors_only || reached.stopped_runs == 0,
             "seed {seed} ({p:?}, {case:?}): stopped at a host data path error"
         );
-        t.add(&reached, &policy.stats(), policy.layout().sets, case.strict);
+        let s = policy.stats();
+        // A stall waits through its own set's RMWs among all RMWs; with no
+        // stall there is no longest one.
+        assert!(
+            s.longest_stall_own_set_rmws <= s.longest_stall_rmws
+                && s.longest_stall_rmws <= s.rmw_count
+                && (s.write_stalls > 0 || s.longest_stall_rmws == 0),
+            "seed {seed}: {s:?}"
+        );
+        t.add(&reached, &s, policy.layout().sets, case.strict);
     }
     eprintln!("coverage {t:?}");
     t

@@ -75,6 +75,9 @@ struct Observed {
     ios: u64,
     latency_sum_ns: u128,
     latency_max_ns: u64,
+    /// Host reads and the sum of their latencies.
+    read_ios: u64,
+    read_latency_sum_ns: u128,
     last_done_ns: TimeNs,
     /// Host IOs completed per 4 s bucket.
     buckets: Vec<u64>,
@@ -85,10 +88,14 @@ struct Observed {
 }
 
 impl Observer for Observed {
-    fn host_io(&mut self, arrival_ns: TimeNs, done_ns: TimeNs, _: Op, _: u32, _: u16, _: u32) {
+    fn host_io(&mut self, arrival_ns: TimeNs, done_ns: TimeNs, op: Op, _: u32, _: u16, _: u32) {
         let latency = done_ns - arrival_ns;
         self.ios += 1;
         self.latency_sum_ns += latency as u128;
+        if op == Op::Read {
+            self.read_ios += 1;
+            self.read_latency_sum_ns += latency as u128;
+        }
         self.latency_max_ns = self.latency_max_ns.max(latency);
         self.last_done_ns = self.last_done_ns.max(done_ns);
         // Bucket k holds completions in (4k, 4(k+1)] s, as series.csv.
@@ -128,8 +135,16 @@ struct Row {
     max_latency_ms: f64,
     rmw_count: Option<f64>,
     write_hit_ratio: Option<f64>,
+    /// The policy's counters at the end (docs/hswd.md, Metrics).
+    policy_counters: Vec<(&'static str, f64)>,
     obs: Observed,
     wall_s: f64,
+}
+
+impl Row {
+    fn policy_counter(&self, name: &str) -> Option<f64> {
+        counter(&self.policy_counters, name)
+    }
 }
 
 impl Spec {
@@ -192,6 +207,7 @@ fn run_one(spec: Spec, dir: &Path) -> CliResult<Row> {
         max_latency_ms: obs.latency_max_ns as f64 / 1e6,
         rmw_count,
         write_hit_ratio,
+        policy_counters: policy,
         obs,
         wall_s: started.elapsed().as_secs_f64(),
         spec,
@@ -214,16 +230,42 @@ fn ssd_device() -> &'static str {
 }
 
 fn smr_device(band: u64) -> String {
-    format!(
+    smr_device_at(band, None)
+}
+
+/// The SMR NRegion; with `rate_bytes_per_s` its media transfers (inner and
+/// outer edge alike) run at that rate.
+fn smr_device_at(band: u64, rate_bytes_per_s: Option<u64>) -> String {
+    let mut d = format!(
         "[[devices]]\nname = \"smr\"\nmodel = \"smr\"\npreset = \"smr-7200-2tb\"\nband_bytes = {band}\n"
-    )
+    );
+    if let Some(r) = rate_bytes_per_s {
+        writeln!(
+            d,
+            "disk = {{ outer_rate_bytes_per_s = {r}, inner_rate_bytes_per_s = {r} }}"
+        )
+        .expect("write to String");
+    }
+    d
 }
 
 fn hswd_stack(seed: u64, band: u64, pcache: u64, mapping: &str, selection: &str) -> String {
+    hswd_stack_at(seed, band, pcache, mapping, selection, None)
+}
+
+/// `hswd_stack` over an NRegion whose media run at `disk_rate_bytes_per_s`.
+fn hswd_stack_at(
+    seed: u64,
+    band: u64,
+    pcache: u64,
+    mapping: &str,
+    selection: &str,
+    disk_rate_bytes_per_s: Option<u64>,
+) -> String {
     format!(
         "seed = {seed}\n{}{}\n[policy]\nkind = \"hswd\"\npcache_bytes = {pcache}\nband_bytes = {band}\nmapping = \"{mapping}\"\nband_selection = \"{selection}\"\n\n",
         ssd_device(),
-        smr_device(band)
+        smr_device_at(band, disk_rate_bytes_per_s)
     )
 }
 
@@ -306,7 +348,7 @@ fn mapping_specs(a: &HswdArgs, dir: &Path) -> CliResult<Vec<Spec>> {
         "[[tenants]]\nname = \"fio\"\nworkload = {{ trace = {}, format = \"msr\" }}\ndriver = {{ mode = \"closed\", iodepth = 31, total_bytes = {region} }}\n",
         toml_str(&trace.display().to_string())
     );
-    Ok(["fully", "set"]
+    let mut specs: Vec<Spec> = ["fully", "set"]
         .iter()
         .map(|mapping| Spec {
             experiment: "mapping",
@@ -317,7 +359,23 @@ fn mapping_specs(a: &HswdArgs, dir: &Path) -> CliResult<Vec<Spec>> {
             pcache_bytes: pcache,
             config: hswd_stack(a.seed, band, pcache, mapping, "most") + &tenant,
         })
-        .collect())
+        .collect();
+    // The variant behind the set-associative worst-latency row: sets whose
+    // writes wait take turns at the one RCache ahead of threshold cleaning.
+    specs.push(Spec {
+        experiment: paper::MAPPING_VARIANTS,
+        workload: "fio-randwrite".into(),
+        system: paper::STALLED_FIRST,
+        mapping: "set".into(),
+        policy: "most".into(),
+        pcache_bytes: pcache,
+        config: hswd_stack(a.seed, band, pcache, "set", "most")
+            .trim_end()
+            .to_string()
+            + "\nclean_stalled_first = true\n\n"
+            + &tenant,
+    });
+    Ok(specs)
 }
 
 fn policy_specs(a: &HswdArgs) -> CliResult<Vec<Spec>> {
@@ -458,35 +516,89 @@ fn system_specs(a: &HswdArgs) -> Vec<Spec> {
     systems_at(a, "systems", 100.0, true)
 }
 
-/// Experiment 2's variant behind paper_vs_ours' policy rows: src2_0's
-/// Table-2 numbers (count, footprint, write ratio, ~8 KiB requests) with
-/// offsets from an unscrambled Zipf, so hot blocks sit together and some
-/// bands collect cached blocks far faster than others — what real traces
-/// have and the uniform presets lack.
+/// Experiment 2's variants behind paper_vs_ours' policy rows, each with
+/// FIFO, LRU and MOST:
+/// - `policies-skewed`: src2_0's Table-2 numbers (count, footprint, write
+///   ratio, ~8 KiB requests) with offsets from an unscrambled Zipf, so hot
+///   blocks sit together and some bands collect cached blocks far faster
+///   than others (128 MiB-equivalent PCache);
+/// - `policies-clustered`: the same with 40 % of the requests from four
+///   sequential streams, which fill bands once and leave them (cold, full
+///   bands next to hot ones);
+/// - `policies-slow-rmw` (the four presets at 256 MiB) and
+///   `policies-clustered-slow-rmw`: the NRegion's media at the rate the
+///   paper's RMWs ran (its experiment 1: 2 band transfers per 3.96 s).
 fn policy_variant_specs(a: &HswdArgs) -> Vec<Spec> {
     let s = if a.quick { 8 } else { 1 };
+    let scale = 1.0 / s as f64;
     let band = 32 * MIB / s;
     let footprint = (0.46 * GIB as f64 / s as f64) as u64 / 4096 * 4096;
     let count = 1_200_000 / s;
-    let tenant = format!(
-        "[[tenants]]\nname = \"{}\"\nworkload = {{ generator = \"zipf\", params = {{ count = {count}, \
-         theta = 0.99, scramble = false, read_ratio = 0.124, size_bytes = \"8k\", \
-         region_size_bytes = {footprint}, rate_iops = 200.0 }} }}\ndriver = {{ mode = \"open\" }}\n",
-        paper::SKEWED_WORKLOAD
+    let src2_0_like = |name: &str, offsets: &str| {
+        format!(
+            "[[tenants]]\nname = \"{name}\"\nworkload = {{ generator = {offsets}, count = {count}, \
+             read_ratio = 0.124, size_bytes = \"8k\", region_size_bytes = {footprint}, \
+             rate_iops = 200.0 }} }}\ndriver = {{ mode = \"open\" }}\n"
+        )
+    };
+    let skewed = src2_0_like(
+        paper::SKEWED_WORKLOAD,
+        "\"zipf\", params = { theta = 0.99, scramble = false",
     );
-    let pcache = 128 * MIB / s;
-    ["fifo", "lru", "most"]
-        .into_iter()
-        .map(|policy| Spec {
-            experiment: paper::POLICIES_SKEWED,
-            workload: paper::SKEWED_WORKLOAD.into(),
-            system: "hswd",
-            mapping: "fully".into(),
-            policy: policy.into(),
-            pcache_bytes: pcache,
-            config: hswd_stack(a.seed, band, pcache, "fully", policy) + &tenant,
-        })
-        .collect()
+    let clustered = src2_0_like(
+        paper::CLUSTERED_WORKLOAD,
+        "\"mixed\", params = { weights = \"zipf:0.6,sequential:0.4\", streams = 4, theta = 0.99, \
+         scramble = false",
+    );
+    let slow = Some(paper::paper_rmw_rate_bytes_per_s());
+    let mut runs: Vec<(&'static str, String, String, u64, Option<u64>)> = vec![
+        (
+            paper::POLICIES_SKEWED,
+            paper::SKEWED_WORKLOAD.into(),
+            skewed,
+            128,
+            None,
+        ),
+        (
+            paper::POLICIES_CLUSTERED,
+            paper::CLUSTERED_WORKLOAD.into(),
+            clustered.clone(),
+            128,
+            None,
+        ),
+        (
+            paper::POLICIES_CLUSTERED_SLOW_RMW,
+            paper::CLUSTERED_WORKLOAD.into(),
+            clustered,
+            128,
+            slow,
+        ),
+    ];
+    for w in ["mds_0", "prxy_0", "rsrch_0", "src2_0"] {
+        runs.push((
+            paper::POLICIES_SLOW_RMW,
+            w.into(),
+            preset_tenant(&format!("hswd.{w}"), scale, 200.0),
+            256,
+            slow,
+        ));
+    }
+    let mut specs = Vec::new();
+    for (experiment, workload, tenant, pcache_mib, rate) in runs {
+        let pcache = pcache_mib * MIB / s;
+        for policy in ["fifo", "lru", "most"] {
+            specs.push(Spec {
+                experiment,
+                workload: workload.clone(),
+                system: "hswd",
+                mapping: "fully".into(),
+                policy: policy.into(),
+                pcache_bytes: pcache,
+                config: hswd_stack_at(a.seed, band, pcache, "fully", policy, rate) + &tenant,
+            });
+        }
+    }
+    specs
 }
 
 /// Experiment 3's variants behind paper_vs_ours' system rows: the SSWD
