@@ -103,7 +103,7 @@ def main() -> None:
         misses = {}
         for _ in range(args.repeat):
             t = time.perf_counter()
-            df = tierlab.cache_sim(native, "lru", args.capacity, format="native")
+            df = tierlab.cache_sim(native, "lru", f"{args.capacity}pages", format="native")
             best["tierlab"] = min(best["tierlab"], time.perf_counter() - t)
             misses["tierlab"] = int(df["misses"].iloc[0])
             assert int(df["requests"].iloc[0]) == args.requests

@@ -94,7 +94,9 @@ def compare(lcs, tmp_path, trace, capacities, page_size=4096, format=None, polic
     df = tierlab.read_trace(trace, format=format) if not hasattr(trace, "columns") else trace
     keys = page_stream(df, page_size)
     og = write_oracle_general(keys, tmp_path / "stream.oracleGeneral")
-    ours = tierlab.cache_sim(trace, list(policies), capacities, page_size=page_size, format=format)
+    # Page counts (ints) and sizes with units (strs).
+    sizes = [f"{c}pages" if isinstance(c, int) else c for c in capacities]
+    ours = tierlab.cache_sim(trace, list(policies), sizes, page_size=page_size, format=format)
     assert len(ours) == len(policies) * len(capacities)
     rows = []
     for row in ours.itertuples():
@@ -231,7 +233,7 @@ def test_zipf_arc_follows_fast03(libcachesim, tmp_path, zipf_trace):
     keys = page_stream(df, 4096)
     og = write_oracle_general(keys, tmp_path / "arc.oracleGeneral")
     caps = [1, 2, 3, 50, 500, 2000]
-    ours = tierlab.cache_sim(df, "arc", caps)
+    ours = tierlab.cache_sim(df, "arc", [f"{c}pages" for c in caps])
     for cap, misses in zip(caps, ours["misses"]):
         paper = _arc_fast03(keys.tolist(), cap)
         assert int(misses) == paper == lcs_misses(libcachesim, og, len(keys), "arc", cap), cap
@@ -284,7 +286,8 @@ def test_arc_oltp_equals_libcachesim(libcachesim, tmp_path, shared_traces):
 
 
 def test_frame_and_columns(zipf_trace):
-    df = tierlab.cache_sim(zipf_trace, ["lru", "fifo"], [64, "1MiB"])
+    # A bare int is bytes, as in libCacheSim: 262144 = 64 pages of 4 KiB.
+    df = tierlab.cache_sim(zipf_trace, ["lru", "fifo"], [262_144, "1MiB"])
     assert list(df["policy"]) == ["lru", "lru", "fifo", "fifo"]
     assert list(df["capacity_pages"]) == [64, 256, 64, 256]
     for col in ("requests", "misses", "miss_ratio", "io_requests", "read_requests", "write_misses"):
@@ -292,35 +295,53 @@ def test_frame_and_columns(zipf_trace):
     assert (df["read_requests"] + df["write_requests"] <= df["requests"]).all()
     assert (df["read_misses"] + df["write_misses"] <= df["misses"]).all()
     assert np.allclose(df["miss_ratio"], df["misses"] / df["requests"])
-    again = tierlab.cache_sim(zipf_trace, ["lru", "fifo"], [64, "1MiB"])
+    again = tierlab.cache_sim(zipf_trace, ["lru", "fifo"], ["64pages", "1MiB"])
     assert again.equals(df)
 
 
+def test_a_share_of_the_footprint(zipf_trace):
+    # "1%" is 1 % of the trace's distinct pages (rounded down), as
+    # libCacheSim's fractional sizes; the same as that many pages.
+    keys = page_stream(tierlab.read_trace(zipf_trace), 4096)
+    footprint = len(np.unique(keys))
+    df = tierlab.cache_sim(zipf_trace, "lru", ["1%", "10%", f"{footprint // 10}pages"])
+    assert list(df["capacity_pages"]) == [footprint // 100, footprint // 10, footprint // 10]
+    assert df["misses"].iloc[1] == df["misses"].iloc[2]
+
+
 def test_errors(zipf_trace):
-    with pytest.raises(ValueError, match="unknown policy"):
-        tierlab.cache_sim(zipf_trace, "nope", 10)
+    with pytest.raises(ValueError, match="unknown cache policy `lur` \\(did you mean `lru`\\?\\)"):
+        tierlab.cache_sim(zipf_trace, "lur", "1MiB")
     with pytest.raises(ValueError, match="not a whole number of 4096-byte pages"):
         tierlab.cache_sim(zipf_trace, "lru", "6k")
+    # An old-style page count is bytes now, and the error says how to write pages.
+    with pytest.raises(ValueError, match="for a page count write 14514pages"):
+        tierlab.cache_sim(zipf_trace, "lru", 14514)
     with pytest.raises(ValueError, match="at least one page"):
         tierlab.cache_sim(zipf_trace, "lru", 0)
+    with pytest.raises(ValueError, match="512-byte sectors"):
+        tierlab.cache_sim(zipf_trace, "lru", "1MiB", page_size=3)
     with pytest.raises(FileNotFoundError):
-        tierlab.cache_sim("/nonexistent/trace.csv", "lru", 10)
+        tierlab.cache_sim("/nonexistent/trace.csv", "lru", "1MiB")
+    # Aliases users type.
+    df = tierlab.cache_sim(zipf_trace, ["S3-FIFO", "2Q"], "1MiB")
+    assert list(df["policy"].str.lower().str.replace("-", "")) == ["s3fifo", "2q"]
 
 
 def test_cli_json_matches_python(tierlab_exe, zipf_trace):
     out = subprocess.run(
-        [tierlab_exe, "cache", str(zipf_trace), "--policy", "lru,arc", "--capacity", "100,1MiB", "--json"],
+        [tierlab_exe, "cache", str(zipf_trace), "--policy", "lru,arc", "--capacity", "100pages,1MiB", "--json"],
         check=True,
         capture_output=True,
         text=True,
     ).stdout
     cli = json.loads(out)
-    py = tierlab.cache_sim(zipf_trace, ["lru", "arc"], [100, 256])
+    py = tierlab.cache_sim(zipf_trace, ["lru", "arc"], ["100pages", 1 << 20])
     assert [(r["policy"], r["capacity_pages"], r["misses"], r["requests"]) for r in cli] == [
         (r.policy, r.capacity_pages, r.misses, r.requests) for r in py.itertuples()
     ]
     table = subprocess.run(
-        [tierlab_exe, "cache", str(zipf_trace), "-p", "lru", "-c", "100"],
+        [tierlab_exe, "cache", str(zipf_trace), "-p", "lru", "-c", "400KiB"],
         check=True,
         capture_output=True,
         text=True,
@@ -336,7 +357,7 @@ def test_cli_mrc_equals_libcachesim_lru(libcachesim, tierlab_exe, tmp_path, zipf
     """`tierlab cache --mrc`: exact LRU misses at many sizes in one pass."""
     sizes = [1, 10, 100, 1000, 4096, 20_000, 60_000]
     out = subprocess.run(
-        [tierlab_exe, "cache", str(zipf_trace), "--mrc", ",".join(map(str, sizes)), "--json"],
+        [tierlab_exe, "cache", str(zipf_trace), "--mrc", ",".join(f"{s}pages" for s in sizes), "--json"],
         check=True,
         capture_output=True,
         text=True,

@@ -4,8 +4,11 @@ The simulation is the Rust crate ``tierlab_cache`` run with the GIL
 released: every policy × capacity pair is fed the trace in one pass.
 Requests are split into pages of ``page_size`` bytes (page key
 ``device_id << 48 | page``); every page reference is a lookup that inserts
-on a miss, whatever the op (libCacheSim's semantics), and capacities are
-counted in pages.
+on a miss, whatever the op (libCacheSim's semantics). Capacities are
+given as libCacheSim's users give them — bytes (``8388608``), a size with a
+binary unit (``"8MiB"``) or a share of the trace's footprint (``"1%"``) —
+or as a page count with an explicit suffix (``"2048pages"``); results count
+them in pages.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from . import _native
 if TYPE_CHECKING:
     import pandas as pd
 
-#: A capacity: a page count (int) or a size with a binary unit ("64MiB").
+#: A capacity: bytes (int), a size with a binary unit ("64MiB"), a page
+#: count ("2048pages") or a share of the trace's footprint ("1%").
 CapacityLike = Union[int, str]
 
 _COLUMNS = [
@@ -73,8 +77,10 @@ def cache_sim(
     policies:
         Policy names (``"lru"``, ``"fifo"``, ``"arc"``, ...), or one name.
     capacities:
-        Cache sizes: page counts (``14514``) or sizes with a binary unit
-        (``"64MiB"``, which must be a whole number of pages), or one.
+        Cache sizes, or one: bytes (``8388608``) or a size with a binary
+        unit (``"8MiB"``), each a whole number of pages; a page count
+        (``"2048pages"``); or a share of the trace's footprint, its
+        distinct pages (``"1%"``, costs one more pass over the trace).
     page_size:
         Page size in bytes (or ``"4KiB"``); requests are split into pages.
     format, skip_bad:
@@ -92,8 +98,9 @@ def cache_sim(
     Raises
     ------
     ValueError
-        An unknown policy, a capacity that is not a whole number of pages,
-        a bad page size; :class:`TraceError` for malformed trace content.
+        An unknown policy (with the nearest name), a capacity that is not
+        a whole number of pages (a bare int is bytes), a page size that is
+        not a whole number of 512-byte sectors; :class:`TraceError` for malformed trace content.
     """
     import pandas as pd
 

@@ -11,6 +11,7 @@
 pub mod mrc;
 pub mod policies;
 pub mod sim;
+pub mod size;
 pub mod table;
 pub mod workload;
 

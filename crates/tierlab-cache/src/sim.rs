@@ -291,28 +291,27 @@ fn drive(
     }
 }
 
-/// Parses one capacity: a bare integer is a page count; anything with a
-/// unit is bytes and must be a whole, nonzero number of pages.
-pub fn parse_capacity_pages(text: &str, page_size: u32) -> Result<u64, String> {
-    let t = text.trim();
-    let pages = if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '_') {
-        t.replace('_', "")
-            .parse::<u64>()
-            .map_err(|_| format!("capacity {t:?} is too large"))?
-    } else {
-        let bytes = tierlab_trace::units::parse_size_bytes(t)
-            .map_err(|e| format!("capacity: {e} (or a page count such as 14514)"))?;
-        if bytes % page_size as u64 != 0 {
-            return Err(format!(
-                "capacity {t:?} ({bytes} bytes) is not a whole number of {page_size}-byte pages"
-            ));
+pub use crate::size::parse_capacity_pages;
+
+/// Every policy × capacity, policies outermost, in the order given; each
+/// policy name checked ([`policies::canonical_name`]).
+pub fn grid<S: AsRef<str>>(
+    policy_names: &[S],
+    capacities_pages: &[u64],
+    page_size: u32,
+) -> std::result::Result<Vec<CacheSimConfig>, String> {
+    let mut out = Vec::with_capacity(policy_names.len() * capacities_pages.len());
+    for name in policy_names {
+        let policy = policies::canonical_name(name.as_ref())?;
+        for &capacity_pages in capacities_pages {
+            out.push(CacheSimConfig {
+                policy: policy.to_string(),
+                capacity_pages,
+                page_size_bytes: page_size,
+            });
         }
-        bytes / page_size as u64
-    };
-    if pages == 0 {
-        return Err(format!("capacity {t:?}: must be at least one page"));
     }
-    Ok(pages)
+    Ok(out)
 }
 
 #[cfg(test)]

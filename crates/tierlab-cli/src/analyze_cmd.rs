@@ -79,9 +79,10 @@ pub struct ConcentrationsArgs {
     /// Page cache for the hit ratio (paper: FlashCache, FIFO).
     #[arg(long, default_value = "fifo")]
     pub cache_policy: String,
-    /// Page-cache size (default: the peak memory of the concentrations, the
-    /// largest number of sub-LUNs in concentrations in one period times the
-    /// sub-LUN size; needs a second pass over the trace).
+    /// Page-cache size: bytes or a size with a unit (`8GiB`), or a page
+    /// count (`2048pages`). Default: the peak memory of the concentrations,
+    /// the largest number of sub-LUNs in concentrations in one period times
+    /// the sub-LUN size (needs a second pass over the trace).
     #[arg(long)]
     pub cache_size: Option<String>,
     /// Page-cache page size (paper: FlashCache with 4 KB blocks).

@@ -5,10 +5,9 @@
 
 use clap::Args;
 use tierlab_cache::policies;
-use tierlab_cache::sim::parse_capacity_pages;
-use tierlab_cache::sim::{self, CacheSimConfig, CacheSimResult};
+use tierlab_cache::sim::{self, CacheSimResult};
 use tierlab_trace::RecordStream;
-use tierlab_trace::units::{format_size_bytes, parse_size_bytes};
+use tierlab_trace::units::format_size_bytes;
 
 use crate::CliResult;
 use crate::trace_cmd::{InputArgs, report_skipped};
@@ -25,8 +24,10 @@ pub struct CacheArgs {
         required_unless_present = "mrc"
     )]
     pub policy: Vec<String>,
-    /// Cache capacities, comma separated: a page count (`14514`) or a size
-    /// with a binary unit (`64MiB`, a whole number of pages).
+    /// Cache capacities, comma separated: bytes (`8388608`) or a size with a
+    /// binary unit (`8MiB`), each a whole number of pages; a page count
+    /// (`2048pages`); or a share of the trace's footprint (`1%`, its
+    /// distinct pages; costs a first pass over the trace).
     #[arg(
         long,
         short = 'c',
@@ -34,8 +35,8 @@ pub struct CacheArgs {
         required_unless_present = "mrc"
     )]
     pub capacity: Vec<String>,
-    /// Exact LRU miss ratios at these sizes (pages or sizes with units,
-    /// comma separated), all from one pass by stack distance; instead of
+    /// Exact LRU miss ratios at these sizes (as --capacity, comma
+    /// separated), all from one pass by stack distance; instead of
     /// --policy/--capacity.
     #[arg(long, value_delimiter = ',', conflicts_with_all = ["policy", "capacity"])]
     pub mrc: Vec<String>,
@@ -55,53 +56,39 @@ pub struct CacheArgs {
     pub json: bool,
 }
 
-/// Parses the page size: a byte size, > 0, that fits 32 bits.
+/// Parses the page size (a whole number of 512-byte sectors).
 pub fn parse_page_size(text: &str) -> Result<u32, String> {
-    let bytes = parse_size_bytes(text).map_err(|e| format!("--page-size: {e}"))?;
-    if bytes == 0 {
-        return Err(format!("--page-size {text:?}: must be at least 1 byte"));
-    }
-    u32::try_from(bytes).map_err(|_| format!("--page-size {text:?}: must be below 4 GiB"))
+    tierlab_cache::size::parse_page_size(text, "--page-size")
 }
 
-/// Checks a policy name against the library's list.
+/// Checks a policy name ([`tierlab_cache::policies::canonical_name`]).
 pub fn check_policy(name: &str) -> Result<String, String> {
-    let lower = name.trim().to_ascii_lowercase();
-    if policies::NAMES.contains(&lower.as_str()) {
-        Ok(lower)
-    } else {
-        Err(format!(
-            "unknown policy {name:?}; available: {}",
-            policies::NAMES.join(", ")
-        ))
-    }
+    policies::canonical_name(name).map(str::to_string)
 }
 
-/// Every policy × capacity, policies outermost, in the order given.
-pub fn configs(
-    policies: &[String],
-    capacities: &[String],
+/// `texts` as pages ([`tierlab_cache::size::sizes_in_pages`]); a share of
+/// the footprint costs a first pass over `input`.
+fn capacity_pages(
+    texts: &[String],
+    what: &str,
     page_size: u32,
-) -> Result<Vec<CacheSimConfig>, String> {
-    let policies = policies
-        .iter()
-        .map(|p| check_policy(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    let capacities = capacities
-        .iter()
-        .map(|c| parse_capacity_pages(c, page_size))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut out = Vec::with_capacity(policies.len() * capacities.len());
-    for policy in &policies {
-        for &capacity_pages in &capacities {
-            out.push(CacheSimConfig {
-                policy: policy.clone(),
-                capacity_pages,
-                page_size_bytes: page_size,
-            });
+    input: &InputArgs,
+) -> CliResult<Vec<u64>> {
+    let footprint = || {
+        if input.input.as_os_str() == "-" {
+            return Err(
+                "a share of the footprint needs a first pass over the trace, and stdin \
+                        cannot be read twice; give bytes or pages"
+                    .to_string(),
+            );
         }
-    }
-    Ok(out)
+        let mut reader = input.open().map_err(|e| e.to_string())?;
+        tierlab_cache::size::footprint_pages(&mut reader, page_size).map_err(|e| e.to_string())
+    };
+    Ok(
+        tierlab_cache::size::sizes_in_pages(texts, page_size, footprint)
+            .map_err(|e| format!("{what}: {e}"))?,
+    )
 }
 
 fn ratio(misses: u64, requests: u64) -> String {
@@ -152,12 +139,8 @@ pub struct MrcPoint {
 /// Miss ratios at every size in `--mrc` from one pass: exact for LRU by
 /// stack distance, SHARDS-sampled otherwise (docs/cache.md).
 fn run_mrc(args: &CacheArgs, page_size: u32) -> CliResult<Vec<MrcPoint>> {
-    let sizes = args
-        .mrc
-        .iter()
-        .map(|c| parse_capacity_pages(c, page_size))
-        .collect::<Result<Vec<_>, _>>()?;
     let policy = check_policy(&args.mrc_policy)?;
+    let sizes = capacity_pages(&args.mrc, "--mrc", page_size, &args.input)?;
     let mut reader = args.input.open()?;
     let mut io_requests = 0u64;
     let mut requests = 0u64;
@@ -247,7 +230,12 @@ pub fn run(args: CacheArgs) -> CliResult {
         }
         return Ok(());
     }
-    let configs = configs(&args.policy, &args.capacity, page_size)?;
+    // Policies first: a mistyped name fails before any pass over the trace.
+    for p in &args.policy {
+        check_policy(p)?;
+    }
+    let pages = capacity_pages(&args.capacity, "--capacity", page_size, &args.input)?;
+    let configs = sim::grid(&args.policy, &pages, page_size)?;
     let mut reader = args.input.open()?;
     let results = sim::run(&mut reader, &configs)?;
     report_skipped(&reader);
@@ -264,33 +252,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn capacities() {
-        assert_eq!(parse_capacity_pages("14514", 4096), Ok(14514));
-        assert_eq!(parse_capacity_pages("1_000", 4096), Ok(1000));
-        assert_eq!(parse_capacity_pages("64MiB", 4096), Ok(16384));
-        assert_eq!(parse_capacity_pages("64m", 512), Ok(131072));
-        let e = parse_capacity_pages("6k", 4096).unwrap_err();
-        assert!(e.contains("not a whole number of 4096-byte pages"), "{e}");
-        assert!(parse_capacity_pages("0", 4096).is_err());
-        assert!(
-            parse_capacity_pages("64MB", 4096)
-                .unwrap_err()
-                .contains("ambiguous")
-        );
-        assert!(parse_capacity_pages("lots", 4096).is_err());
-    }
-
-    #[test]
-    fn page_sizes() {
-        assert_eq!(parse_page_size("4KiB"), Ok(4096));
-        assert_eq!(parse_page_size("512"), Ok(512));
-        assert!(parse_page_size("0").is_err());
-        assert!(parse_page_size("8g").is_err());
-    }
-
-    #[test]
     fn unknown_policy_lists_names() {
         let e = check_policy("nope").unwrap_err();
-        assert!(e.contains("available:"), "{e}");
+        assert!(e.contains("known: fifo"), "{e}");
     }
 }

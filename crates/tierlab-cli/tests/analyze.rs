@@ -116,7 +116,7 @@ fn analyze_hand_made_trace_exact_numbers() {
         out.to_str().unwrap(),
     ];
     let mut args = base.to_vec();
-    args.extend(["--cache-size", "2"]);
+    args.extend(["--cache-size", "2pages"]);
     ok(tierlab(&args));
     let s = summary(&out);
     assert_eq!(s["lun_sub_luns"], 3);
@@ -496,7 +496,7 @@ fn analyze_bad_input_is_a_clear_error() {
     );
     fails_with(
         run(&["--cache-policy", "nope"]),
-        &["unknown policy", "available:"],
+        &["unknown cache policy `nope`", "known: fifo"],
     );
     fails_with(
         run(&["--sub-lun-size", "1GB"]),

@@ -33,7 +33,7 @@ fn curves_agree_with_simulation() {
         t,
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let sizes = "512,4096,16384";
+    let sizes = "512pages,4096pages,16384pages";
     // Exact LRU curve = LRU simulated at each size, to the miss.
     let exact = json(tierlab(&["cache", t, "--mrc", sizes, "--json"]));
     let simulated = json(tierlab(&[

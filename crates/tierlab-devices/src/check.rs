@@ -44,7 +44,8 @@ pub(crate) fn range_f64(
 /// The preset lookup error: names the unknown preset and lists the known.
 pub(crate) fn unknown_preset(model: &str, name: &str, known: &[&str]) -> String {
     format!(
-        "{model}: unknown preset `{name}`; known presets: {}",
+        "{model}: unknown preset `{name}`{}; known presets: {}",
+        tierlab_trace::names::did_you_mean(name, known.iter().copied()),
         known.join(", ")
     )
 }

@@ -894,15 +894,10 @@ fn simulate<'py>(
     Ok(d)
 }
 
-/// Parses a cache capacity: a bare integer is a page count, a size with a
-/// unit must be a whole, nonzero number of pages (as `tierlab cache`).
-fn cache_capacity_pages(text: &str, page_size: u32) -> PyResult<u64> {
-    tierlab_cache::sim::parse_capacity_pages(text, page_size).map_err(PyValueError::new_err)
-}
-
 /// Cache-only simulation of every policy × capacity in one pass over the
 /// trace (GIL released); the results as the JSON `tierlab cache --json`
-/// prints.
+/// prints. Capacities as the CLI's `--capacity` (bytes, units, `Npages`,
+/// `N%` of the footprint).
 #[pyfunction]
 #[pyo3(signature = (path, policies, capacities, page_size, format=None, skip_bad=false))]
 fn cache_sim_json(
@@ -914,40 +909,20 @@ fn cache_sim_json(
     format: Option<&str>,
     skip_bad: bool,
 ) -> PyResult<String> {
-    let page_bytes = tierlab_trace::units::parse_size_bytes(page_size)
-        .map_err(|e| PyValueError::new_err(format!("page_size: {e}")))?;
-    if page_bytes == 0 || page_bytes > u32::MAX as u64 {
-        return Err(PyValueError::new_err(format!(
-            "page_size {page_size:?}: must be between 1 byte and 4 GiB"
-        )));
-    }
-    let page_bytes = page_bytes as u32;
-    let mut names = Vec::with_capacity(policies.len());
+    let page_bytes = tierlab_cache::size::parse_page_size(page_size, "page_size")
+        .map_err(PyValueError::new_err)?;
     for p in &policies {
-        let lower = p.trim().to_ascii_lowercase();
-        if !tierlab_cache::policies::NAMES.contains(&lower.as_str()) {
-            return Err(PyValueError::new_err(format!(
-                "unknown policy {p:?}; available: {}",
-                tierlab_cache::policies::NAMES.join(", ")
-            )));
-        }
-        names.push(lower);
-    }
-    let pages = capacities
-        .iter()
-        .map(|c| cache_capacity_pages(c, page_bytes))
-        .collect::<PyResult<Vec<_>>>()?;
-    let mut configs = Vec::with_capacity(names.len() * pages.len());
-    for policy in &names {
-        for &capacity_pages in &pages {
-            configs.push(tierlab_cache::sim::CacheSimConfig {
-                policy: policy.clone(),
-                capacity_pages,
-                page_size_bytes: page_bytes,
-            });
-        }
+        tierlab_cache::policies::canonical_name(p).map_err(PyValueError::new_err)?;
     }
     let options = read_options(format, skip_bad, None)?;
+    let footprint = || {
+        let mut reader = TraceReader::open(&path, &options).map_err(|e| e.to_string())?;
+        tierlab_cache::size::footprint_pages(&mut reader, page_bytes).map_err(|e| e.to_string())
+    };
+    let pages = tierlab_cache::size::sizes_in_pages(&capacities, page_bytes, footprint)
+        .map_err(|e| PyValueError::new_err(format!("capacities: {e}")))?;
+    let configs =
+        tierlab_cache::sim::grid(&policies, &pages, page_bytes).map_err(PyValueError::new_err)?;
     let results = py
         .detach(move || {
             let mut reader = TraceReader::open(&path, &options)?;

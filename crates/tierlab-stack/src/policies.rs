@@ -289,28 +289,9 @@ fn kinds() -> String {
         .join(", ")
 }
 
-/// The registered kind nearest to a mistyped one (edit distance ≤ 2).
+/// The registered kind nearest to a mistyped one.
 fn closest(kind: &str) -> Option<&'static str> {
-    fn distance(a: &str, b: &str) -> usize {
-        let b: Vec<char> = b.chars().collect();
-        let mut row: Vec<usize> = (0..=b.len()).collect();
-        for (i, ca) in a.chars().enumerate() {
-            let mut prev = row[0];
-            row[0] = i + 1;
-            for (j, &cb) in b.iter().enumerate() {
-                let cur = row[j + 1];
-                row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
-                prev = cur;
-            }
-        }
-        row[b.len()]
-    }
-    POLICIES
-        .iter()
-        .map(|r| (distance(kind, r.kind), r.kind))
-        .filter(|(d, _)| *d <= 2)
-        .min()
-        .map(|(_, k)| k)
+    tierlab_trace::names::nearest(kind, POLICIES.iter().map(|r| r.kind))
 }
 
 fn typed<P: DeserializeOwned>(params: &toml::Table) -> Result<P, ConfigError> {

@@ -151,7 +151,8 @@ impl FromStr for Format {
             .ok_or_else(|| {
                 let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
                 format!(
-                    "unknown trace format {s:?}; known formats: {}",
+                    "unknown trace format {s:?}{}; known formats: {}",
+                    crate::names::did_you_mean(s, names.iter().copied()),
                     names.join(", ")
                 )
             })

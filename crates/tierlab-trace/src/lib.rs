@@ -8,6 +8,7 @@ pub mod format;
 pub mod formats;
 pub mod generate;
 pub mod input;
+pub mod names;
 pub mod parse;
 pub mod reader;
 pub mod record;

@@ -1,5 +1,5 @@
 //! Sizes with units, as users type them: `4096`, `4k`, `4KiB`, `64MiB`,
-//! `800GiB`, `1.5g`, `1_000_000`. Units are binary. Decimal `KB`/`MB`/`GB`
+//! `800GiB`, `1.5g`, `1_000_000`, up to EiB. Units are binary. Decimal `KB`/`MB`/`GB`
 //! are refused: tools disagree on them (fio's `1GB` is 2^30 by default,
 //! disk vendors' is 10^9), and a silently wrong capacity is worse than an
 //! error.
@@ -20,7 +20,8 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, String> {
         "g" | "gib" => 30,
         "t" | "tib" => 40,
         "p" | "pib" => 50,
-        "kb" | "mb" | "gb" | "tb" | "pb" => {
+        "e" | "eib" => 60,
+        "kb" | "mb" | "gb" | "tb" | "pb" | "eb" => {
             return Err(format!(
                 "size {t:?}: decimal units are ambiguous; write KiB/MiB/GiB/TiB (or k/m/g/t), which are binary"
             ));
@@ -61,7 +62,14 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, String> {
 /// The shortest exact form with a binary suffix (`4k`, `1g`), which
 /// `parse_size_bytes` reads back.
 pub fn format_size_bytes(bytes: u64) -> String {
-    for (shift, unit) in [(50, "p"), (40, "t"), (30, "g"), (20, "m"), (10, "k")] {
+    for (shift, unit) in [
+        (60, "e"),
+        (50, "p"),
+        (40, "t"),
+        (30, "g"),
+        (20, "m"),
+        (10, "k"),
+    ] {
         if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
             return format!("{}{unit}", bytes >> shift);
         }

@@ -24,8 +24,41 @@ pub const NAMES: &[&str] = &[
 /// capacity, so capacities are capped well below `u32::MAX`.
 pub const MAX_CAPACITY_PAGES: usize = 1 << 30;
 
-/// A policy by name (case-insensitive) with a capacity in pages.
+/// Other names users type for a policy (after lower-casing and dropping
+/// `-` and `_`): libCacheSim's and the papers' spellings.
+const ALIASES: &[(&str, &str)] = &[
+    ("twoq", "2q"),
+    ("opt", "belady"),
+    ("min", "belady"),
+    ("optimal", "belady"),
+];
+
+/// The policy `name` means (case-insensitive; `-` and `_` ignored, so
+/// `S3-FIFO` is `s3fifo`; aliases such as `opt`), or an error with the
+/// nearest name and the list.
+pub fn canonical_name(name: &str) -> Result<&'static str, String> {
+    let key: String = name
+        .trim()
+        .to_ascii_lowercase()
+        .chars()
+        .filter(|c| !matches!(c, '-' | '_'))
+        .collect();
+    if let Some(&n) = NAMES.iter().find(|&&n| n == key) {
+        return Ok(n);
+    }
+    if let Some(&(_, n)) = ALIASES.iter().find(|&&(a, _)| a == key) {
+        return Ok(n);
+    }
+    Err(format!(
+        "unknown cache policy `{name}`{}; known: {}",
+        tierlab_trace::names::did_you_mean(&key, NAMES.iter().copied()),
+        NAMES.join(", ")
+    ))
+}
+
+/// A policy by name ([`canonical_name`]) with a capacity in pages.
 pub fn build(name: &str, capacity_pages: usize) -> Result<Box<dyn Eviction>, String> {
+    let name = canonical_name(name)?;
     if capacity_pages == 0 {
         return Err("cache capacity must be at least 1 page".into());
     }
@@ -34,29 +67,55 @@ pub fn build(name: &str, capacity_pages: usize) -> Result<Box<dyn Eviction>, Str
             "cache capacity {capacity_pages} pages is above the supported {MAX_CAPACITY_PAGES}"
         ));
     }
-    Ok(match name.to_ascii_lowercase().as_str() {
+    Ok(match name {
         "fifo" => Box::new(fifo::Fifo::new(capacity_pages)),
         "lru" => Box::new(lru::Lru::new(capacity_pages)),
         "clock" => Box::new(clock::Clock::new(capacity_pages)),
         "arc" => Box::new(arc::Arc::new(capacity_pages)),
-        "2q" | "twoq" => Box::new(twoq::TwoQ::new(capacity_pages)),
+        "2q" => Box::new(twoq::TwoQ::new(capacity_pages)),
         "lirs" => Box::new(lirs::Lirs::new(capacity_pages)),
-        "s3fifo" | "s3-fifo" => Box::new(s3fifo::S3Fifo::new(capacity_pages)),
+        "s3fifo" => Box::new(s3fifo::S3Fifo::new(capacity_pages)),
         "sieve" => Box::new(sieve::Sieve::new(capacity_pages)),
         "lfu" => Box::new(lfu::Lfu::new(capacity_pages)),
-        "belady" | "min" | "opt" => Box::new(belady::Belady::new(capacity_pages)),
-        _ => {
-            return Err(format!(
-                "unknown cache policy `{name}`; known: {}",
-                NAMES.join(", ")
-            ));
-        }
+        "belady" => Box::new(belady::Belady::new(capacity_pages)),
+        other => unreachable!("{other} is in NAMES but not built"),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_users_type() {
+        for (typed, meant) in [
+            ("S3-FIFO", "s3fifo"),
+            ("s3_fifo", "s3fifo"),
+            ("2Q", "2q"),
+            ("twoq", "2q"),
+            ("OPT", "belady"),
+            ("LRU", "lru"),
+        ] {
+            assert_eq!(canonical_name(typed), Ok(meant), "{typed}");
+        }
+        let e = canonical_name("lur").unwrap_err();
+        assert!(
+            e.contains("did you mean `lru`?") && e.contains("known: fifo"),
+            "{e}"
+        );
+        // Every listed name builds.
+        for n in NAMES {
+            assert_eq!(
+                build(n, 4)
+                    .unwrap()
+                    .name()
+                    .to_ascii_lowercase()
+                    .replace('-', ""),
+                n.replace('-', ""),
+                "{n}"
+            );
+        }
+    }
     use crate::sim::next_uses;
     use crate::workload::{SplitMix64, Zipf, uniform};
     use crate::{Access, Key};

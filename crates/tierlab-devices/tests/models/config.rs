@@ -123,6 +123,12 @@ fn unknown_models_and_presets_list_the_known_ones() {
         err.contains("ssd: unknown preset `intel-p4800x`; known presets: intel-p3700, intel-s3500"),
         "{err}"
     );
+    // One typo away: the nearest preset is named.
+    let err = parse("model = \"ssd\"\npreset = \"intel-p370\"\n").unwrap_err();
+    assert!(
+        err.contains("unknown preset `intel-p370` (did you mean `intel-p3700`?)"),
+        "{err}"
+    );
     let err = parse("preset = \"dram\"\n").unwrap_err();
     assert!(err.contains("model"), "{err}");
 }

@@ -101,6 +101,6 @@ fn bad_parameters_are_named_with_value_and_range() {
     }
     assert_eq!(
         MemoryParams::preset("sram").unwrap_err(),
-        "memory: unknown preset `sram`; known presets: dram, nvdimm, ramdisk"
+        "memory: unknown preset `sram` (did you mean `dram`?); known presets: dram, nvdimm, ramdisk"
     );
 }

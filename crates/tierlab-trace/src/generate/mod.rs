@@ -260,7 +260,7 @@ pub fn concentration_truth(
 
 fn unknown_name(name: &str) -> TraceError {
     let preset_names: Vec<&str> = presets().iter().map(|p| p.name).collect();
-    let similar: Vec<&str> = preset_names
+    let mut similar: Vec<&str> = preset_names
         .iter()
         .copied()
         .filter(|p| {
@@ -268,6 +268,14 @@ fn unknown_name(name: &str) -> TraceError {
                 || (name.len() >= 3 && p.contains(name))
         })
         .collect();
+    let generator_list = generators();
+    if similar.is_empty() {
+        let generator_names = generator_list.iter().map(|g| g.name);
+        similar.extend(crate::names::nearest(
+            name,
+            generator_names.chain(preset_names.iter().copied()),
+        ));
+    }
     let hint = if similar.is_empty() {
         String::new()
     } else {

@@ -115,7 +115,8 @@ impl KvParams {
             if !known.iter().any(|p| p.name == key) {
                 let names: Vec<&str> = known.iter().map(|p| p.name).collect();
                 return Err(TraceError::Invalid(format!(
-                    "unknown parameter `{key}` for generator `{generator}`; known: {}",
+                    "unknown parameter `{key}` for generator `{generator}`{}; known: {}",
+                    crate::names::did_you_mean(key, names.iter().copied()),
                     names.join(", ")
                 )));
             }
