@@ -34,11 +34,19 @@ pub struct RunArgs {
     pub io_engine: EngineKind,
     /// After the workload, wait at most this long (s) for the policy's
     /// timers and background IO.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, value_parser = seconds)]
     pub drain_s: f64,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A number of seconds: finite and not negative.
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a number of seconds >= 0")),
+    }
 }
 
 fn parse_engine(s: &str) -> Result<EngineKind, String> {

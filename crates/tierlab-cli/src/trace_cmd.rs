@@ -238,6 +238,17 @@ pub fn run(cmd: TraceCommand) -> CliResult {
                 "tierlab: kept {} of {} records read",
                 summary.records, slice.seen
             );
+            if summary.records == 0 {
+                // Legitimate (a window past the end), but never silent.
+                eprintln!(
+                    "tierlab: warning: the slice is empty: no record of the {} read matched{}",
+                    slice.seen,
+                    slice
+                        .span_minutes()
+                        .map(|m| format!(" (the trace spans {m:.2} minutes)"))
+                        .unwrap_or_default()
+                );
+            }
             Ok(())
         }
         TraceCommand::Densest {

@@ -432,6 +432,12 @@ impl Exec {
 
 /// Runs `config` for real. Relative paths resolve against `base_dir`.
 pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<RealResult, String> {
+    if !(opts.drain_s.is_finite() && opts.drain_s >= 0.0) {
+        return Err(format!(
+            "drain_s: {} is not a number of seconds >= 0",
+            opts.drain_s
+        ));
+    }
     let backends = open_backends(&config.devices, base_dir)?;
     let (policy, tenants) = build_stack(config, base_dir, &backends)?;
     let names = tierlab_stack::device_names(&config.devices);
@@ -469,7 +475,7 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         host_ios: 0,
         stop: opts.stop.clone(),
     };
-    let drain_ns = (opts.drain_s.max(0.0) * NS_PER_S as f64) as TimeNs;
+    let drain_ns = (opts.drain_s * NS_PER_S as f64) as TimeNs;
     let end_ns = match exec.run_loop(drain_ns, true) {
         Ok(t) => t,
         Err(e) => {

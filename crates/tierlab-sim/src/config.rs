@@ -167,6 +167,7 @@ pub fn parse(text: &str, origin: &str, overrides: &[String]) -> Result<SimConfig
     let mut doc: toml::Table =
         toml::from_str(text).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
     apply_overrides(&mut doc, overrides)?;
+    tierlab_stack::config::device_byte_units(&mut doc, origin)?;
     let config: SimConfig =
         serde_path_to_error::deserialize(toml::Value::Table(doc)).map_err(|e| {
             let path = e.path().to_string();

@@ -82,3 +82,42 @@ pub fn apply_overrides(doc: &mut toml::Table, overrides: &[String]) -> Result<()
     }
     Ok(())
 }
+
+/// Turns every `*_bytes` key of the `devices` tables (members and nested
+/// tables included) written with a unit (`capacity_bytes = "64MiB"`) into
+/// its byte count, so device keys take sizes as the policies' keys do: one
+/// parser ([`tierlab_trace::units::parse_size_bytes`]) for every config.
+pub fn device_byte_units(doc: &mut toml::Table, origin: &str) -> Result<(), ConfigError> {
+    fn walk(v: &mut toml::Value, path: &str, origin: &str) -> Result<(), ConfigError> {
+        match v {
+            toml::Value::Table(t) => {
+                for (k, v) in t.iter_mut() {
+                    let key_path = format!("{path}.{k}");
+                    if k.ends_with("_bytes")
+                        && let toml::Value::String(s) = v
+                    {
+                        let bytes = tierlab_trace::units::parse_size_bytes(s)
+                            .map_err(|e| ConfigError(format!("{origin}: key `{key_path}`: {e}")))?;
+                        let n = i64::try_from(bytes).map_err(|_| {
+                            ConfigError(format!("{origin}: key `{key_path}`: {s:?} is above 8 EiB"))
+                        })?;
+                        *v = toml::Value::Integer(n);
+                    } else {
+                        walk(v, &key_path, origin)?;
+                    }
+                }
+            }
+            toml::Value::Array(a) => {
+                for (i, v) in a.iter_mut().enumerate() {
+                    walk(v, &format!("{path}[{i}]"), origin)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+    match doc.get_mut("devices") {
+        Some(v) => walk(v, "devices", origin),
+        None => Ok(()),
+    }
+}

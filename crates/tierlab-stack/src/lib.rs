@@ -60,6 +60,7 @@ impl StackConfig {
         let mut doc: toml::Table =
             toml::from_str(text).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
         apply_overrides(&mut doc, overrides)?;
+        config::device_byte_units(&mut doc, origin)?;
         let mut skipped = Vec::new();
         for k in WORKLOAD_KEYS {
             if doc.remove(k).is_some() {

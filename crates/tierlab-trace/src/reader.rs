@@ -139,6 +139,30 @@ pub struct TraceReader {
     records: u64,
 }
 
+/// A forced format on a file that detection reads as the other kind (a
+/// binary format on text, a text format on binary records) would yield
+/// garbage records or a confusing parse error: refuse it and name the
+/// format detection picks.
+fn check_forced(forced: Format, head: &[u8], path: &Path) -> std::result::Result<(), String> {
+    let binary = |f: Format| matches!(f, Format::Vscsi | Format::OracleGeneral | Format::Native);
+    match detect::detect(head, path) {
+        Ok(detected) if detected != forced && binary(detected) != binary(forced) => {
+            let kind = |f: Format| if binary(f) { "binary" } else { "text" };
+            Err(format!(
+                "the forced format `{}` is {}, but this file reads as {} `{}` ({}); drop the \
+                 forced format to use detection, or force `{}`",
+                forced.name(),
+                kind(forced),
+                kind(detected),
+                detected.name(),
+                detected.description(),
+                detected.name()
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Bytes sniffed from the head of a stream to detect its format.
 pub const SNIFF_BYTES: usize = 64 * 1024;
 
@@ -150,7 +174,13 @@ impl TraceReader {
         let head = input::read_head(&mut stream, SNIFF_BYTES)
             .map_err(|e| TraceError::io(&shown, Location::Input, e))?;
         let format = match options.format {
-            Some(f) => f,
+            Some(f) => {
+                check_forced(f, &head, path).map_err(|message| TraceError::Format {
+                    path: shown.clone(),
+                    message,
+                })?;
+                f
+            }
             None => detect::detect(&head, path).map_err(|message| TraceError::Format {
                 path: shown.clone(),
                 message,

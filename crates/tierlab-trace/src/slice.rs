@@ -29,6 +29,8 @@ pub struct Slice<S: RecordStream> {
     window_ns: Option<(u64, u64)>,
     first_time_ns: Option<u64>,
     kept: u64,
+    /// The latest record time seen, for the span of what was read.
+    last_time_ns: Option<u64>,
     /// Records read from the inner stream.
     pub seen: u64,
 }
@@ -68,12 +70,23 @@ impl<S: RecordStream> Slice<S> {
             window_ns,
             first_time_ns: None,
             kept: 0,
+            last_time_ns: None,
             seen: 0,
         })
     }
 
+    /// Minutes from the first to the latest record read (with timestamps).
+    pub fn span_minutes(&self) -> Option<f64> {
+        if self.inner.time_base() == TimeBase::None {
+            return None;
+        }
+        let (a, b) = (self.first_time_ns?, self.last_time_ns?);
+        Some(b.saturating_sub(a) as f64 / 60e9)
+    }
+
     fn keep(&mut self, r: &IoRecord) -> bool {
         let first = *self.first_time_ns.get_or_insert(r.time_ns);
+        self.last_time_ns = Some(self.last_time_ns.map_or(r.time_ns, |t| t.max(r.time_ns)));
         if let Some((a, b)) = self.window_ns {
             let Some(since) = r.time_ns.checked_sub(first) else {
                 return false; // earlier than the first record: before minute 0
@@ -108,6 +121,11 @@ impl<S: RecordStream> RecordStream for Slice<S> {
                 return Ok(Some(r));
             }
         }
+        // A device the whole trace never named is a mistake, not an empty
+        // slice: say so (at the end, when the device table is complete).
+        if let Some(name) = &self.spec.device {
+            check_device(self.inner.devices(), name)?;
+        }
         Ok(None)
     }
 
@@ -118,6 +136,30 @@ impl<S: RecordStream> RecordStream for Slice<S> {
     fn time_base(&self) -> TimeBase {
         self.inner.time_base()
     }
+}
+
+/// Fails unless the trace's device table names `name` (listing the first
+/// 20 names, and the nearest one).
+fn check_device(devices: &DeviceTable, name: &str) -> Result<()> {
+    if devices.names().iter().any(|n| n == name) {
+        return Ok(());
+    }
+    let names = devices.names();
+    let more = if names.len() > 20 {
+        format!(" (and {} more)", names.len() - 20)
+    } else {
+        String::new()
+    };
+    Err(TraceError::Invalid(format!(
+        "device {name:?} is not in the trace{}; devices: {}{more}",
+        crate::names::did_you_mean(name, names.iter().map(String::as_str)),
+        names
+            .iter()
+            .take(20)
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
 }
 
 /// The region holding the most IOs.
@@ -164,19 +206,7 @@ pub fn find_densest(
             .or_default() += 1;
     }
     if let Some(name) = device {
-        if !stream.devices().names().iter().any(|n| n == name) {
-            let known: Vec<&str> = stream
-                .devices()
-                .names()
-                .iter()
-                .take(20)
-                .map(String::as_str)
-                .collect();
-            return Err(TraceError::Invalid(format!(
-                "device {name:?} is not in the trace; devices: {}",
-                known.join(", ")
-            )));
-        }
+        check_device(stream.devices(), name)?;
     }
     if total == 0 {
         return Err(TraceError::Invalid(

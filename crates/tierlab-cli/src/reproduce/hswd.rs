@@ -378,6 +378,25 @@ fn mapping_specs(a: &HswdArgs, dir: &Path) -> CliResult<Vec<Spec>> {
     Ok(specs)
 }
 
+/// Reads the first records of a `--trace` now, so that a file tierlab
+/// cannot read fails before the first run, not after dozens of them.
+fn check_trace(path: &Path, format: Option<&str>) -> Result<(), String> {
+    let options = tierlab_trace::ReadOptions {
+        format: format.map(str::parse).transpose()?,
+        ..Default::default()
+    };
+    let mut reader = tierlab_trace::TraceReader::open(path, &options).map_err(|e| e.to_string())?;
+    for _ in 0..1000 {
+        if tierlab_trace::RecordStream::next_record(&mut reader)
+            .map_err(|e| e.to_string())?
+            .is_none()
+        {
+            break;
+        }
+    }
+    Ok(())
+}
+
 fn policy_specs(a: &HswdArgs) -> CliResult<Vec<Spec>> {
     let s = if a.quick { 8 } else { 1 };
     let scale = 1.0 / s as f64;
@@ -398,6 +417,8 @@ fn policy_specs(a: &HswdArgs) -> CliResult<Vec<Spec>> {
             .map(|n| n.split('.').next().unwrap_or(n).to_string())
             .unwrap_or_else(|| "trace".into());
         let path = std::fs::canonicalize(t).map_err(|e| format!("--trace {}: {e}", t.display()))?;
+        check_trace(&path, a.trace_format.as_deref())
+            .map_err(|e| format!("--trace {}: {e}", t.display()))?;
         let mut w = format!(
             "workload = {{ trace = {}",
             toml_str(&path.display().to_string())

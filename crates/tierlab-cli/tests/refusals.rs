@@ -1,0 +1,212 @@
+//! What used to pass in silence (issue 20, "Silent acceptances" and
+//! "Config"): each now a clear error, or a warning where an empty result is
+//! legitimate.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn tierlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tierlab"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Exit 1 (2 for clap's refusals of a flag value) and `needles` in stderr.
+fn fails_with(o: Output, needles: &[&str]) {
+    let err = stderr(&o);
+    assert!(
+        matches!(o.status.code(), Some(1 | 2)),
+        "expected a refusal, got {:?}: {err}",
+        o.status
+    );
+    for n in needles {
+        assert!(err.contains(n), "{n:?} not in: {err}");
+    }
+}
+
+/// A two-device MSR-style trace (devices `a` and `b`), one minute long.
+fn msr_trace(dir: &Path) -> String {
+    let path = dir.join("two.csv");
+    let mut text = String::new();
+    for i in 0..20u64 {
+        // Timestamps in 100 ns units; 3 s apart.
+        let t = 128_166_372_000_000_000 + i * 30_000_000;
+        let host = if i % 2 == 0 { "a" } else { "b" };
+        text.push_str(&format!("{t},{host},0,Read,{},4096,100\n", i * 4096));
+    }
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn sim_config(dir: &Path, device_table: &str, workload: &str) -> String {
+    let path = dir.join("c.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[devices]]\nname = \"ram\"\nmodel = \"memory\"\n{device_table}\n\n[[tenants]]\nname = \"t\"\nworkload = {workload}\n"
+        ),
+    )
+    .unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn a_device_filter_that_matches_nothing_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = msr_trace(tmp.path());
+    let out = tmp.path().join("out");
+    let out = out.to_str().unwrap();
+    // The simulator used to run 0 IOs and print NaN metrics with exit 0.
+    let c = sim_config(
+        tmp.path(),
+        "",
+        &format!("{{ trace = \"{t}\", device = \"nope\" }}"),
+    );
+    fails_with(
+        tierlab(&["sim", &c, "--out", out]),
+        &[
+            "device \"nope\" is not in the trace; devices:",
+            "a_0",
+            "b_0",
+        ],
+    );
+    let sliced = tmp.path().join("s.csv");
+    fails_with(
+        tierlab(&[
+            "trace",
+            "slice",
+            "--device",
+            "nope",
+            &t,
+            sliced.to_str().unwrap(),
+        ]),
+        &["device \"nope\" is not in the trace"],
+    );
+    // A device that is there still works.
+    let o = tierlab(&[
+        "trace",
+        "slice",
+        "--device",
+        "a_0",
+        &t,
+        sliced.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("kept 10 of 20"), "{}", stderr(&o));
+}
+
+#[test]
+fn an_empty_slice_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = msr_trace(tmp.path());
+    let sliced = tmp.path().join("s.csv");
+    let o = tierlab(&[
+        "trace",
+        "slice",
+        "--minutes",
+        "500-600",
+        &t,
+        sliced.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("warning: the slice is empty") && err.contains("spans 0.95 minutes"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_forced_format_of_the_other_kind_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = msr_trace(tmp.path());
+    // `--format oracle` on a CSV used to read garbage records, exit 0.
+    fails_with(
+        tierlab(&["trace", "stats", &t, "--format", "oracle"]),
+        &[
+            "the forced format `oracle` is binary, but this file reads as text `msr`",
+            "force `msr`",
+        ],
+    );
+    let o = tierlab(&["trace", "stats", &t, "--format", "msr"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn device_sizes_take_units_like_every_other_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let out = out.to_str().unwrap();
+    let workload =
+        "{ generator = \"uniform\", params = { count = 10, region_size_bytes = \"1MiB\" } }";
+    let c = sim_config(tmp.path(), "capacity_bytes = \"64MiB\"", workload);
+    let o = tierlab(&["sim", &c, "--out", out]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The device is 64 MiB: a 128 MiB workload runs past its end.
+    let big =
+        "{ generator = \"uniform\", params = { count = 100, region_size_bytes = \"128MiB\" } }";
+    let c = sim_config(tmp.path(), "capacity_bytes = \"64MiB\"", big);
+    fails_with(
+        tierlab(&["sim", &c, "--out", out]),
+        &["beyond the end of device 0 (67108864 bytes)"],
+    );
+    let c = sim_config(tmp.path(), "capacity_bytes = \"64MB\"", workload);
+    fails_with(
+        tierlab(&["sim", &c, "--out", out]),
+        &[
+            "key `devices[0].capacity_bytes`",
+            "decimal units are ambiguous",
+        ],
+    );
+    // `--set` with a unit, and EiB (the largest binary unit) parses.
+    let c = sim_config(tmp.path(), "", workload);
+    let o = tierlab(&[
+        "sim",
+        &c,
+        "--set",
+        "devices.0.capacity_bytes=\"2GiB\"",
+        "--out",
+        out,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn run_refuses_a_drain_time_that_is_not_a_number() {
+    fails_with(
+        tierlab(&["run", "nonexistent.toml", "--drain-s", "NaN", "--out", "x"]),
+        &["--drain-s", "\"NaN\" is not a number of seconds >= 0"],
+    );
+}
+
+#[test]
+fn reproduce_hswd_reads_a_bad_trace_before_any_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("bad.csv");
+    std::fs::write(&bad, "garbage,line\n").unwrap();
+    let out = tmp.path().join("h");
+    let o = tierlab(&[
+        "reproduce",
+        "hswd",
+        "--quick",
+        "--trace",
+        bad.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    fails_with(o, &["--trace", "match no known format"]);
+    // Refused before the first of its runs started.
+    assert!(
+        !out.join("table.csv").exists()
+            && !out
+                .join("configs")
+                .read_dir()
+                .is_ok_and(|mut d| d.next().is_some()),
+        "runs were made before the trace was read"
+    );
+}
