@@ -180,8 +180,25 @@ def test_dict_override_values_are_typed() -> None:
     assert list(r.devices["name"]) == ["123"]
     assert r.vcd is None
     assert r.summary["interval_ns"] == 250_000_000
-    with pytest.raises(TypeError, match="not a str, bool, int or float"):
-        tierlab.simulate(NVME_ZIPF, set={"seed": [1]})
+    with pytest.raises(TypeError, match="not a str, bool, int, float, dict"):
+        tierlab.simulate(NVME_ZIPF, set={"seed": object()})
+
+
+def test_dict_override_replaces_a_whole_table() -> None:
+    # Switching the driver's mode takes the whole table (the open driver's
+    # keys would not fit the closed one); a dict is a TOML inline table.
+    closed = tierlab.simulate(
+        NVME_ZIPF,
+        set={"tenants.0.driver": {"mode": "closed", "iodepth": 4, "ios": 500}},
+    )
+    assert int(closed.summary["ios"]) == 500
+    cli_form = tierlab.simulate(
+        NVME_ZIPF, set=["tenants.0.driver={ mode = \"closed\", iodepth = 4, ios = 500 }"]
+    )
+    assert cli_form.summary == closed.summary
+    # Setting only the mode names the cause and the way out.
+    with pytest.raises(tierlab.ConfigError, match="switched the mode"):
+        tierlab.simulate(NVME_ZIPF, set={"tenants.0.driver.mode": "closed"})
     with pytest.raises(TypeError, match="single string"):
         tierlab.simulate(NVME_ZIPF, set="seed=2")  # type: ignore[arg-type]
 

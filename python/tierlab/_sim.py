@@ -13,6 +13,7 @@ import io
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
@@ -166,8 +167,20 @@ def _override_value(key: str, value: Any) -> str:
     if isinstance(value, str):
         # A TOML basic string: JSON's escapes are TOML's (non-ASCII kept raw).
         return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, Mapping):
+        # A whole table (e.g. a driver of another mode): a TOML inline table.
+        items = []
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"set[{key!r}]: table key {k!r} is not a str")
+            name = k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k, ensure_ascii=False)
+            items.append(f"{name} = {_override_value(f'{key}.{k}', v)}")
+        return "{ " + ", ".join(items) + " }" if items else "{}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_override_value(f"{key}[{i}]", v) for i, v in enumerate(value)) + "]"
     raise TypeError(
-        f"set[{key!r}]: {value!r} ({type(value).__name__}) is not a str, bool, int or float"
+        f"set[{key!r}]: {value!r} ({type(value).__name__}) is not a str, bool, int, float, "
+        "dict (a table) or list"
     )
 
 

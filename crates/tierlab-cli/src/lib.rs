@@ -67,6 +67,28 @@ enum Command {
     Serve(serve_cmd::ServeArgs),
     /// Check that a stack keeps every write acknowledged before a FLUSH through any crash (docs/crash-consistency.md).
     Crashcheck(crashcheck_cmd::CrashcheckArgs),
+    /// Commands of the Python package's `tierlab`: this binary only says
+    /// where they are (and clap would otherwise suggest `reproduce`).
+    #[command(hide = true)]
+    Report {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    #[command(hide = true)]
+    Sweep {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+/// The error for a command of the Python package run on this binary.
+fn python_command(name: &str) -> CliResult {
+    Err(format!(
+        "`tierlab {name}` is a command of the Python package, not of this binary: run it with \
+         the Python package's tierlab (`.venv/bin/tierlab {name} ...` after ./scripts/setup.sh, \
+         or `pip install` the project)"
+    )
+    .into())
 }
 
 /// Runs the CLI with explicit arguments (the first is the program name).
@@ -101,6 +123,8 @@ where
         Command::Emulate(args) => emulate_cmd::run(args),
         Command::Serve(args) => serve_cmd::run(args),
         Command::Crashcheck(args) => crashcheck_cmd::run(args),
+        Command::Report { .. } => python_command("report"),
+        Command::Sweep { .. } => python_command("sweep"),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

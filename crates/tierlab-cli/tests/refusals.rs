@@ -210,3 +210,75 @@ fn reproduce_hswd_reads_a_bad_trace_before_any_run() {
         "runs were made before the trace was read"
     );
 }
+
+#[test]
+fn config_errors_speak_the_configs_terms() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let out = out.to_str().unwrap();
+    let run = |body: &str, set: &[&str]| {
+        let path = tmp.path().join("c.toml");
+        std::fs::write(
+            &path,
+            format!("[[devices]]\nname = \"ram\"\nmodel = \"memory\"\n{body}"),
+        )
+        .unwrap();
+        let mut args = vec!["sim", path.to_str().unwrap(), "--out", out];
+        for s in set {
+            args.extend(["--set", s]);
+        }
+        tierlab(&args)
+    };
+    // No serde internals ("untagged enum WorkloadConfig", "key `.`").
+    fails_with(
+        run(
+            "[[tenants]]\nname = \"a\"\nworkload = { generater = \"uniform\" }\n",
+            &[],
+        ),
+        &[
+            "key `tenants[0].workload`: a workload is a trace",
+            "found keys: generater (did you mean `generator`?)",
+        ],
+    );
+    fails_with(run("", &[]), &["the top level: missing field `tenants`"]);
+    // A generator's parameter is reported under params, not `generator`.
+    fails_with(
+        run(
+            "[[tenants]]\nname = \"a\"\nworkload = { generator = \"uniform\", params = { count = 10, bogus = 1 } }\n",
+            &[],
+        ),
+        &["key `tenants[0].workload.params.bogus`: unknown parameter `bogus`"],
+    );
+    // Switching a driver's mode with --set: the old mode's keys are named as
+    // the cause, and replacing the whole table works.
+    let body = "[[tenants]]\nname = \"a\"\nworkload = { generator = \"uniform\", params = { count = 10, region_size_bytes = \"1MiB\" } }\ndriver = { mode = \"open\", speed = 2.0 }\n";
+    fails_with(
+        run(body, &["tenants.0.driver.mode=closed"]),
+        &[
+            "unknown field `speed`",
+            "switched the mode",
+            "--set 'tenants.0.driver={ mode = \"closed\", ... }'",
+        ],
+    );
+    let o = run(
+        body,
+        &["tenants.0.driver={ mode = \"closed\", iodepth = 4 }"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn python_commands_on_the_rust_binary_say_where_they_are() {
+    // clap used to suggest `reproduce` for `report`.
+    fails_with(
+        tierlab(&["report", "out/x"]),
+        &[
+            "`tierlab report` is a command of the Python package",
+            ".venv/bin/tierlab report",
+        ],
+    );
+    fails_with(
+        tierlab(&["sweep", "a.toml"]),
+        &["`tierlab sweep` is a command of the Python package"],
+    );
+}

@@ -90,8 +90,13 @@ pub fn workload(
                 .map_err(|e| ConfigError(format!("key `{}`: {e}", key("params"))))?;
             // Each tenant draws from its own stream of the run's seed.
             let tenant_seed = seed ^ (0x9E37_79B9_7F4A_7C15u64.wrapping_mul(index as u64 + 1));
-            tierlab_trace::generate::from_spec(generator, &kv, tenant_seed)
-                .map_err(|e| ConfigError(format!("key `{}`: {e}", key("generator"))))
+            tierlab_trace::generate::from_spec(generator, &kv, tenant_seed).map_err(|e| {
+                let at = match &e {
+                    tierlab_trace::TraceError::Param { key: k, .. } => key(&format!("params.{k}")),
+                    _ => key("generator"),
+                };
+                ConfigError(format!("key `{at}`: {e}"))
+            })
         }
     }
 }

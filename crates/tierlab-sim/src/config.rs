@@ -65,8 +65,10 @@ pub struct IopsStep {
     pub iops: f64,
 }
 
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields, untagged)]
+/// A tenant's workload: a trace or a generator (deserialized by hand, so a
+/// mistake gets a message in the config's terms, not serde's "did not
+/// match any variant of untagged enum").
+#[derive(Clone, Debug)]
 pub enum WorkloadConfig {
     /// A trace file; relative paths are relative to the config file.
     Trace {
@@ -74,15 +76,69 @@ pub enum WorkloadConfig {
         format: Option<String>,
         /// Keep only this device of a multi-device trace.
         device: Option<String>,
-        #[serde(default)]
         skip_bad: bool,
     },
     /// A generator or preset (`tierlab trace gen --list`) with `key = value` parameters.
     Generator {
         generator: String,
-        #[serde(default)]
         params: toml::Table,
     },
+}
+
+impl<'de> Deserialize<'de> for WorkloadConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Trace {
+            trace: PathBuf,
+            format: Option<String>,
+            device: Option<String>,
+            #[serde(default)]
+            skip_bad: bool,
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Generator {
+            generator: String,
+            #[serde(default)]
+            params: toml::Table,
+        }
+        let table = toml::Table::deserialize(d)?;
+        let value = toml::Value::Table(table.clone());
+        if table.contains_key("trace") {
+            let t = Trace::deserialize(value).map_err(|e| D::Error::custom(e.message()))?;
+            Ok(WorkloadConfig::Trace {
+                trace: t.trace,
+                format: t.format,
+                device: t.device,
+                skip_bad: t.skip_bad,
+            })
+        } else if table.contains_key("generator") {
+            let g = Generator::deserialize(value).map_err(|e| D::Error::custom(e.message()))?;
+            Ok(WorkloadConfig::Generator {
+                generator: g.generator,
+                params: g.params,
+            })
+        } else {
+            let hint: String = table
+                .keys()
+                .map(|k| tierlab_trace::names::did_you_mean(k, ["trace", "generator"]))
+                .find(|h| !h.is_empty())
+                .unwrap_or_default();
+            let keys: Vec<&str> = table.keys().map(String::as_str).collect();
+            Err(D::Error::custom(format!(
+                "a workload is a trace, `{{ trace = PATH }}` (with `format`, `device`, \
+                 `skip_bad`), or a generator, `{{ generator = NAME, params = {{ ... }} }}`; \
+                 found keys: {}{hint}",
+                if keys.is_empty() {
+                    "none".to_string()
+                } else {
+                    keys.join(", ")
+                }
+            )))
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -171,10 +227,44 @@ pub fn parse(text: &str, origin: &str, overrides: &[String]) -> Result<SimConfig
     let config: SimConfig =
         serde_path_to_error::deserialize(toml::Value::Table(doc)).map_err(|e| {
             let path = e.path().to_string();
-            ConfigError(format!("{origin}: key `{path}`: {}", e.inner()))
+            // `.` is serde_path_to_error's name for the document itself.
+            let at = if path == "." {
+                "the top level".to_string()
+            } else {
+                format!("key `{path}`")
+            };
+            ConfigError(format!(
+                "{origin}: {at}: {}{}",
+                // The message alone: toml's Display adds its own key path.
+                e.inner().message(),
+                mode_switch_hint(&path, overrides)
+            ))
         })?;
     config.validate(origin)?;
     Ok(config)
+}
+
+/// When a `--set` switched a tagged table's `mode` (e.g. a driver from
+/// `open` to `closed`) and that table now fails, the keys of the old mode
+/// are the likely cause: say how to replace the whole table instead.
+fn mode_switch_hint(error_path: &str, overrides: &[String]) -> String {
+    // serde_path_to_error writes `tenants[0].driver`; --set writes
+    // `tenants.0.driver`.
+    let normalized = error_path.replace('[', ".").replace(']', "");
+    overrides
+        .iter()
+        .filter_map(|o| o.split_once('='))
+        .find_map(|(key, value)| {
+            let table = key.strip_suffix(".mode")?;
+            let value = value.trim().trim_matches('"');
+            (table == normalized).then(|| {
+                format!(
+                    " (--set {key}={value} switched the mode, and the table keeps the old mode's \
+                     keys: replace the whole table, e.g. --set '{table}={{ mode = \"{value}\", ... }}')"
+                )
+            })
+        })
+        .unwrap_or_default()
 }
 
 impl SimConfig {

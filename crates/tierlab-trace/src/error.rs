@@ -65,8 +65,11 @@ pub enum TraceError {
         format: &'static str,
         message: String,
     },
-    /// A bad argument (a slice range, a generator parameter, ...).
+    /// A bad argument (a slice range, a preset's value, ...).
     Invalid(String),
+    /// A generator parameter that is unknown or has a bad value: its key,
+    /// so a config error can name `...params.KEY`.
+    Param { key: String, message: String },
 }
 
 impl TraceError {
@@ -119,7 +122,9 @@ impl fmt::Display for TraceError {
             TraceError::Write { format, message } => {
                 write!(f, "cannot write {format}: {message}")
             }
-            TraceError::Invalid(message) => f.write_str(message),
+            TraceError::Invalid(message) | TraceError::Param { message, .. } => {
+                f.write_str(message)
+            }
         }
     }
 }

@@ -902,7 +902,9 @@ pub fn run(a: HswdArgs) -> CliResult {
         }
     }
     let wanted = |e: &str| a.only.is_empty() || a.only.iter().any(|o| o == e);
-    let dir = &a.out;
+    // Absolute: the run configs name workload files under it, and a
+    // config's relative paths are relative to the config file.
+    let dir = &std::path::absolute(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
     std::fs::create_dir_all(dir.join("configs"))?;
     std::fs::create_dir_all(dir.join("workloads"))?;
     let mut specs = Vec::new();

@@ -14,13 +14,13 @@ mod raid;
 
 #[derive(Subcommand)]
 pub enum ReproduceCommand {
-    /// ATSMF memory/flash tiering (spec/atsmf.md): Tables 5-6, memory use, CDFs (docs/atsmf.md).
+    /// ATSMF memory/flash tiering: Tables 5-6, memory use, CDFs (docs/atsmf.md).
     Atsmf(atsmf::AtsmfArgs),
-    /// Busy-rate IOPS guarantee (spec/qos.md): evaluations 1-3 (docs/qos.md).
+    /// Busy-rate IOPS guarantee: evaluations 1-3 (docs/qos.md).
     Qos(qos::QosArgs),
-    /// HSWD over SMR (spec/hswd.md): mapping, band selection, HSWD vs SSWD vs Flashcache (docs/hswd.md).
+    /// HSWD over SMR: mapping, band selection, HSWD vs SSWD vs Flashcache (docs/hswd.md).
     Hswd(hswd::HswdArgs),
-    /// RAID 1 of two single-chip flash SSDs vs one (spec/ssd-raid.md): read IOPS, latency, energy (docs/flash-ssd.md).
+    /// RAID 1 of two single-chip flash SSDs vs one: read IOPS, latency, energy (docs/flash-ssd.md).
     Raid(raid::RaidArgs),
 }
 

@@ -114,11 +114,14 @@ impl KvParams {
         for key in self.keys() {
             if !known.iter().any(|p| p.name == key) {
                 let names: Vec<&str> = known.iter().map(|p| p.name).collect();
-                return Err(TraceError::Invalid(format!(
-                    "unknown parameter `{key}` for generator `{generator}`{}; known: {}",
-                    crate::names::did_you_mean(key, names.iter().copied()),
-                    names.join(", ")
-                )));
+                return Err(TraceError::Param {
+                    key: key.to_string(),
+                    message: format!(
+                        "unknown parameter `{key}` for generator `{generator}`{}; known: {}",
+                        crate::names::did_you_mean(key, names.iter().copied()),
+                        names.join(", ")
+                    ),
+                });
             }
         }
         Ok(())
@@ -141,10 +144,13 @@ pub(crate) struct KvReader<'a> {
 
 impl KvReader<'_> {
     fn fail(&self, key: &str, value: &str, expected: &str) -> TraceError {
-        TraceError::Invalid(format!(
-            "parameter `{key}` of generator `{}`: expected {expected}, found `{value}`",
-            self.generator
-        ))
+        TraceError::Param {
+            key: key.to_string(),
+            message: format!(
+                "parameter `{key}` of generator `{}`: expected {expected}, found `{value}`",
+                self.generator
+            ),
+        }
     }
 
     fn parse<T: FromStr>(&self, key: &str, expected: &str) -> Result<Option<T>> {
