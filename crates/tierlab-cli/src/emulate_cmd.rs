@@ -252,6 +252,13 @@ pub fn run(args: EmulateArgs) -> CliResult {
         &args.file_name,
         args.allow_other,
     )?;
+    if emu.cleared_stale_mount() {
+        eprintln!(
+            "tierlab: note: {} held a stale mount left by an emulator that died (e.g. SIGKILL); \
+             it was detached before mounting",
+            args.mount.display()
+        );
+    }
     // SAFETY: installing a handler that only bumps an atomic counter.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);

@@ -282,3 +282,55 @@ fn python_commands_on_the_rust_binary_say_where_they_are() {
         &["`tierlab sweep` is a command of the Python package"],
     );
 }
+
+/// The emulator SIGKILLed leaves its FUSE mount dangling ("Transport
+/// endpoint is not connected"); the next start detaches it and says so.
+#[test]
+fn emulate_clears_the_stale_mount_a_killed_emulator_left() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 || !Path::new("/dev/fuse").exists() {
+        eprintln!("skipped: needs root and /dev/fuse to mount FUSE");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mount = tmp.path().join("m");
+    std::fs::create_dir(&mount).unwrap();
+    let m = mount.to_str().unwrap();
+    let args = [
+        "emulate",
+        "--mount",
+        m,
+        "--model",
+        "memory",
+        "--capacity",
+        "1MiB",
+    ];
+    let mut first = Command::new(env!("CARGO_BIN_EXE_tierlab"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let file = mount.join("disk.img");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !file.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the emulator never mounted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    first.kill().unwrap(); // SIGKILL: no unmount
+    first.wait().unwrap();
+    let e = std::fs::metadata(&mount).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOTCONN), "{e}");
+    let o = tierlab(&[&args[..], &["--duration-s", "0.5"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("held a stale mount left by an emulator that died"),
+        "{}",
+        stderr(&o)
+    );
+    // Unmounted cleanly at the end: an empty directory again.
+    assert_eq!(std::fs::read_dir(&mount).unwrap().count(), 0);
+}

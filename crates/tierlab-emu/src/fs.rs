@@ -314,6 +314,7 @@ pub struct Mounted {
     session: Option<BackgroundSession>,
     mountpoint: PathBuf,
     file: PathBuf,
+    cleared_stale: bool,
 }
 
 /// Why [`Mounted::unmount`] did not unmount.
@@ -328,8 +329,24 @@ impl Mounted {
     /// Mounts `fs` on the directory `mountpoint`. `allow_other`: users
     /// other than the mounting one may use the file (root mounts allow it).
     pub fn mount(fs: EmulatedFs, mountpoint: &Path, allow_other: bool) -> Result<Mounted, String> {
-        let meta = std::fs::metadata(mountpoint)
-            .map_err(|e| format!("mount point {}: {e}", mountpoint.display()))?;
+        let shown = mountpoint.display();
+        let mut cleared_stale = false;
+        let meta = match std::fs::metadata(mountpoint) {
+            // A FUSE mount whose server died (SIGKILL, a crash): nothing can
+            // be served through it any more, so detaching it loses nothing.
+            Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+                umount(mountpoint, libc::MNT_DETACH).map_err(|u| {
+                    format!(
+                        "mount point {shown}: a FUSE mount left by a process that died ({e}); \
+                         clearing it failed ({u}): run `fusermount3 -u -z {shown}` (or `umount -l \
+                         {shown}` as root) and try again"
+                    )
+                })?;
+                cleared_stale = true;
+                std::fs::metadata(mountpoint).map_err(|e| format!("mount point {shown}: {e}"))?
+            }
+            r => r.map_err(|e| format!("mount point {shown}: {e}"))?,
+        };
         if !meta.is_dir() {
             return Err(format!(
                 "mount point {} is not a directory",
@@ -365,7 +382,14 @@ impl Mounted {
             session: Some(session),
             mountpoint: mountpoint.to_path_buf(),
             file,
+            cleared_stale,
         })
+    }
+
+    /// Whether mounting first cleared a stale mount (one left by a process
+    /// that died) from the mount point.
+    pub fn cleared_stale_mount(&self) -> bool {
+        self.cleared_stale
     }
 
     /// The served file (`MOUNTPOINT/NAME`).

@@ -49,6 +49,12 @@ impl Emulator {
     }
 
     /// The served file.
+    /// Whether starting cleared a stale mount left on the mount point by an
+    /// emulator that died (SIGKILL): say so to the user.
+    pub fn cleared_stale_mount(&self) -> bool {
+        self.mounted.cleared_stale_mount()
+    }
+
     pub fn file(&self) -> &Path {
         self.mounted.file()
     }
