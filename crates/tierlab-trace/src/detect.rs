@@ -31,6 +31,14 @@ pub fn detect(head: &[u8], path: &Path) -> Result<Format, String> {
         if oracle::looks_like(head) {
             return Ok(Format::OracleGeneral);
         }
+        if is_blktrace(head) {
+            return Err(
+                "a blktrace binary (what `blktrace` writes, one file per CPU): tierlab \
+                        reads blkparse's text; run `blkparse -i DEVICE -o trace.txt` on the \
+                        blktrace files (DEVICE.blktrace.N) and give trace.txt"
+                    .into(),
+            );
+        }
         return Err(
             "binary data that is not a tierlab native, VSCSI or oracleGeneral trace; pass --format"
                 .into(),
@@ -66,6 +74,14 @@ pub fn detect(head: &[u8], path: &Path) -> Result<Format, String> {
         return detect_csv(&data);
     }
     detect_words(&data)
+}
+
+/// blktrace's per-CPU binary: each event starts with a 32-bit magic,
+/// `0x65617400 | version` (`BLK_IO_TRACE_MAGIC`), in the host's (little-
+/// endian here) byte order.
+fn is_blktrace(head: &[u8]) -> bool {
+    head.len() >= 4
+        && u32::from_le_bytes([head[0], head[1], head[2], head[3]]) & 0xffff_ff00 == 0x6561_7400
 }
 
 fn is_binary(head: &[u8]) -> bool {

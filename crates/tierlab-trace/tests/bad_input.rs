@@ -214,6 +214,28 @@ fn detection_failures_say_what_to_do() {
         None,
     );
     assert!(e.contains("binary data") && e.contains("--format"), "{e}");
+    // blktrace's own binary (BLK_IO_TRACE_MAGIC | version 7): point to
+    // blkparse. Two 48-byte events: magic, sequence, time, sector, bytes,
+    // action, pid, device (8:0), cpu, error, pdu_len.
+    let mut blk = Vec::new();
+    for seq in 1u32..=2 {
+        blk.extend(0x6561_7407u32.to_le_bytes());
+        blk.extend(seq.to_le_bytes());
+        blk.extend((1_000_000u64 * seq as u64).to_le_bytes());
+        blk.extend((2048u64 * seq as u64).to_le_bytes());
+        blk.extend(4096u32.to_le_bytes());
+        blk.extend(0x0001_0001u32.to_le_bytes());
+        blk.extend(1234u32.to_le_bytes());
+        blk.extend((8u32 << 20).to_le_bytes());
+        blk.extend(0u32.to_le_bytes());
+        blk.extend(0u16.to_le_bytes());
+        blk.extend(0u16.to_le_bytes());
+    }
+    let e = error_of(&write(tmp.path(), "sda.blktrace.0", &blk), None);
+    assert!(
+        e.contains("a blktrace binary") && e.contains("blkparse -i"),
+        "{e}"
+    );
     let e = drain(Path::new("/nonexistent/trace.csv"), &ReadOptions::default())
         .1
         .unwrap()
