@@ -106,7 +106,7 @@ impl std::fmt::Display for CacheSize {
 /// sector) below 4 GiB. `what` names the flag or key in errors.
 pub fn parse_page_size(text: &str, what: &str) -> Result<u32, String> {
     let bytes = parse_size_bytes(text).map_err(|e| format!("{what}: {e}"))?;
-    if bytes == 0 || !bytes.is_multiple_of(512) {
+    if bytes == 0 || bytes % 512 != 0 {
         return Err(format!(
             "{what} {text:?}: a page is a whole number of 512-byte sectors (512, 4KiB, 8KiB, ...)"
         ));

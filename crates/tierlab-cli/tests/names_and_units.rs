@@ -2,32 +2,9 @@
 //! enumerated name, aliases, byte units like libCacheSim's), each through
 //! the command line as a user meets it.
 
-use std::process::{Command, Output};
+mod common_cli;
 
-fn tierlab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tierlab"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-/// Exit 1 (or clap's 2 for a bad flag value) and every `needle` in stderr.
-fn fails_with(o: Output, needles: &[&str]) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        matches!(o.status.code(), Some(1 | 2)),
-        "expected a refusal, got {:?}: {err}",
-        o.status
-    );
-    for n in needles {
-        assert!(err.contains(n), "{n:?} not in: {err}");
-    }
-}
-
-fn stdout(o: Output) -> String {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout).unwrap()
-}
+use common_cli::{fails_with, stdout, tierlab};
 
 /// A 1,000-IO trace of 4 KiB requests, uniform over 4 MiB (1,024 pages).
 fn trace(dir: &std::path::Path) -> String {

@@ -2,32 +2,12 @@
 //! "Config"): each now a clear error, or a warning where an empty result is
 //! legitimate.
 
+mod common_cli;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn tierlab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tierlab"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Exit 1 (2 for clap's refusals of a flag value) and `needles` in stderr.
-fn fails_with(o: Output, needles: &[&str]) {
-    let err = stderr(&o);
-    assert!(
-        matches!(o.status.code(), Some(1 | 2)),
-        "expected a refusal, got {:?}: {err}",
-        o.status
-    );
-    for n in needles {
-        assert!(err.contains(n), "{n:?} not in: {err}");
-    }
-}
+use common_cli::{fails_with, stderr, tierlab};
 
 /// A two-device MSR-style trace (devices `a` and `b`), one minute long.
 fn msr_trace(dir: &Path) -> String {
