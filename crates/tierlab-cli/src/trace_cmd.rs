@@ -22,6 +22,10 @@ pub struct InputArgs {
     /// blkparse: the event that marks an IO, Q or D (default: D if present, else Q).
     #[arg(long, value_name = "Q|D")]
     pub blk_event: Option<blkparse::Event>,
+    /// Read any delimited text by a column mapping (implies --format csv),
+    /// e.g. "time=2,op=3,size=4,lbn=5,header" (docs/trace-formats.md).
+    #[arg(long, value_name = "MAPPING")]
+    pub csv_columns: Option<tierlab_trace::formats::csv::CsvColumns>,
 }
 
 impl InputArgs {
@@ -30,6 +34,7 @@ impl InputArgs {
             format: self.format,
             skip_bad: self.skip_bad,
             blkparse_event: self.blk_event,
+            csv: self.csv_columns.clone(),
         };
         Ok(TraceReader::open(&self.input, &options)?)
     }

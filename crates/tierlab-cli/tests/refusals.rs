@@ -314,3 +314,43 @@ fn emulate_clears_the_stale_mount_a_killed_emulator_left() {
     // Unmounted cleanly at the end: an empty directory again.
     assert_eq!(std::fs::read_dir(&mount).unwrap().count(), 0);
 }
+
+#[test]
+fn any_text_trace_reads_through_a_column_mapping() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("cloudPhysicsIO.csv");
+    std::fs::write(
+        &path,
+        "version,time,op,size,lbn\n1,0.5,0x28,4096,16\n1,1.25,42,8192,2048\n",
+    )
+    .unwrap();
+    let p = path.to_str().unwrap();
+    // Detection recognizes libCacheSim's CloudPhysics layout and says how.
+    fails_with(
+        tierlab(&["trace", "stats", p]),
+        &["--csv-columns \"time=2,op=3,size=4,lbn=5,header\""],
+    );
+    let o = tierlab(&[
+        "trace",
+        "stats",
+        p,
+        "--csv-columns",
+        "time=2,op=3,size=4,lbn=5,header",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (s["reads"].as_u64(), s["writes"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(s["write_bytes"].as_u64(), Some(8192));
+    fails_with(
+        tierlab(&["trace", "stats", p, "--format", "csv"]),
+        &["format csv needs a column mapping"],
+    );
+    fails_with(
+        tierlab(&["trace", "stats", p, "--csv-columns", "tiem=2,size=4,lbn=5"]),
+        &["unknown key `tiem` (did you mean `time`?)"],
+    );
+}

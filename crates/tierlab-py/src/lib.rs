@@ -82,11 +82,6 @@ fn to_py_err(e: tierlab_trace::TraceError) -> PyErr {
     TraceError::new_err(message)
 }
 
-fn parse_format(name: Option<&str>) -> PyResult<Option<Format>> {
-    name.map(|n| n.parse::<Format>().map_err(PyValueError::new_err))
-        .transpose()
-}
-
 fn read_options(
     format: Option<&str>,
     skip_bad: bool,
@@ -95,10 +90,20 @@ fn read_options(
     let blkparse_event = blk_event
         .map(|e| e.parse::<blkparse::Event>().map_err(PyValueError::new_err))
         .transpose()?;
+    // `csv:MAPPING` carries a column mapping in the one format string.
+    let (format, csv) = match format {
+        Some(f) => {
+            let (format, csv) =
+                tierlab_trace::formats::csv::parse_format_spec(f).map_err(PyValueError::new_err)?;
+            (Some(format), csv)
+        }
+        None => (None, None),
+    };
     Ok(ReadOptions {
-        format: parse_format(format)?,
+        format,
         skip_bad,
         blkparse_event,
+        csv,
     })
 }
 

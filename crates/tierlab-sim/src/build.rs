@@ -9,7 +9,7 @@ use tierlab_core::NS_PER_S;
 use tierlab_stack::{DeviceSpec, StackContext, TenantSpec};
 use tierlab_trace::generate::KvParams;
 use tierlab_trace::slice::{Slice, SliceSpec};
-use tierlab_trace::{Format, ReadOptions, RecordStream, TraceReader};
+use tierlab_trace::{ReadOptions, RecordStream, TraceReader};
 
 use crate::config::{ConfigError, DriverConfig, SimConfig, TenantConfig, WorkloadConfig};
 use crate::driver::{DriverMode, Region, StopAfter, Tenant};
@@ -45,18 +45,21 @@ pub fn workload(
             } else {
                 base_dir.join(trace)
             };
-            let format = format
-                .as_deref()
-                .map(|f| {
-                    f.parse::<Format>()
-                        .map_err(|e| ConfigError(format!("key `{}`: {e}", key("format"))))
-                })
-                .transpose()?;
+            // A format name, or `csv:MAPPING` for any delimited text.
+            let (format, csv) = match format.as_deref() {
+                Some(f) => {
+                    let (format, csv) = tierlab_trace::formats::csv::parse_format_spec(f)
+                        .map_err(|e| ConfigError(format!("key `{}`: {e}", key("format"))))?;
+                    (Some(format), csv)
+                }
+                None => (None, None),
+            };
             let reader = TraceReader::open(
                 &path,
                 &ReadOptions {
                     format,
                     skip_bad: *skip_bad,
+                    csv,
                     ..Default::default()
                 },
             )

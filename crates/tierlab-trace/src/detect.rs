@@ -57,6 +57,14 @@ pub fn detect(head: &[u8], path: &Path) -> Result<Format, String> {
     if first.starts_with("Timestamp,Response,IOType,LUN,Offset,Size") {
         return Ok(Format::Systor);
     }
+    if first == "version,time,op,size,lbn" {
+        return Err(
+            "the CloudPhysics CSV of libCacheSim's samples (version,time,op,size,lbn): \
+                    read it with --csv-columns \"time=2,op=3,size=4,lbn=5,header\" (or the \
+                    format csv:time=2,op=3,size=4,lbn=5,header)"
+                .into(),
+        );
+    }
     let data: Vec<&str> = lines
         .iter()
         .copied()

@@ -33,10 +33,12 @@ pub enum Format {
     OracleGeneral,
     /// tierlab's native binary format (see docs/trace-formats.md).
     Native,
+    /// Any delimited text with a column mapping (`ReadOptions::csv`).
+    Csv,
 }
 
 impl Format {
-    pub const ALL: [Format; 14] = [
+    pub const ALL: [Format; 15] = [
         Format::Msr,
         Format::Umass,
         Format::Blkparse,
@@ -51,6 +53,7 @@ impl Format {
         Format::Arc,
         Format::OracleGeneral,
         Format::Native,
+        Format::Csv,
     ];
 
     /// Formats tierlab can write.
@@ -77,6 +80,7 @@ impl Format {
             Format::Arc => "arc",
             Format::OracleGeneral => "oracle",
             Format::Native => "native",
+            Format::Csv => "csv",
         }
     }
 
@@ -114,6 +118,9 @@ impl Format {
                 "libCacheSim oracleGeneral: 24-byte records u32 time_s, u64 obj_id, u32 size, i64 next_access_vtime"
             }
             Format::Native => "tierlab native binary (32-byte records, numpy-loadable)",
+            Format::Csv => {
+                "any delimited text, with the column mapping given (--csv-columns, e.g. time=2,op=3,size=4,lbn=5,header)"
+            }
         }
     }
 

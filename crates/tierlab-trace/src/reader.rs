@@ -125,6 +125,8 @@ pub struct ReadOptions {
     pub skip_bad: bool,
     /// blkparse: which event marks an IO (default: D if the trace has any, else Q).
     pub blkparse_event: Option<formats::blkparse::Event>,
+    /// The column mapping of a `csv` trace; giving it means format `csv`.
+    pub csv: Option<formats::csv::CsvColumns>,
 }
 
 /// A streaming reader over one trace file (or stdin).
@@ -173,7 +175,9 @@ impl TraceReader {
         let shown = input::display_path(path);
         let head = input::read_head(&mut stream, SNIFF_BYTES)
             .map_err(|e| TraceError::io(&shown, Location::Input, e))?;
-        let format = match options.format {
+        // A column mapping means the csv format.
+        let forced = options.format.or(options.csv.as_ref().map(|_| Format::Csv));
+        let format = match forced {
             Some(f) => {
                 check_forced(f, &head, path).map_err(|message| TraceError::Format {
                     path: shown.clone(),

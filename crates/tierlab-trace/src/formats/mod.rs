@@ -3,6 +3,7 @@
 
 pub mod arc;
 pub mod blkparse;
+pub mod csv;
 pub mod disksim;
 pub mod fio;
 pub mod flashnet;
@@ -67,6 +68,15 @@ pub fn parser_for(
                 header_bytes: 0,
             }
         }
+        Format::Csv => match &options.csv {
+            Some(columns) => AnyParser::Lines(Box::new(csv::CsvParser::new(columns.clone()))),
+            None => AnyParser::Invalid(
+                "format csv needs a column mapping: --csv-columns MAPPING, or `csv:MAPPING` as \
+                 the format (a config's `format`, Python's `format=`), e.g. \
+                 csv:time=2,op=3,size=4,lbn=5,header (docs/trace-formats.md)"
+                    .into(),
+            ),
+        },
         Format::Native => AnyParser::Invalid(
             "native traces are opened from a file path (TraceReader::open), not a stream".into(),
         ),
