@@ -58,8 +58,10 @@ def read_trace(
     path:
         The trace file.
     format:
-        A format name (see :func:`formats`), or ``None`` to detect it from
-        the content.
+        A format name (see :func:`formats`), ``"csv:MAPPING"`` for any
+        delimited text read by a column mapping (e.g.
+        ``"csv:time=2,op=3,size=4,lbn=5,header"``, docs/trace-formats.md),
+        or ``None`` to detect it from the content.
     skip_bad:
         Skip malformed records instead of raising; how many were skipped is
         in ``df.attrs["skipped_bad"]``.
