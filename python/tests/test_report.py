@@ -148,6 +148,24 @@ def test_hswd_reproduction_report_opens_with_the_verdicts(tmp_path: Path) -> Non
     variant_max = t[t.experiment == "mapping-variants"].max_latency_ms.iloc[0]
     assert variant_max < set_max
     check_verdicts_first(r.dir / "report.html", pvo)
+    # Byte columns read in binary units in the report (the CSV keeps bytes):
+    # the quick run's PCache is 32 MiB.
+    text = (r.dir / "report.html").read_text(encoding="utf-8")
+    assert (t.pcache_bytes == 32 << 20).all()
+    assert "<td>32 MiB</td>" in text and "<td>33554432</td>" not in text
+
+
+def test_human_bytes() -> None:
+    from tierlab.report import human_bytes
+
+    assert [human_bytes(n) for n in (0, 1023, 1024, 9663676416, 9_000_000_000, 1 << 60)] == [
+        "0 B",
+        "1023 B",
+        "1 KiB",
+        "9 GiB",
+        "8.38 GiB",
+        "1 EiB",
+    ]
 
 
 @pytest.fixture(scope="module")

@@ -68,7 +68,13 @@ class _Page:
         self.parts.append(f"<pre>{html.escape(text)}</pre>")
 
     def table(self, df: pd.DataFrame, caption: str | None = None) -> None:
-        shown = df.head(_MAX_ROWS)
+        import pandas as pd
+
+        shown = df.head(_MAX_ROWS).copy()
+        # Byte counts in binary units for the reader (the CSVs keep bytes).
+        for col in shown.columns:
+            if str(col).endswith("_bytes") and pd.api.types.is_integer_dtype(shown[col]):
+                shown[col] = [human_bytes(int(v)) for v in shown[col]]
         text = shown.to_html(
             index=False, border=0, classes="t", na_rep="", float_format=lambda x: f"{x:.6g}"
         )
@@ -118,6 +124,21 @@ class _Page:
             f"<h1>{html.escape(self.title)}</h1><p class=\"meta\">{html.escape(self.subtitle)}</p>\n"
             f"{body}\n<hr><p class=\"meta\">{html.escape(footer)}</p></body></html>\n"
         )
+
+
+def human_bytes(n: int) -> str:
+    """A byte count in binary units: exact where it divides (``32 MiB``),
+    else three significant digits (``8.61 GiB``); below 1 KiB in bytes."""
+    units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+    if abs(n) < 1024:
+        return f"{n} B"
+    for i in range(len(units), 0, -1):
+        unit = 1 << (10 * i)
+        if abs(n) >= unit:
+            if n % unit == 0:
+                return f"{n // unit} {units[i - 1]}"
+            return f"{n / unit:.3g} {units[i - 1]}"
+    return f"{n} B"
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
