@@ -201,23 +201,29 @@ def test_replayer_every_record(shared_traces: Path) -> None:
     assert as_records(df) == expected
 
 
+#: VSCSI v1: 32-byte little-endian records, as numpy reads them.
+VSCSI_V1 = np.dtype(
+    [
+        ("serial", "<u4"),
+        ("length", "<u4"),
+        ("n_sg", "<u4"),
+        ("cmd", "<u2"),
+        ("version", "<u2"),
+        ("lbn", "<u8"),
+        ("ts_us", "<u8"),
+    ]
+)
+
+
+def vscsi_v1_records(path: Path) -> np.ndarray:
+    """Every record of a VSCSI v1 file, decoded by numpy (not by tierlab)."""
+    return np.fromfile(path, dtype=VSCSI_V1)
+
+
 def test_vscsi_every_record(shared_traces: Path) -> None:
     """VSCSI v1: 32-byte little-endian records, decoded here with numpy."""
     path = shared_traces / "cloudphysics" / "cloudphysics-2h.vscsi"
-    raw = np.fromfile(
-        path,
-        dtype=np.dtype(
-            [
-                ("serial", "<u4"),
-                ("length", "<u4"),
-                ("n_sg", "<u4"),
-                ("cmd", "<u2"),
-                ("version", "<u2"),
-                ("lbn", "<u8"),
-                ("ts_us", "<u8"),
-            ]
-        ),
-    )
+    raw = vscsi_v1_records(path)
     reads = np.isin(raw["cmd"], [0x08, 0x28, 0x88])
     writes = np.isin(raw["cmd"], [0x0A, 0x2A, 0x8A])
     assert (reads | writes).all()
@@ -318,20 +324,7 @@ def test_csv_with_a_column_mapping_reads_cloudphysics_like_libcachesim(
     pandas from the VSCSI records numpy decodes, read back through a column
     mapping: every record equals the decoded one."""
     path = shared_traces / "cloudphysics" / "cloudphysics-2h.vscsi"
-    raw = np.fromfile(
-        path,
-        dtype=np.dtype(
-            [
-                ("serial", "<u4"),
-                ("length", "<u4"),
-                ("n_sg", "<u4"),
-                ("cmd", "<u2"),
-                ("version", "<u2"),
-                ("lbn", "<u8"),
-                ("ts_us", "<u8"),
-            ]
-        ),
-    )[:20_000]
+    raw = vscsi_v1_records(path)[:20_000]
     ts = raw["ts_us"].astype(np.int64)
     frame = pd.DataFrame(
         {

@@ -115,16 +115,7 @@ fn cache_sizes_are_bytes_like_libcachesim() {
         .collect();
     assert_eq!(pages, [2048, 2048, 2048]);
     // A share of the footprint (the trace's distinct pages).
-    let o = stdout(tierlab(&[
-        "cache",
-        &t,
-        "--policy",
-        "lru",
-        "--capacity",
-        "100%",
-        "--json",
-    ]));
-    let all: Vec<serde_json::Value> = serde_json::from_str(&o).unwrap();
+    let all = rows("100%");
     // At 100 % of the footprint every miss is a first reference: misses =
     // distinct pages = the footprint itself.
     let footprint = all[0]["misses"].as_u64().unwrap();

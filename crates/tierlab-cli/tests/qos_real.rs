@@ -24,7 +24,6 @@
 
 mod common_qos;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common_qos::*;
@@ -129,20 +128,19 @@ fn qos_run_guarantees_a_real_fio_tenant_its_iops() {
     std::thread::sleep(Duration::from_secs(BASELINE_S));
     let log = dir.join("qos.csv");
     let control_start_s = fio_t0.elapsed().as_secs_f64();
-    let status = Command::new(env!("CARGO_BIN_EXE_tierlab"))
-        .args(["qos", "run", "--device", &dev])
-        .arg(format!("--guarantee={a_name}={TARGET_IOPS}"))
-        .arg(format!("--throttle={b_name}"))
-        .arg(format!("--interval-s={INTERVAL_S}"))
-        .arg(format!("--duration-s={CONTROL_S}"))
-        .arg("--log")
-        .arg(&log)
-        .stderr(std::fs::File::create(dir.join("qos.err")).unwrap())
-        .status()
-        .unwrap();
+    let (ran, qos_err) = run_controller(
+        &dev,
+        &[
+            format!("--guarantee={a_name}={TARGET_IOPS}"),
+            format!("--throttle={b_name}"),
+            format!("--interval-s={INTERVAL_S}"),
+            format!("--duration-s={CONTROL_S}"),
+        ],
+        &log,
+        &dir,
+    );
     let control_end_s = fio_t0.elapsed().as_secs_f64();
-    let qos_err = std::fs::read_to_string(dir.join("qos.err")).unwrap_or_default();
-    assert!(status.success(), "tierlab qos run failed:\n{qos_err}");
+    assert!(ran, "tierlab qos run failed:\n{qos_err}");
     // B's limit is gone after the controller exits.
     let left = limits_set(interface, &b_cg, &majmin);
     assert!(left.is_empty(), "B's limit left behind: {left:?}");

@@ -33,7 +33,6 @@
 mod common_qos;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -212,29 +211,23 @@ fn qos_run_guarantees_two_fio_tenants_their_iops_on_an_emulated_raid5() {
     };
     let log = dir.join("qos.csv");
     let control_start_s = fio_t0.elapsed().as_secs_f64();
-    let mut qos = Command::new(env!("CARGO_BIN_EXE_tierlab"));
-    qos.args(["qos", "run", "--device", &dev]);
-    for (n, t) in names[..2].iter().zip(&a_targets) {
-        qos.arg(format!("--guarantee={n}={t}"));
-    }
-    for n in &names[2..] {
-        qos.arg(format!("--throttle={n}"));
-    }
-    let status = qos
-        .arg(format!("--interval-s={INTERVAL_S}"))
-        .arg(format!("--duration-s={CONTROL_S}"))
-        .arg(format!("--initial-target-busy-pct={INITIAL_X}"))
-        .arg(format!("--saturated-util-pct={SATURATED_UTIL_PCT}"))
-        .arg("--log")
-        .arg(&log)
-        .stderr(std::fs::File::create(dir.join("qos.err")).unwrap())
-        .status()
-        .unwrap();
+    let mut args: Vec<String> = names[..2]
+        .iter()
+        .zip(&a_targets)
+        .map(|(n, t)| format!("--guarantee={n}={t}"))
+        .collect();
+    args.extend(names[2..].iter().map(|n| format!("--throttle={n}")));
+    args.extend([
+        format!("--interval-s={INTERVAL_S}"),
+        format!("--duration-s={CONTROL_S}"),
+        format!("--initial-target-busy-pct={INITIAL_X}"),
+        format!("--saturated-util-pct={SATURATED_UTIL_PCT}"),
+    ]);
+    let (ran, qos_err) = run_controller(&dev, &args, &log, &dir);
     let control_end_s = fio_t0.elapsed().as_secs_f64();
     stop.store(true, Ordering::SeqCst);
     let b_limits_seen = watcher.join().unwrap();
-    let qos_err = std::fs::read_to_string(dir.join("qos.err")).unwrap_or_default();
-    assert!(status.success(), "tierlab qos run failed:\n{qos_err}");
+    assert!(ran, "tierlab qos run failed:\n{qos_err}");
     // Every B's limit is gone after the controller exits; the A's own stay.
     for (i, cg) in b_cgs.iter().enumerate() {
         let left = limits_set(interface, cg, &majmin);

@@ -1477,13 +1477,15 @@ impl Hswd {
         if self.clean_stalled_first {
             // Stalled sets take turns, one RMW each: the set served goes to
             // the back of the queue.
-            let stalled = self.clean_queue.iter().position(|&set| {
-                !self.sets[set].waiters.is_empty() && self.select_band(set).is_some()
+            let stalled = self.clean_queue.iter().enumerate().find_map(|(i, &set)| {
+                if self.sets[set].waiters.is_empty() {
+                    return None;
+                }
+                self.select_band(set).map(|band| (i, set, band))
             });
-            if let Some(i) = stalled {
-                let set = self.clean_queue.remove(i).expect("found above");
+            if let Some((i, set, band)) = stalled {
+                self.clean_queue.remove(i);
                 self.clean_queue.push_back(set);
-                let band = self.select_band(set).expect("checked above");
                 self.start_rmw(set, band, false, out);
                 return;
             }

@@ -312,6 +312,24 @@ pub fn majmin(dev: &str) -> String {
         .to_string()
 }
 
+/// Runs `tierlab qos run --device DEV ARGS... --log LOG` to its end, its
+/// stderr to `dir/qos.err`: whether it succeeded, and that stderr.
+pub fn run_controller(dev: &str, args: &[String], log: &Path, dir: &Path) -> (bool, String) {
+    let err_path = dir.join("qos.err");
+    let status = Command::new(env!("CARGO_BIN_EXE_tierlab"))
+        .args(["qos", "run", "--device", dev])
+        .args(args)
+        .arg("--log")
+        .arg(log)
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .status()
+        .unwrap();
+    (
+        status.success(),
+        std::fs::read_to_string(&err_path).unwrap_or_default(),
+    )
+}
+
 /// Starts fio inside a cgroup (the shell joins it, then execs fio).
 pub fn fio_in(cgroup: &Path, args: &[String], out: &Path) -> Child {
     let cmd = format!(
