@@ -239,6 +239,12 @@ pub struct HswdParams {
     /// queued only for crossing `clean_start_pct` (default: queue order).
     #[serde(default)]
     pub clean_stalled_first: bool,
+    /// Algorithm 2 read literally: the write path runs the set's cleaning
+    /// (`HSWD_clean_set`) before it returns, so a write that lands while
+    /// its set is queued for cleaning is acknowledged only once that
+    /// cleaning ends (default: cleaning runs behind the writes).
+    #[serde(default)]
+    pub clean_in_write_path: bool,
 }
 
 fn default_block() -> ByteCount {
@@ -272,6 +278,7 @@ impl HswdParams {
             metadata_entry_bytes: default_entry(),
             idle_clean_ms: 0.0,
             clean_stalled_first: false,
+            clean_in_write_path: false,
         }
     }
 }
@@ -393,6 +400,9 @@ pub struct HswdStats {
     pub longest_stall_rmws: u64,
     pub longest_stall_own_set_rmws: u64,
     pub rmw_count: u64,
+    /// `clean_in_write_path`: host writes acknowledged only once their
+    /// set's cleaning ended.
+    pub writes_held: u64,
     /// Bytes of PCache blocks merged into the NRegion by RMWs.
     pub rmw_cleaned_bytes: u64,
     /// Device bytes RMWs moved: NRegion read + write, PCache reads,
@@ -499,6 +509,9 @@ struct SetState {
     queued: bool,
     /// RMWs finished on this set's bands.
     rmw_count: u64,
+    /// `clean_in_write_path`: finished host writes acknowledged when the
+    /// set leaves the clean queue.
+    held: Vec<(u64, HostPending)>,
 }
 
 /// A write block waiting for a free block of its set.
@@ -550,6 +563,8 @@ struct HostPending {
     /// A device IO one of its parts needed failed: the host IO fails
     /// (`Outbox::failed`) once every part is done.
     failed: Option<IoError>,
+    /// `clean_in_write_path`: the set whose cleaning this write waits for.
+    held_by: Option<usize>,
 }
 
 /// An RMW's steps; each waits for the previous one's IOs. Staging is made
@@ -634,6 +649,9 @@ pub struct Hswd {
     timer_armed: bool,
     idle_cleaning: bool,
     clean_stalled_first: bool,
+    clean_in_write_path: bool,
+    /// Time of the event being handled (held writes complete at it).
+    now_ns: TimeNs,
     /// Host trims whose NRegion trim is in flight, and per band how many
     /// of them touch it (no RMW starts there meanwhile).
     trims: Vec<Trim>,
@@ -683,6 +701,7 @@ impl Hswd {
                 waiters: VecDeque::new(),
                 queued: false,
                 rmw_count: 0,
+                held: Vec::new(),
             })
             .collect();
         let threshold = |pct: f64| ((per_set as f64 * pct / 100.0).ceil() as u64).clamp(1, per_set);
@@ -695,6 +714,8 @@ impl Hswd {
             entry_bytes: p.metadata_entry_bytes,
             idle_ns: (p.idle_clean_ms * NS_PER_MS as f64).round() as u64,
             clean_stalled_first: p.clean_stalled_first,
+            clean_in_write_path: p.clean_in_write_path,
+            now_ns: 0,
             map: HashMap::new(),
             bands: HashMap::new(),
             sets,
@@ -1178,27 +1199,39 @@ impl Hswd {
                 out.failed.push((host, error));
                 return;
             }
-            // NRegion (1) and RCache (2) both mean "not served by the
-            // PCache alone"; NRegion wins over RCache.
-            let tier = match h.tier {
-                0 => TIER_PCACHE,
-                2 => TIER_RCACHE,
-                _ => TIER_NREGION,
-            };
-            let latency = now_ns - h.arrival_ns;
-            self.stats.completed_ios += 1;
-            self.stats.latency_sum_ns += latency as u128;
-            self.stats.latency_max_ns = self.stats.latency_max_ns.max(latency);
-            self.window_sum_ns += latency as u128;
-            self.window_ios += 1;
-            if self.window_ios == LATENCY_WINDOW_IOS {
-                self.window_means_ns
-                    .push(self.window_sum_ns as f64 / LATENCY_WINDOW_IOS as f64);
-                self.window_sum_ns = 0;
-                self.window_ios = 0;
+            if let Some(set) = h.held_by
+                && self.sets[set].queued
+            {
+                self.stats.writes_held += 1;
+                self.sets[set].held.push((host, h));
+                return;
             }
-            out.complete.push((host, tier));
+            self.complete_host(host, h, now_ns, out);
         }
+    }
+
+    /// Acknowledges a host IO whose parts are all done.
+    fn complete_host(&mut self, host: u64, h: HostPending, now_ns: TimeNs, out: &mut Outbox) {
+        // NRegion (1) and RCache (2) both mean "not served by the PCache
+        // alone"; NRegion wins over RCache.
+        let tier = match h.tier {
+            0 => TIER_PCACHE,
+            2 => TIER_RCACHE,
+            _ => TIER_NREGION,
+        };
+        let latency = now_ns - h.arrival_ns;
+        self.stats.completed_ios += 1;
+        self.stats.latency_sum_ns += latency as u128;
+        self.stats.latency_max_ns = self.stats.latency_max_ns.max(latency);
+        self.window_sum_ns += latency as u128;
+        self.window_ios += 1;
+        if self.window_ios == LATENCY_WINDOW_IOS {
+            self.window_means_ns
+                .push(self.window_sum_ns as f64 / LATENCY_WINDOW_IOS as f64);
+            self.window_sum_ns = 0;
+            self.window_ios = 0;
+        }
+        out.complete.push((host, tier));
     }
 
     fn read(&mut self, id: u64, first: u64, n: u64, out: &mut Outbox) {
@@ -1412,6 +1445,9 @@ impl Hswd {
             if self.sets[set].used >= self.start_blocks {
                 self.queue_clean(set);
             }
+            if self.clean_in_write_path && self.sets[set].queued {
+                self.hosts.get_mut(&id).unwrap().held_by = Some(set);
+            }
         }
     }
 
@@ -1501,6 +1537,10 @@ impl Hswd {
             }
             self.clean_queue.pop_front();
             self.sets[set].queued = false;
+            // Its cleaning is over: the writes that waited for it return.
+            for (host, h) in std::mem::take(&mut self.sets[set].held) {
+                self.complete_host(host, h, self.now_ns, out);
+            }
         }
         if self.idle_cleaning {
             // Most used set first; ties to the lowest set.
@@ -1859,6 +1899,7 @@ impl Policy for Hswd {
             ("write_misses", s.write_misses as f64),
             ("write_hit_ratio", ratio(s.write_hits, s.write_misses)),
             ("write_stalls", s.write_stalls as f64),
+            ("writes_held", s.writes_held as f64),
             ("longest_stall_rmws", s.longest_stall_rmws as f64),
             (
                 "longest_stall_own_set_rmws",
@@ -1936,6 +1977,7 @@ impl Policy for Hswd {
     }
 
     fn on_host_io(&mut self, now_ns: TimeNs, io: HostIo, out: &mut Outbox) {
+        self.now_ns = now_ns;
         self.stats.host_ios += 1;
         self.last_host_ns = now_ns;
         self.idle_cleaning = false;
@@ -1967,6 +2009,7 @@ impl Policy for Hswd {
                 tier: 0,
                 arrival_ns: now_ns,
                 failed: None,
+                held_by: None,
             },
         );
         if n > 0 {
@@ -1988,6 +2031,7 @@ impl Policy for Hswd {
     }
 
     fn on_device_completion(&mut self, now_ns: TimeNs, device: usize, tag: u64, out: &mut Outbox) {
+        self.now_ns = now_ns;
         // A completion of no IO in flight is an executor bug that would
         // corrupt the maps if ignored: stop here.
         let Some(rec) = self.inflight.remove(&(device, tag)) else {
@@ -2012,6 +2056,7 @@ impl Policy for Hswd {
         error: IoError,
         out: &mut Outbox,
     ) -> bool {
+        self.now_ns = now_ns;
         match self.inflight.get(&(device, tag)) {
             Some(Rec::Read { .. } | Rec::SlotWrite { .. } | Rec::Trim { .. }) => {}
             Some(_) => return false,
@@ -2029,6 +2074,7 @@ impl Policy for Hswd {
         if timer_id != IDLE_TIMER {
             return;
         }
+        self.now_ns = now_ns;
         self.timer_armed = false;
         let due = self.last_host_ns.saturating_add(self.idle_ns);
         if now_ns >= due {
@@ -2045,7 +2091,8 @@ impl Policy for Hswd {
 
     /// Cleans every cached block, RMW after RMW (`clean_all`); an RMW
     /// running now finishes first.
-    fn drain(&mut self, _now_ns: TimeNs, out: &mut Outbox) {
+    fn drain(&mut self, now_ns: TimeNs, out: &mut Outbox) {
+        self.now_ns = now_ns;
         self.stats.drain_cached_blocks = self.map.len() as u64;
         self.stats.drain_during_rmw = u64::from(self.rmw.is_some());
         self.clean_all(out);
@@ -2059,6 +2106,7 @@ impl Policy for Hswd {
             && self.rmw.is_none()
             && self.map.is_empty()
             && self.hosts.is_empty()
+            && self.sets.iter().all(|s| s.held.is_empty())
             && d.table.state == CommitState::Idle
             && !d.table.due()
     }
@@ -2401,6 +2449,10 @@ impl Hswd {
                 set.queued,
                 self.clean_queue.contains(&i),
                 "set {i}: queued flag"
+            );
+            assert!(
+                set.held.is_empty() || set.queued,
+                "set {i}: writes held for a cleaning that is over"
             );
         }
         // Slots whose cleared entry is on its way to being durable.

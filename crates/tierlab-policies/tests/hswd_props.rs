@@ -256,6 +256,7 @@ fn random_policy(rng: &mut Rng, selection: BandSelection, strict: bool) -> (Hswd
         host_path_errors_only: false,
     };
     p.clean_stalled_first = rng.chance(50);
+    p.clean_in_write_path = rng.chance(50);
     (p, case)
 }
 
@@ -294,6 +295,7 @@ impl Totals {
         t.rmw_band_write_blocks += s.rmw_band_write_blocks;
         t.rmw_rewritten_blocks += s.rmw_rewritten_blocks;
         t.rmw_held_writes += s.rmw_held_writes;
+        t.writes_held += s.writes_held;
         t.trims += s.trims;
         t.trimmed_blocks += s.trimmed_blocks;
         t.trim_kept_blocks += s.trim_kept_blocks;
@@ -371,6 +373,7 @@ fn hswd_never_loses_reorders_or_serves_stale_data() {
             s.rmw_band_write_blocks,
             s.rmw_rewritten_blocks,
             s.rmw_held_writes,
+            s.writes_held,
             s.trimmed_blocks,
             t.reached.drains,
             t.reached.flushes,

@@ -118,6 +118,19 @@ impl Observer for Observed {
     fn device_state(&mut self, _: usize, _: TimeNs, _: DeviceState) {}
 }
 
+impl Observed {
+    /// Mean latency of the host reads, ms; None without reads.
+    fn mean_read_latency_ms(&self) -> Option<f64> {
+        (self.read_ios > 0).then(|| self.read_latency_sum_ns as f64 / self.read_ios as f64 / 1e6)
+    }
+    /// Mean latency of the host writes, ms; None without writes.
+    fn mean_write_latency_ms(&self) -> Option<f64> {
+        let writes = self.ios - self.read_ios;
+        (writes > 0)
+            .then(|| (self.latency_sum_ns - self.read_latency_sum_ns) as f64 / writes as f64 / 1e6)
+    }
+}
+
 struct Spec {
     experiment: &'static str,
     workload: String,
@@ -548,7 +561,11 @@ fn system_specs(a: &HswdArgs) -> Vec<Spec> {
 ///   bands next to hot ones);
 /// - `policies-slow-rmw` (the four presets at 256 MiB) and
 ///   `policies-clustered-slow-rmw`: the NRegion's media at the rate the
-///   paper's RMWs ran (its experiment 1: 2 band transfers per 3.96 s).
+///   paper's RMWs ran (its experiment 1: 2 band transfers per 3.96 s);
+/// - `policies-write-path` (the four presets at 256 MiB) and
+///   `policies-clustered-write-path`: Algorithm 2 read literally, writes
+///   acknowledged only once the cleaning they triggered (or landed in)
+///   ended (`clean_in_write_path`).
 fn policy_variant_specs(a: &HswdArgs) -> Vec<Spec> {
     let s = if a.quick { 8 } else { 1 };
     let scale = 1.0 / s as f64;
@@ -572,50 +589,99 @@ fn policy_variant_specs(a: &HswdArgs) -> Vec<Spec> {
          scramble = false",
     );
     let slow = Some(paper::paper_rmw_rate_bytes_per_s());
-    let mut runs: Vec<(&'static str, String, String, u64, Option<u64>)> = vec![
-        (
+    struct Variant {
+        experiment: &'static str,
+        workload: String,
+        tenant: String,
+        pcache_mib: u64,
+        disk_rate_bytes_per_s: Option<u64>,
+        clean_in_write_path: bool,
+    }
+    let variant =
+        |experiment, workload: &str, tenant: &str, pcache_mib, rate, write_path| Variant {
+            experiment,
+            workload: workload.into(),
+            tenant: tenant.into(),
+            pcache_mib,
+            disk_rate_bytes_per_s: rate,
+            clean_in_write_path: write_path,
+        };
+    let mut runs = vec![
+        variant(
             paper::POLICIES_SKEWED,
-            paper::SKEWED_WORKLOAD.into(),
-            skewed,
+            paper::SKEWED_WORKLOAD,
+            &skewed,
             128,
             None,
+            false,
         ),
-        (
+        variant(
             paper::POLICIES_CLUSTERED,
-            paper::CLUSTERED_WORKLOAD.into(),
-            clustered.clone(),
+            paper::CLUSTERED_WORKLOAD,
+            &clustered,
             128,
             None,
+            false,
         ),
-        (
+        variant(
             paper::POLICIES_CLUSTERED_SLOW_RMW,
-            paper::CLUSTERED_WORKLOAD.into(),
-            clustered,
+            paper::CLUSTERED_WORKLOAD,
+            &clustered,
             128,
             slow,
+            false,
+        ),
+        variant(
+            paper::POLICIES_CLUSTERED_WRITE_PATH,
+            paper::CLUSTERED_WORKLOAD,
+            &clustered,
+            128,
+            None,
+            true,
         ),
     ];
     for w in ["mds_0", "prxy_0", "rsrch_0", "src2_0"] {
-        runs.push((
+        let tenant = preset_tenant(&format!("hswd.{w}"), scale, 200.0);
+        runs.push(variant(
             paper::POLICIES_SLOW_RMW,
-            w.into(),
-            preset_tenant(&format!("hswd.{w}"), scale, 200.0),
+            w,
+            &tenant,
             256,
             slow,
+            false,
+        ));
+        runs.push(variant(
+            paper::POLICIES_WRITE_PATH,
+            w,
+            &tenant,
+            256,
+            None,
+            true,
         ));
     }
     let mut specs = Vec::new();
-    for (experiment, workload, tenant, pcache_mib, rate) in runs {
-        let pcache = pcache_mib * MIB / s;
+    for v in runs {
+        let pcache = v.pcache_mib * MIB / s;
         for policy in ["fifo", "lru", "most"] {
+            let mut config = hswd_stack_at(
+                a.seed,
+                band,
+                pcache,
+                "fully",
+                policy,
+                v.disk_rate_bytes_per_s,
+            );
+            if v.clean_in_write_path {
+                config += "clean_in_write_path = true\n\n";
+            }
             specs.push(Spec {
-                experiment,
-                workload: workload.clone(),
+                experiment: v.experiment,
+                workload: v.workload.clone(),
                 system: "hswd",
                 mapping: "fully".into(),
                 policy: policy.into(),
                 pcache_bytes: pcache,
-                config: hswd_stack_at(a.seed, band, pcache, "fully", policy, rate) + &tenant,
+                config: config + &v.tenant,
             });
         }
     }
@@ -680,15 +746,20 @@ fn opt(v: Option<f64>) -> String {
     v.map_or(String::new(), |v| format!("{v:.6}"))
 }
 
+fn opt3(v: Option<f64>) -> String {
+    v.map_or(String::new(), |v| format!("{v:.3}"))
+}
+
 fn write_table(dir: &Path, rows: &[Row]) -> CliResult {
     let mut csv = String::from(
-        "experiment,workload,system,mapping,policy,pcache_bytes,iops,mean_latency_ms,max_latency_ms,rmw_count,write_hit_ratio\n",
+        "experiment,workload,system,mapping,policy,pcache_bytes,iops,mean_latency_ms,max_latency_ms,\
+         mean_read_latency_ms,mean_write_latency_ms,rmw_count,write_hit_ratio\n",
     );
     for r in rows {
         let s = &r.spec;
         writeln!(
             csv,
-            "{},{},{},{},{},{},{:.3},{:.3},{:.3},{},{}",
+            "{},{},{},{},{},{},{:.3},{:.3},{:.3},{},{},{},{}",
             s.experiment,
             s.workload,
             s.system,
@@ -698,6 +769,8 @@ fn write_table(dir: &Path, rows: &[Row]) -> CliResult {
             r.iops,
             r.mean_latency_ms,
             r.max_latency_ms,
+            opt3(r.obs.mean_read_latency_ms()),
+            opt3(r.obs.mean_write_latency_ms()),
             r.rmw_count.map_or(String::new(), |v| format!("{v}")),
             opt(r.write_hit_ratio)
         )?;
