@@ -24,7 +24,11 @@ window.addEventListener('load', () => {
              loaded: imgs.filter(i => i.complete && i.naturalWidth > 0).length,
              broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.alt),
              errors: window.__tierlab_errors, title: document.title,
-             text_chars: document.body.innerText.length};
+             text_chars: document.body.innerText.length,
+             // What the first screen (1280 x 800 at the top) shows.
+             first_screen: [...document.querySelectorAll('h1,h2,h3,p,li')]
+               .filter(e => e.getBoundingClientRect().top < 800)
+               .map(e => e.innerText).join('\\n')};
   const pre = document.createElement('pre');
   pre.id = 'tierlab-check';
   pre.textContent = JSON.stringify(r);
@@ -52,7 +56,7 @@ def render(page: Path, workdir: Path) -> dict:
     probe.write_text(text.replace("<head>", "<head>" + _PROBE, 1), encoding="utf-8")
     proc = subprocess.run(
         [
-            exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+            exe, "--headless", "--window-size=1280,800", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
             "--enable-logging=stderr", "--v=0", "--virtual-time-budget=15000",
             f"--user-data-dir={workdir / 'chromium-profile'}",
             "--dump-dom", probe.resolve().as_uri(),

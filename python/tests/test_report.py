@@ -82,22 +82,28 @@ def test_reproduce_report_and_cli_flag(atsmf_quick, tmp_path: Path) -> None:
     # Every row of table.csv is in the report.
     for system in atsmf_quick.table["system"]:
         assert f"<td>{system}</td>" in text
-    # The Rust-written SVGs are embedded as well.
-    assert any(m == "image/svg+xml" for m, _, _ in images(page))
-    # The verdicts come first, in words, each difference with its cause.
-    first_h2 = text.index("<h2>")
-    assert text[first_h2:].startswith("<h2>Paper vs ours: what holds here, what does not, and why</h2>")
-    pvo = atsmf_quick.tables["paper_vs_ours"]
-    assert f"{len(pvo)} compared quantities and claims" in text
-    for r in pvo[pvo.verdict != "holds"].itertuples():
-        assert html.escape(r.why) in text, r.quantity
+    # One figure per chart: the command's SVGs (the same data) are named,
+    # not embedded a second time.
+    assert not any(m == "image/svg+xml" for m, _, _ in images(page))
+    assert "SVG figures of the same data" in text
+    check_verdicts_first(page, atsmf_quick.tables["paper_vs_ours"])
+    # The takeaway names the fastest system per workload, from table.csv.
+    t = atsmf_quick.table
+    for workload, part in t.groupby("workload"):
+        best = part.loc[part.mean_rt_ms.idxmin(), "system"]
+        assert f"{workload}: lowest mean response time {best} (" in text
 
 
 def check_verdicts_first(page: Path, pvo) -> None:
-    """The report opens with paper vs ours, and shows every difference's cause."""
-    text = page.read_text(encoding="utf-8")
+    """The report opens with the takeaway, whose first line counts the
+    verdicts; then paper vs ours, with every difference's cause."""
+    text = re.sub(r">\s+<", "><", page.read_text(encoding="utf-8"))
     first_h2 = text.index("<h2>")
-    assert text[first_h2:].startswith("<h2>Paper vs ours: what holds here, what does not, and why</h2>")
+    assert text[first_h2:].startswith("<h2>Takeaway</h2><ul><li>Paper vs ours: ")
+    counts = pvo.verdict.value_counts()
+    assert f"Paper vs ours: {counts.get('holds', 0)} of {len(pvo)} quantities and claims hold here" in text
+    second_h2 = text.index("<h2>", first_h2 + 1)
+    assert text[second_h2:].startswith("<h2>Paper vs ours: what holds here, what does not, and why</h2>")
     assert f"{len(pvo)} compared quantities and claims" in text
     for r in pvo[pvo.verdict != "holds"].itertuples():
         assert html.escape(r.why) in text, r.quantity
@@ -213,10 +219,10 @@ def test_sim_report_flag(tierlab_exe: str, tmp_path: Path) -> None:
 
 @pytest.mark.skipif(chromium() is None, reason="Chromium is not installed (Debian: apt-get install chromium); "
                     "the headless rendering check of the HTML report is skipped")
-def test_reports_render_in_headless_chromium(sim_dir: Path, atsmf_quick, raid_quick, qos_quick,
+def test_reports_render_in_headless_chromium(sim_dir: Path, atsmf_quick, raid_quick, qos_quick, demo_dir: Path,
                                            tmp_path: Path) -> None:
     pages = (write_report(sim_dir), write_report(atsmf_quick.dir), qos_quick.dir / "report.html",
-             raid_quick.dir / "report.html")
+             raid_quick.dir / "report.html", write_report(demo_dir))
     for page in pages:
         result = render(page, tmp_path)
         n = len(images(page))
@@ -225,6 +231,8 @@ def test_reports_render_in_headless_chromium(sim_dir: Path, atsmf_quick, raid_qu
         assert result["errors"] == [], result["errors"]
         assert result["console"] == [], result["console"]
         assert result["text_chars"] > 500
+        # The first screen states what to conclude.
+        assert "Takeaway" in result["first_screen"], result["first_screen"]
 
 
 def test_the_probe_sees_a_broken_image(tmp_path: Path) -> None:
@@ -239,3 +247,128 @@ def test_the_probe_sees_a_broken_image(tmp_path: Path) -> None:
     result = render(page, tmp_path)
     assert result["images"] == 1 and result["loaded"] == 0 and result["broken"] == ["bad"]
     assert result["errors"] and any("boom" in line for line in result["console"])
+
+
+def report_figures(d: Path) -> list:
+    """Renders the report of ``d`` and returns its figures (drawn)."""
+    import tierlab.report as report
+
+    figures = []
+    report.FIGURE_HOOK = lambda fig, alt: figures.append((alt, fig))
+    try:
+        report.render_report(d)
+    finally:
+        report.FIGURE_HOOK = None
+    return figures
+
+
+def test_no_two_labels_overlap_in_any_report_figure(sim_dir: Path, atsmf_quick, raid_quick, qos_quick,
+                                                   demo_dir: Path, tmp_path: Path) -> None:
+    from tierlab.plots import text_overlaps
+
+    hswd = tierlab.reproduce("hswd", quick=True, only=["mapping", "systems"], out=tmp_path / "h")
+    checked = 0
+    for d in (sim_dir, atsmf_quick.dir, raid_quick.dir, qos_quick.dir, hswd.dir, demo_dir):
+        figures = report_figures(d)
+        assert figures, d
+        for alt, fig in figures:
+            assert text_overlaps(fig) == [], f"{d.name}: {alt}"
+            checked += 1
+    assert checked >= 15
+
+
+def test_the_overlap_check_sees_overlapping_labels() -> None:
+    """text_overlaps is not vacuous: two labels drawn on top of each other,
+    and crowded bar labels, are found."""
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    from tierlab.plots import comparison_bars, text_overlaps
+
+    fig = Figure(figsize=(4, 3))
+    ax = fig.add_subplot()
+    ax.text(0.5, 0.5, "first label")
+    ax.text(0.52, 0.5, "second label")
+    assert text_overlaps(fig) == [("first label", "second label")]
+    # Forty upright value labels on 4 x 10 narrow bars collide; the
+    # library's own layout turns or drops them instead.
+    table = pd.DataFrame({"workload": [f"w{i // 10}" for i in range(40)],
+                          "system": [f"s{i % 10}" for i in range(40)],
+                          "v": [1.0 + i / 7 for i in range(40)]})  # fmt: skip
+    fig = Figure(figsize=(5, 3))
+    ax = fig.add_subplot()
+    bars = ax.bar(range(40), table.v, 0.8)
+    ax.bar_label(bars, labels=[f"{v:.5f}" for v in table.v])
+    assert text_overlaps(fig)
+    fig = Figure(figsize=(5, 3), layout="constrained")
+    comparison_bars(table, "v", ax=fig.add_subplot())
+    assert text_overlaps(fig) == []
+
+
+def test_a_system_keeps_its_colour_in_every_chart() -> None:
+    from tierlab.plots import colors_for
+
+    a = colors_for(["flash", "atsmf", "flashcache", "arc"])
+    b = colors_for(["arc", "atsmf memory", "atsmf flash", "flashcache all"])
+    assert a["atsmf"] == b["atsmf memory"] == b["atsmf flash"]
+    assert a["flashcache"] == b["flashcache all"] and a["arc"] == b["arc"]
+    assert len(set(a.values())) == 4
+    # Names without a fixed colour: distinct within a chart, stable across.
+    c = colors_for(["p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8", "p9", "p10"])
+    assert len(set(c.values())) == 10
+    assert colors_for(["p3", "p1"])["p3"] == colors_for(["p1", "p3", "zz"])["p3"]
+
+
+def test_takeaway_notes_surprises(tmp_path: Path) -> None:
+    """Identical results across systems and work after the workload ended
+    are pointed out in the takeaway (by hand: a table where two systems
+    agree to the last digit and one ran on)."""
+    d = tmp_path / "a"
+    d.mkdir()
+    (d / "table.csv").write_text(
+        "workload,system,mean_rt_ms,rt_ratio_vs_flash,mem_access_ratio,peak_mem_bytes,background_tail_s\n"
+        "w,flash,0.1,1.0,0.0,0,0\n"
+        "w,atsmf,0.05,0.5,0.6,1073741824,12.5\n"
+        "w,flashcache,0.04,0.4,0.7,1073741824,0\n"
+        "w,arc,0.04,0.4,0.7,1073741824,0\n"
+    )
+    text = html.unescape(render_report_text(d))
+    assert "w: lowest mean response time flashcache (0.04 ms, 0.40× flash only)" in text
+    assert "flashcache and arc give identical results (workload w)" in text
+    assert "atsmf went on 12.5 s after the workload ended on 1 of 1 workloads (w)" in text
+    assert "flash and" not in text  # different numbers: no note
+
+
+def render_report_text(d: Path) -> str:
+    from tierlab.report import render_report
+
+    return render_report(d)
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tierlab_exe: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`tierlab demo --minutes 10` (a few seconds)."""
+    out = tmp_path_factory.mktemp("demo") / "demo"
+    p = subprocess.run([tierlab_exe, "demo", "--minutes", "10", "--out", str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return out
+
+
+def test_demo_report_explains_why_two_caches_agree(demo_dir: Path) -> None:
+    """The demo's FlashCache and ARC agree to the last digit; the takeaway
+    says why, from the runs' own counters: the cache never filled."""
+    d = demo_dir
+    table = __import__("pandas").read_csv(d / "compare" / "table.csv")
+    fc, arc = (table[table.system == s].iloc[0] for s in ("flashcache", "arc"))
+    text = html.unescape(render_report_text(d))
+    if (fc.mean_rt_ms, fc.mem_access_ratio) != (arc.mean_rt_ms, arc.mem_access_ratio):
+        assert "give identical results" not in text
+        return
+    resident = max(
+        json.loads((d / "compare" / "runs" / f"src1_1-{s}" / "summary.json").read_text())["run"]["policy_counters"][
+            "resident_bytes"]
+        for s in ("flashcache", "arc")
+    )  # fmt: skip
+    assert resident < fc.peak_mem_bytes
+    assert "flashcache and arc give identical results (workload src1_1): their cache (14 GiB" in text
+    assert "never filled" in text

@@ -18,6 +18,9 @@ returns the Axes. :func:`save` writes a figure as PNG or SVG.
 :func:`heatmap`                   sub-LUN x time IO heat map
 :func:`heatmap_counts`            the heat-map counts from a trace DataFrame
 :func:`comparison_bars`           one metric per system, grouped by workload
+:func:`colors_for`                the colour of each system (the same in
+                                  every chart)
+:func:`text_overlaps`             overlapping labels of a drawn figure
 ================================  ==========================================
 
 Every quantity plotted is defined in docs/metrics.md (series, CDFs,
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import io
 import os
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
@@ -42,6 +46,121 @@ if TYPE_CHECKING:
 #: (``scope, latency_us, cumulative_fraction``) or a reproduce CDF frame
 #: (``curve, latency_us, cumulative_fraction``).
 CdfSource = Union["SimResult", "pd.DataFrame"]
+
+
+# matplotlib's tab10, in its order.
+_PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+)  # fmt: skip
+# Systems and policies that appear side by side keep one colour in every
+# chart (bars, CDFs, time series): a baseline grey, the paper's system blue.
+_FIXED_COLOR = {
+    "flash": 7, "flash-only": 7, "linear": 7, "passthrough": 7, "single": 7, "hdd": 7,
+    "atsmf": 0, "hswd": 0, "raid1": 0, "raid": 0, "most": 0, "a": 0,
+    "flashcache": 1, "flashcache-smr": 1, "lru": 1, "b": 1,
+    "arc": 2, "fifo": 4, "sswd": 3, "flashcache-hdd": 5, "sswd-equal-cache": 6,
+    "hswd-stalled-first": 9,
+}  # fmt: skip
+
+
+# Line style of a CDF curve's part (its words after the system): the whole
+# run solid, its fast tier dotted, its slow tier dashed, in every chart.
+_PART_STYLE = {"memory": ":", "pcache": ":", "ssd": ":", "flash": "--", "nregion": "--", "disk": "--"}
+
+
+def color_key(name: object) -> str:
+    """The part of a curve or bar name that picks its colour: the first
+    word, lower case (``"atsmf memory"`` → ``atsmf``)."""
+    words = str(name).split()
+    return words[0].lower() if words else ""
+
+
+def colors_for(names: Sequence[object]) -> dict[object, str]:
+    """A colour per name, the same for a system in every chart: known
+    systems and policies have fixed colours, others a slot picked by a
+    hash of the name (a clash in one chart moves the later name, in sorted
+    order, to the next free slot)."""
+    keys = {n: color_key(n) for n in names}
+    slots: dict[str, int] = {}
+    taken: set[int] = set()
+    for key in sorted(set(keys.values()), key=lambda k: (k not in _FIXED_COLOR, k)):
+        slot = _FIXED_COLOR.get(key, zlib.crc32(key.encode()) % len(_PALETTE))
+        for step in range(len(_PALETTE)):
+            if (slot + step) % len(_PALETTE) not in taken:
+                slot = (slot + step) % len(_PALETTE)
+                break
+        taken.add(slot)
+        slots[key] = slot
+    return {n: _PALETTE[slots[k]] for n, k in keys.items()}
+
+
+# Axis labels of the columns tierlab writes (docs/metrics.md and the
+# systems' docs define them).
+_LABELS = {
+    "mean_rt_ms": "mean response time (ms)",
+    "mean_latency_ms": "mean response time (ms)",
+    "mean_latency_us": "mean response time (µs)",
+    "p99_latency_us": "p99 response time (µs)",
+    "mem_access_ratio": "memory access ratio",
+    "rt_ratio_vs_flash": "response time / flash only",
+    "improvement_percent": "read IOPS gain (%)",
+    "rmw_count": "band RMWs",
+    "write_hit_ratio": "write hit ratio",
+    "iops": "IOPS",
+    "mb_per_s": "MB/s",
+    "util_percent": "%util",
+    "avg_queue_size": "mean queue size",
+}
+
+
+def label_for(column: str) -> str:
+    """A readable axis label for a column name (``mean_rt_ms`` → "mean
+    response time (ms)"); unknown names lose their underscores and show
+    their unit suffix in parentheses."""
+    if column in _LABELS:
+        return _LABELS[column]
+    for suffix, unit in (("_ms", "ms"), ("_us", "µs"), ("_ns", "ns"), ("_s", "s"), ("_bytes", "bytes"),
+                         ("_pct", "%"), ("_percent", "%"), ("_iops", "IOPS")):  # fmt: skip
+        if column.endswith(suffix):
+            return f"{column[: -len(suffix)].replace('_', ' ')} ({unit})"
+    return column.replace("_", " ")
+
+
+def _short(v: float) -> str:
+    """A bar's value label: 3 significant digits, no exponent below 1e6."""
+    if v != v:  # NaN
+        return ""
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a >= 1e6 or a < 1e-3:
+        return f"{v:.2g}"
+    if a >= 100:
+        return f"{v:.0f}"
+    return f"{v:.3g}"
+
+
+def _readable_log_axis(axis: Any, lo: float, hi: float) -> None:
+    """Ticks at 1, 2, 5 × 10^k over up to two decades (matplotlib's default
+    labels only the powers of ten: two ticks on a short range), 1 and 3 ×
+    10^k up to four, powers of ten beyond; labelled as plain numbers."""
+    import math
+
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    decades = math.log10(hi / lo) if lo > 0 and hi > lo else 1.0
+    subs = (1.0, 2.0, 5.0) if decades <= 2.5 else (1.0, 3.0) if decades <= 4.5 else (1.0,)
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: _short(v)))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _legend_outside(ax: Axes, **kw: Any) -> None:
+    """The legend right of the plot, where it cannot cover data."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, **kw)
 
 
 def _axes(ax: Axes | None, figsize: tuple[float, float] = (7.0, 4.0)) -> Axes:
@@ -93,6 +212,7 @@ def latency_cdf(
     """
     runs = dict(source) if isinstance(source, Mapping) else {"": source}
     ax = _axes(ax)
+    curves: list[tuple[str, Any]] = []
     for label, run in runs.items():
         df = _cdf_frame(run)
         present = list(dict.fromkeys(df["scope"]))
@@ -105,16 +225,30 @@ def latency_cdf(
         for scope in wanted:
             if scope not in present:
                 raise ValueError(f"no CDF scope {scope!r}{f' in {label!r}' if label else ''}; scopes: {', '.join(present)}")
-            part = df[df["scope"] == scope]
-            name = " ".join(x for x in (label, scope) if x)
-            ax.step(part["latency_us"], part["cumulative_fraction"], where="post", label=name)
+            curves.append((" ".join(x for x in (label, scope) if x), df[df["scope"] == scope]))
+    # One colour per system (the curve name's first word, as in the bar
+    # charts) and one line style per part of it (all, a tier, an op).
+    colors = colors_for([name for name, _ in curves])
+    others = ["-.", (0, (5, 1, 1, 1)), (0, (1, 3))]
+    parts: dict[str, int] = {}
+    for name, part in curves:
+        rest = " ".join(name.split()[1:]).removeprefix("tier:")
+        if rest in ("", "all"):
+            style: Any = "-"
+        else:
+            style = _PART_STYLE.get(rest) or others[parts.setdefault(rest, len(parts)) % len(others)]
+        ax.step(part["latency_us"], part["cumulative_fraction"], where="post", label=name,
+                color=colors[name], linestyle=style)  # fmt: skip
     if log_x:
         ax.set_xscale("log")
+        positive = [v for _, part in curves for v in part["latency_us"] if v > 0]
+        if positive:
+            _readable_log_axis(ax.xaxis, min(positive), max(positive))
     ax.set_xlabel("response time (µs)")
     ax.set_ylabel("fraction of IOs ≤ x")
     ax.set_ylim(0, 1.01)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
+    _legend_outside(ax)
     ax.set_title(title or "response-time CDF")
     return ax
 
@@ -149,6 +283,7 @@ def time_series(
     runs = dict(source) if isinstance(source, Mapping) else {"": source}
     ax = _axes(ax)
     xlabel = "time (s)"
+    colors = colors_for(list(runs)) if len(runs) > 1 else {}
     for label, run in runs.items():
         df = run.series if hasattr(run, "series") else run
         if column not in df.columns:
@@ -159,13 +294,16 @@ def time_series(
                 raise ValueError(f"no scope {scope!r} in the series; scopes: {', '.join(scopes)}")
             df = df[df["scope"] == scope]
         x, xlabel = _time_axis(df)
-        ax.plot(x, df[column].astype("float64"), label=label or f"{scope} {column}", drawstyle="steps-mid")
+        ax.plot(x, df[column].astype("float64"), label=label or f"{scope} {column}", drawstyle="steps-mid",
+                color=colors.get(label))  # fmt: skip
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel or column)
+    ax.set_ylabel(ylabel or label_for(column))
+    if column in ("iops", "mb_per_s", "read_mb_per_s", "write_mb_per_s", "ios", "util_percent"):
+        ax.set_ylim(bottom=0)  # throughput from zero: a zoomed axis exaggerates swings
     ax.grid(True, alpha=0.3)
     if len(runs) > 1:
-        ax.legend(fontsize="small")
-    ax.set_title(title or f"{column} ({scope})")
+        _legend_outside(ax)
+    ax.set_title(title or f"{label_for(column)} ({scope})")
     return ax
 
 
@@ -185,7 +323,7 @@ def utilization(source: SimResult | pd.DataFrame, *, ax: Axes | None = None, tit
     ax.set_ylabel("%util")
     ax.set_ylim(0, 105)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
+    _legend_outside(ax)
     ax.set_title(title or "device utilization")
     return ax
 
@@ -216,8 +354,9 @@ def policy_series(
         ax.plot(x, y, label=label, drawstyle="steps-post")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("GiB" if all(c.endswith("_bytes") for c in cols) else "value")
+    ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
+    _legend_outside(ax)
     ax.set_title(title or ", ".join(cols))
     return ax
 
@@ -240,6 +379,7 @@ def qos_series(df: pd.DataFrame, *, ax: Axes | None = None, title: str | None = 
         ax.plot(t, df["b_cap_iops"], ":", label="B cap IOPS")
     ax.set_xlabel("time (s)")
     ax.set_ylabel("IOPS")
+    ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     right = ax.twinx()
     right.plot(t, df["util_pct"], color="tab:gray", alpha=0.6, label="%util")
@@ -248,7 +388,9 @@ def qos_series(df: pd.DataFrame, *, ax: Axes | None = None, title: str | None = 
     right.set_ylim(0, 105)
     lines = ax.get_legend_handles_labels()
     more = right.get_legend_handles_labels()
-    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize="small", loc="lower left")
+    # Outside, right of the %-axis labels, so it covers no curve.
+    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize="small", loc="upper left",
+              bbox_to_anchor=(1.08, 1.0), borderaxespad=0)  # fmt: skip
     ax.set_title(title or "busy-rate QoS")
     return ax
 
@@ -329,11 +471,17 @@ def comparison_bars(
     ax: Axes | None = None,
     title: str | None = None,
     ylabel: str | None = None,
+    log: bool | None = None,
 ) -> Axes:
     """One bar per ``by`` value (e.g. system) for ``metric``, grouped by
     ``group`` (e.g. workload; None for a single group): e.g. the
-    ``table.csv`` of ``reproduce atsmf`` with ``metric="mean_rt_ms"``. Each
-    bar is labelled with its value."""
+    ``table.csv`` of ``reproduce atsmf`` with ``metric="mean_rt_ms"``.
+
+    Each system has its colour of every chart (:func:`colors_for`); bars
+    are labelled with their value when there is room for the label (few
+    enough bars); ``log`` (default: when the positive values span more
+    than 30×, so 1 ms bars stay visible next to 10 s ones) draws a log
+    axis with 1-2-5 ticks; the legend sits right of the plot."""
     for c in [metric, by] + ([group] if group else []):
         if c not in table.columns:
             raise ValueError(f"no column {c!r} in the table; columns: {', '.join(table.columns)}")
@@ -342,21 +490,82 @@ def comparison_bars(
     ax = _axes(ax)
     groups = list(dict.fromkeys(table[group])) if group else [None]
     members = list(dict.fromkeys(table[by]))
+    colors = colors_for(members)
     width = 0.8 / max(1, len(members))
     x = np.arange(len(groups))
+    values_all = table[metric].astype("float64").to_numpy()
+    positive = values_all[np.isfinite(values_all) & (values_all > 0)]
+    if log is None:
+        log = len(positive) > 1 and positive.max() > 30 * positive.min() and (values_all >= 0).all()
+    bars_total = len(groups) * len(members)
     for i, m in enumerate(members):
         values = []
         for g in groups:
             rows = table[(table[by] == m) & ((table[group] == g) if group else True)]
             values.append(float(rows[metric].iloc[0]) if len(rows) else np.nan)
-        bars = ax.bar(x + (i - (len(members) - 1) / 2) * width, values, width, label=str(m))
-        ax.bar_label(bars, fmt="%.3g", fontsize="x-small")
+        bars = ax.bar(x + (i - (len(members) - 1) / 2) * width, values, width, label=str(m), color=colors[m])
+        # Value labels only where each bar has room for one: upright for a
+        # few bars, turned for up to 24, none beyond (the table has them).
+        if bars_total <= 24:
+            ax.bar_label(bars, labels=[_short(v) for v in values], fontsize="x-small", padding=2,
+                         rotation=0 if bars_total <= 6 else 90)  # fmt: skip
     ax.set_xticks(x, [str(g) for g in groups] if group else [""])
-    ax.set_ylabel(ylabel or metric)
+    if group and sum(len(str(g)) for g in groups) > 60:
+        ax.tick_params(axis="x", labelrotation=90)  # upright names cannot collide
+    if log and len(positive):
+        ax.set_yscale("log")
+        lo, hi = positive.min() / 2, positive.max() * (8 if bars_total > 6 else 3)
+        ax.set_ylim(lo, hi)
+        _readable_log_axis(ax.yaxis, lo, hi)
+    else:
+        ax.set_ylim(bottom=0)
+        ax.margins(y=0.25 if bars_total > 6 else 0.12)  # room for the value labels
+    ax.set_ylabel(ylabel or label_for(metric))
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize="small")
-    ax.set_title(title or metric)
+    _legend_outside(ax)
+    ax.set_title(title or label_for(metric))
     return ax
+
+
+def text_overlaps(fig_or_ax: Figure | Axes, *, tolerance_px: float = 1.0) -> list[tuple[str, str]]:
+    """Pairs of visible text labels of a drawn figure whose boxes overlap
+    by more than ``tolerance_px`` in both directions (tick labels, bar
+    value labels, titles, axis labels, legend entries): what the report
+    tests check, and a quick check for your own figures."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = getattr(fig_or_ax, "figure", fig_or_ax)
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    texts = list(fig.texts)
+    for ax in fig.axes:
+        texts += [ax.title, ax._left_title, ax._right_title]  # noqa: SLF001 (no public getter)
+        texts += [t for t in ax.texts]  # bar value labels, annotations
+        legend = ax.get_legend()
+        if legend is not None:
+            texts += list(legend.get_texts())
+        for axis in (ax.xaxis, ax.yaxis):
+            texts += [axis.label, axis.get_offset_text()]
+            lo, hi = sorted(axis.get_view_interval())
+            span = (hi - lo) or 1.0
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                # Ticks outside the view are not drawn.
+                if lo - 1e-9 * span <= tick.get_loc() <= hi + 1e-9 * span:
+                    texts += [tick.label1, tick.label2]
+    boxes = [
+        (t.get_text(), t.get_window_extent(renderer))
+        for t in texts
+        if t.get_visible() and t.get_text().strip()
+    ]
+    found = []
+    for i, (a, ba) in enumerate(boxes):
+        for b, bb in boxes[i + 1 :]:
+            dx = min(ba.x1, bb.x1) - max(ba.x0, bb.x0)
+            dy = min(ba.y1, bb.y1) - max(ba.y0, bb.y0)
+            if dx > tolerance_px and dy > tolerance_px:
+                found.append((a, b))
+    return found
 
 
 def save(fig_or_ax: Figure | Axes, path: str | os.PathLike[str], *, dpi: int = 120) -> None:
