@@ -354,3 +354,43 @@ fn any_text_trace_reads_through_a_column_mapping() {
         &["unknown key `tiem` (did you mean `time`?)"],
     );
 }
+
+/// A mistyped path names the file it meant ("Why": `No such file or
+/// directory (os error 2)` alone).
+#[test]
+fn a_mistyped_path_suggests_the_file_next_to_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = msr_trace(tmp.path());
+    let config = sim_config(
+        tmp.path(),
+        "",
+        "{ generator = \"uniform\", params = { count = 10 } }",
+    );
+    let typo = |p: &str, from: &str, to: &str| p.replace(from, to);
+    fails_with(
+        tierlab(&["trace", "stats", &typo(&trace, "two.csv", "tow.csv")]),
+        &[
+            "tow.csv: No such file or directory",
+            "(did you mean `",
+            "two.csv`?)",
+        ],
+    );
+    let out = tmp.path().join("out");
+    fails_with(
+        tierlab(&[
+            "sim",
+            &typo(&config, "c.toml", "c.tml"),
+            "--out",
+            out.to_str().unwrap(),
+        ]),
+        &["c.tml: No such file or directory", "c.toml`?)"],
+    );
+    fails_with(
+        tierlab(&[
+            "trace",
+            "stats",
+            tmp.path().join("gone/x.csv").to_str().unwrap(),
+        ]),
+        &["(the folder `", "gone` does not exist)"],
+    );
+}

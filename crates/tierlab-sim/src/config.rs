@@ -213,8 +213,14 @@ impl Default for OutputConfig {
 
 /// Reads, overrides and checks a config file.
 pub fn load(path: &Path, overrides: &[String]) -> Result<SimConfig, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::NotFound {
+            tierlab_trace::names::missing_path_hint(path)
+        } else {
+            String::new()
+        };
+        ConfigError(format!("{}: {e}{hint}", path.display()))
+    })?;
     parse(&text, &path.display().to_string(), overrides)
 }
 

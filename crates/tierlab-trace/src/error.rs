@@ -73,9 +73,22 @@ pub enum TraceError {
 }
 
 impl TraceError {
+    /// An IO error at `path`; a missing file gets the nearest name in its
+    /// folder (`crate::names::missing_path_hint`).
     pub fn io(path: impl Into<PathBuf>, location: Location, source: std::io::Error) -> Self {
+        let path = path.into();
+        let source = if source.kind() == std::io::ErrorKind::NotFound {
+            let hint = crate::names::missing_path_hint(&path);
+            if hint.is_empty() {
+                source
+            } else {
+                std::io::Error::new(source.kind(), format!("{source}{hint}"))
+            }
+        } else {
+            source
+        };
         TraceError::Io {
-            path: path.into(),
+            path,
             location,
             source,
         }

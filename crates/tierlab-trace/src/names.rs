@@ -22,9 +22,68 @@ pub fn did_you_mean<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) ->
     nearest(name, known).map_or_else(String::new, |k| format!(" (did you mean `{k}`?)"))
 }
 
+/// For a path that does not exist: `" (did you mean `DIR/NAME`?)"` for
+/// the nearest name in its folder, `" (the folder `DIR` does not exist)"`
+/// when that is missing too, else `""`.
+pub fn missing_path_hint(path: &std::path::Path) -> String {
+    let parent = match path.parent() {
+        Some(p) if p.as_os_str().is_empty() => std::path::Path::new("."),
+        Some(p) => p,
+        None => return String::new(),
+    };
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return if parent.exists() {
+            String::new()
+        } else {
+            format!(" (the folder `{}` does not exist)", parent.display())
+        };
+    };
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return String::new();
+    };
+    let names: Vec<String> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    // File names are longer than option values: allow a few more edits.
+    let lower = name.to_ascii_lowercase();
+    let limit = 3.min(lower.chars().count() / 3);
+    names
+        .iter()
+        .map(|k| (strsim::osa_distance(&lower, &k.to_ascii_lowercase()), k))
+        .filter(|&(d, _)| d <= limit)
+        .min_by_key(|&(d, k)| (d, k.clone()))
+        .map_or_else(String::new, |(_, k)| {
+            format!(" (did you mean `{}`?)", path.with_file_name(k).display())
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mistyped_path_gets_the_nearest_file_of_its_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("hm_0.csv.gz"), b"").unwrap();
+        std::fs::write(dir.path().join("prxy_0.csv.gz"), b"").unwrap();
+        let typo = dir.path().join("hm0.csv.gz");
+        assert_eq!(
+            missing_path_hint(&typo),
+            format!(
+                " (did you mean `{}`?)",
+                dir.path().join("hm_0.csv.gz").display()
+            )
+        );
+        assert_eq!(missing_path_hint(&dir.path().join("web_2.csv.gz")), "");
+        let gone = dir.path().join("nope").join("x.csv");
+        assert_eq!(
+            missing_path_hint(&gone),
+            format!(
+                " (the folder `{}` does not exist)",
+                dir.path().join("nope").display()
+            )
+        );
+    }
 
     #[test]
     fn typos_find_their_name() {
