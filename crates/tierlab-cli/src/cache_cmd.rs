@@ -4,13 +4,12 @@
 //! on a miss (libCacheSim's semantics, see docs/metrics.md).
 
 use clap::Args;
-use tierlab_cache::policies;
 use tierlab_cache::sim::{self, CacheSimResult};
 use tierlab_trace::RecordStream;
 use tierlab_trace::units::format_size_bytes;
 
 use crate::CliResult;
-use crate::trace_cmd::{InputArgs, report_skipped};
+use tierlab_experiments::input::{InputArgs, check_policy, parse_page_size, report_skipped};
 
 #[derive(Args)]
 pub struct CacheArgs {
@@ -54,16 +53,6 @@ pub struct CacheArgs {
     /// Print a JSON list, one object per policy × capacity.
     #[arg(long)]
     pub json: bool,
-}
-
-/// Parses the page size (a whole number of 512-byte sectors).
-pub fn parse_page_size(text: &str) -> Result<u32, String> {
-    tierlab_cache::size::parse_page_size(text, "--page-size")
-}
-
-/// Checks a policy name ([`tierlab_cache::policies::canonical_name`]).
-pub fn check_policy(name: &str) -> Result<String, String> {
-    policies::canonical_name(name).map(str::to_string)
 }
 
 /// `texts` as pages ([`tierlab_cache::size::sizes_in_pages`]); a share of

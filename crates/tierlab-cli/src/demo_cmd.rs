@@ -219,13 +219,13 @@ fn compare(args: &DemoArgs, native: &std::path::Path) -> CliResult<serde_json::V
     let name = args.preset.strip_prefix("atsmf.").unwrap_or(&args.preset);
     // Absolute, so the saved configs name the trace wherever they are run from.
     let native = std::fs::canonicalize(native)?;
-    crate::reproduce::atsmf::run(crate::reproduce::atsmf::AtsmfArgs {
+    tierlab_experiments::reproduce::atsmf::run(tierlab_experiments::reproduce::atsmf::AtsmfArgs {
         quick: false,
         out: dir.clone(),
         traces: vec![format!("{name}={}", native.display())],
         only: Some("none".into()),
         seed: args.seed,
-        scale: crate::reproduce::atsmf::ScaleMode::Paper,
+        scale: tierlab_experiments::reproduce::atsmf::ScaleMode::Paper,
     })?;
     let table = std::fs::read_to_string(dir.join("table.csv"))?;
     let mut lines = table.lines();

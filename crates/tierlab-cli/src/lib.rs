@@ -1,8 +1,9 @@
 //! The `tierlab` command line. Kept thin: argument parsing, output
-//! formatting, and calls into the library crates. Also linked into the
+//! formatting, and calls into the library crates (the experiments —
+//! reproductions, analyses, the live QoS controller — are
+//! `tierlab-experiments`). Also linked into the
 //! Python extension so `pip install` puts the same `tierlab` on PATH.
 
-mod analyze_cmd;
 mod bench_cmd;
 mod cache_cmd;
 mod crashcheck_cmd;
@@ -10,10 +11,6 @@ mod demo_cmd;
 mod emulate_cmd;
 mod gen_bench;
 mod gen_cmd;
-mod plot;
-mod progress;
-mod qos_cmd;
-mod reproduce;
 mod run_cmd;
 mod serve_cmd;
 mod sim_cmd;
@@ -23,6 +20,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use tierlab_experiments::{analyze, progress, qos_live, reproduce};
 
 #[derive(Parser)]
 #[command(name = "tierlab", version, about = "Simulate, replay and run hybrid block storage", long_about = None)]
@@ -54,13 +52,13 @@ enum Command {
     Cache(cache_cmd::CacheArgs),
     /// Workload analyses of a trace (IO concentrations: docs/atsmf.md).
     #[command(subcommand)]
-    Analyze(analyze_cmd::AnalyzeCommand),
+    Analyze(analyze::AnalyzeCommand),
     /// Re-run a paper's experiments and write its tables and figure data.
     #[command(subcommand)]
     Reproduce(reproduce::ReproduceCommand),
     /// Busy-rate IOPS guarantee on a live Linux machine (cgroup IO throttling; docs/qos.md).
     #[command(subcommand)]
-    Qos(qos_cmd::QosCommand),
+    Qos(qos_live::QosCommand),
     /// Serve a file (FUSE) whose IOs take the time a device model says: real workloads on a modeled device (docs/emulate.md).
     Emulate(emulate_cmd::EmulateArgs),
     /// Serve a stack (ATSMF, HSWD, a cache, RAID of files, ...) as a block device over NBD (docs/serve.md).
@@ -117,9 +115,9 @@ where
         Command::Run(args) => run_cmd::run(args),
         Command::Compare(args) => run_cmd::compare(args),
         Command::Cache(args) => cache_cmd::run(args),
-        Command::Analyze(cmd) => analyze_cmd::run(cmd),
+        Command::Analyze(cmd) => analyze::run(cmd),
         Command::Reproduce(cmd) => reproduce::run(cmd),
-        Command::Qos(cmd) => qos_cmd::run(cmd),
+        Command::Qos(cmd) => qos_live::run(cmd),
         Command::Emulate(args) => emulate_cmd::run(args),
         Command::Serve(args) => serve_cmd::run(args),
         Command::Crashcheck(args) => crashcheck_cmd::run(args),

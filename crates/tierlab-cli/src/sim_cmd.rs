@@ -27,7 +27,7 @@ pub fn run(args: SimArgs) -> CliResult {
     let base_dir = args.config.parent().map(PathBuf::from).unwrap_or_default();
     let started = std::time::Instant::now();
     let label = args.config.display().to_string();
-    let result = crate::progress::run_sim(&config, &base_dir, &label)?;
+    let result = tierlab_experiments::progress::run_sim(&config, &base_dir, &label)?;
     let wall_s = started.elapsed().as_secs_f64();
     run::write_outputs(&result, &args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
     for w in &result.info.warnings {

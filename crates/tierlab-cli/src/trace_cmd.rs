@@ -1,55 +1,13 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use tierlab_trace::formats::blkparse;
 use tierlab_trace::slice::{Rebase, Slice, SliceSpec, find_densest};
 use tierlab_trace::units::{format_size_bytes, parse_size_bytes};
 use tierlab_trace::writer::{WriteOptions, WriteSummary, write_trace};
-use tierlab_trace::{Format, ReadOptions, RecordStream, TraceReader, stats};
+use tierlab_trace::{Format, RecordStream, stats};
 
 use crate::CliResult;
-
-#[derive(Args, Clone)]
-pub struct InputArgs {
-    /// Trace file (`-` for stdin); .gz/.bz2/.xz/.zst are decompressed transparently.
-    pub input: PathBuf,
-    /// Trace format (detected from the content when omitted).
-    #[arg(long, short = 'f')]
-    pub format: Option<Format>,
-    /// Skip malformed records and report how many, instead of stopping at the first.
-    #[arg(long)]
-    pub skip_bad: bool,
-    /// blkparse: the event that marks an IO, Q or D (default: D if present, else Q).
-    #[arg(long, value_name = "Q|D")]
-    pub blk_event: Option<blkparse::Event>,
-    /// Read any delimited text by a column mapping (implies --format csv),
-    /// e.g. "time=2,op=3,size=4,lbn=5,header" (docs/trace-formats.md).
-    #[arg(long, value_name = "MAPPING")]
-    pub csv_columns: Option<tierlab_trace::formats::csv::CsvColumns>,
-}
-
-impl InputArgs {
-    pub fn open(&self) -> CliResult<TraceReader> {
-        let options = ReadOptions {
-            format: self.format,
-            skip_bad: self.skip_bad,
-            blkparse_event: self.blk_event,
-            csv: self.csv_columns.clone(),
-        };
-        Ok(TraceReader::open(&self.input, &options)?)
-    }
-}
-
-/// Reports records skipped under --skip-bad, so nothing is dropped silently.
-pub fn report_skipped(reader: &TraceReader) {
-    if reader.skipped_bad() > 0 {
-        eprintln!(
-            "tierlab: warning: skipped {} malformed records in {} (--skip-bad)",
-            reader.skipped_bad(),
-            reader.path().display()
-        );
-    }
-}
+pub use tierlab_experiments::input::{InputArgs, report_skipped};
 
 #[derive(Args, Clone)]
 pub struct OutputArgs {

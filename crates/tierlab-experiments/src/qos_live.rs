@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand};
 use tierlab_policies::qos::{BusyRateController, BusyRateParams, Decision, SampleInput};
 
-use crate::CliResult;
+use crate::ExpResult;
 
 #[derive(Subcommand)]
 pub enum QosCommand {
@@ -267,7 +267,7 @@ fn cgroup_key(name: &str) -> String {
 
 /// Parses `--guarantee CGROUP=IOPS` (repeated) and `--throttle CGROUP`
 /// (repeated): at least one of each, every cgroup named once.
-pub fn parse_tenants(guarantee: &[String], throttle: &[String]) -> CliResult<Tenants> {
+pub fn parse_tenants(guarantee: &[String], throttle: &[String]) -> ExpResult<Tenants> {
     if guarantee.is_empty() || throttle.is_empty() {
         return Err(format!(
             "{} missing: allowed one or more --guarantee CGROUP=IOPS and one or more --throttle CGROUP",
@@ -350,7 +350,7 @@ impl Cgroup {
         }
     }
 
-    fn ios(&self, major: u32, minor: u32) -> CliResult<(u64, u64)> {
+    fn ios(&self, major: u32, minor: u32) -> ExpResult<(u64, u64)> {
         let path = self.stats_file();
         let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(match self.interface {
@@ -360,8 +360,8 @@ impl Cgroup {
     }
 
     /// Sets (or with None removes) the read and write IOPS limits.
-    fn limit(&self, major: u32, minor: u32, iops: Option<(u64, u64)>) -> CliResult {
-        let write = |file: &str, text: String| -> CliResult {
+    fn limit(&self, major: u32, minor: u32, iops: Option<(u64, u64)>) -> ExpResult {
+        let write = |file: &str, text: String| -> ExpResult {
             let path = self.dir.join(file);
             fs::write(&path, &text).map_err(|e| {
                 format!("{}: cannot write {:?}: {e}", path.display(), text.trim()).into()
@@ -400,7 +400,7 @@ impl Cgroup {
 }
 
 /// The cgroup hierarchy to use: (interface, root directory).
-fn find_hierarchy(choice: CgroupChoice, root: Option<&Path>) -> CliResult<(Interface, PathBuf)> {
+fn find_hierarchy(choice: CgroupChoice, root: Option<&Path>) -> ExpResult<(Interface, PathBuf)> {
     let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     let mut v2 = None;
     let mut v1 = None;
@@ -454,7 +454,7 @@ fn find_hierarchy(choice: CgroupChoice, root: Option<&Path>) -> CliResult<(Inter
     })
 }
 
-fn open_cgroup(interface: Interface, root: &Path, name: &str, option: &str) -> CliResult<Cgroup> {
+fn open_cgroup(interface: Interface, root: &Path, name: &str, option: &str) -> ExpResult<Cgroup> {
     let rel = name.trim_start_matches('/');
     if rel.is_empty() || rel.split('/').any(|p| p == "..") {
         return Err(format!(
@@ -499,7 +499,7 @@ fn open_cgroup(interface: Interface, root: &Path, name: &str, option: &str) -> C
 }
 
 /// (major, minor) and /proc/diskstats name of a block device path or name.
-fn resolve_device(device: &str) -> CliResult<(u32, u32)> {
+fn resolve_device(device: &str) -> ExpResult<(u32, u32)> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let path = if device.contains('/') {
         PathBuf::from(device)
@@ -551,7 +551,7 @@ impl<'a> LimitGuard<'a> {
     }
 
     /// Sets throttled tenant `i`'s (read, write) IOPS limits.
-    fn limit(&mut self, i: usize, rw: (u64, u64)) -> CliResult {
+    fn limit(&mut self, i: usize, rw: (u64, u64)) -> ExpResult {
         self.set[i] = true;
         self.cgroups[i].limit(self.major, self.minor, Some(rw))
     }
@@ -667,7 +667,7 @@ fn log_row(
     f.join(",")
 }
 
-fn read_diskstats(major: u32, minor: u32, device: &str) -> CliResult<DiskStats> {
+fn read_diskstats(major: u32, minor: u32, device: &str) -> ExpResult<DiskStats> {
     let text =
         fs::read_to_string("/proc/diskstats").map_err(|e| format!("/proc/diskstats: {e}"))?;
     parse_diskstats(&text, major, minor).ok_or_else(|| {
@@ -675,13 +675,13 @@ fn read_diskstats(major: u32, minor: u32, device: &str) -> CliResult<DiskStats> 
     })
 }
 
-pub fn run(cmd: QosCommand) -> CliResult {
+pub fn run(cmd: QosCommand) -> ExpResult {
     match cmd {
         QosCommand::Run(args) => run_controller(args),
     }
 }
 
-fn run_controller(args: QosRunArgs) -> CliResult {
+fn run_controller(args: QosRunArgs) -> ExpResult {
     let tenants = parse_tenants(&args.guarantee, &args.throttle)?;
     if !(args.interval_s.is_finite() && args.interval_s >= 0.1) {
         return Err(format!("--interval-s {}: allowed ≥ 0.1 s", args.interval_s).into());
@@ -721,7 +721,7 @@ fn run_controller(args: QosRunArgs) -> CliResult {
         .guaranteed
         .iter()
         .map(|(name, _)| open_cgroup(interface, &root, name, "--guarantee"))
-        .collect::<CliResult<Vec<_>>>()?;
+        .collect::<ExpResult<Vec<_>>>()?;
     let targets: Vec<f64> = tenants.guaranteed.iter().map(|(_, t)| *t).collect();
     // The controller guarantees the sum: a_busy = Σ a_i · busy_pct_per_iops.
     let a_target: f64 = targets.iter().sum();
@@ -729,7 +729,7 @@ fn run_controller(args: QosRunArgs) -> CliResult {
         .throttled
         .iter()
         .map(|name| open_cgroup(interface, &root, name, "--throttle"))
-        .collect::<CliResult<Vec<_>>>()?;
+        .collect::<ExpResult<Vec<_>>>()?;
     let mut log = match &args.log {
         Some(p) => {
             let mut f = fs::File::create(p).map_err(|e| format!("--log {}: {e}", p.display()))?;
@@ -772,7 +772,7 @@ fn run_controller(args: QosRunArgs) -> CliResult {
         args.interval_s
     );
     let mut guard = LimitGuard::new(&throttled, major, minor);
-    let read_all = |cgs: &[Cgroup]| -> CliResult<Vec<(u64, u64)>> {
+    let read_all = |cgs: &[Cgroup]| -> ExpResult<Vec<(u64, u64)>> {
         cgs.iter().map(|c| c.ios(major, minor)).collect()
     };
     let start = Instant::now();
@@ -876,7 +876,7 @@ fn report(
     a: &[GuaranteedRow],
     b: &[ThrottledRow],
     log: Option<&mut fs::File>,
-) -> CliResult {
+) -> ExpResult {
     let i = &d.input;
     // Several tenants: each one's IOPS (and throttled ones' caps) too.
     let each = if a.len() > 1 || b.len() > 1 {
@@ -1219,7 +1219,7 @@ mod tests {
             fake_cgroup(root.path(), "t/b1", Interface::V1),
             fake_cgroup(root.path(), "t/b2", Interface::V1),
         ];
-        let run = || -> CliResult {
+        let run = || -> ExpResult {
             let mut guard = LimitGuard::new(&cgs, 8, 16);
             guard.limit(0, (20, 10))?;
             guard.limit(1, (5, 6))?;

@@ -23,10 +23,10 @@ use tierlab_policies::atsmf::analyzer::{ExtractParams, Group, Tracked, Tracker, 
 use tierlab_trace::units::{format_size_bytes, parse_size_bytes};
 use tierlab_trace::{DeviceTable, IoRecord, Op, RecordStream, TimeBase};
 
-use crate::CliResult;
-use crate::cache_cmd::{check_policy, parse_page_size};
+use crate::ExpResult;
+use crate::input::{InputArgs, report_skipped};
+use crate::input::{check_policy, parse_page_size};
 use crate::plot::{Heatmap, heatmap_svg};
-use crate::trace_cmd::{InputArgs, report_skipped};
 
 #[derive(Subcommand)]
 pub enum AnalyzeCommand {
@@ -100,7 +100,7 @@ pub struct ConcentrationsArgs {
     pub json: bool,
 }
 
-pub fn run(cmd: AnalyzeCommand) -> CliResult {
+pub fn run(cmd: AnalyzeCommand) -> ExpResult {
     match cmd {
         AnalyzeCommand::Concentrations(args) => run_concentrations(args),
     }
@@ -826,7 +826,7 @@ fn ratio(a: u64, b: u64) -> Option<f64> {
 fn write_file(
     path: &Path,
     write: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
-) -> CliResult {
+) -> ExpResult {
     let f = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut w = BufWriter::new(f);
     write(&mut w)
@@ -840,7 +840,7 @@ fn pass(
     args: &ConcentrationsArgs,
     cfg: &Config,
     mut each: impl FnMut(u64, &IoRecord, u64) -> Result<(), String>,
-) -> CliResult<(Window, DeviceTable, u64)> {
+) -> ExpResult<(Window, DeviceTable, u64)> {
     let mut reader = args.input.open()?;
     if reader.time_base() == TimeBase::None {
         return Err(format!(
@@ -866,7 +866,7 @@ fn pass(
     Ok((window, devices, record_no))
 }
 
-fn run_concentrations(args: ConcentrationsArgs) -> CliResult {
+fn run_concentrations(args: ConcentrationsArgs) -> ExpResult {
     let cfg = Config::from_args(&args)?;
     let page_size = parse_page_size(&args.page_size)?;
     let policy = check_policy(&args.cache_policy)?;
@@ -1035,7 +1035,7 @@ fn run_concentrations(args: ConcentrationsArgs) -> CliResult {
     Ok(())
 }
 
-fn write_outputs(dir: &Path, an: &Analysis, summary: &Summary, lun_sub_luns: u32) -> CliResult {
+fn write_outputs(dir: &Path, an: &Analysis, summary: &Summary, lun_sub_luns: u32) -> ExpResult {
     let n = lun_sub_luns as usize;
     // Long format, every cell (zeros too): `pivot` gives the matrix.
     write_file(&dir.join("heatmap.csv"), |w| {

@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::CliResult;
+use crate::ExpResult;
 
 /// A numeric row holds within this relative distance of the paper.
 pub const TOLERANCE: f64 = 0.25;
@@ -131,7 +131,7 @@ fn csv_field(s: &str) -> String {
 }
 
 /// Writes `paper_vs_ours.csv` (columns `quantity,workload,paper,ours,ratio,verdict,why`).
-pub fn write_csv(dir: &Path, rows: &[Comparison]) -> CliResult {
+pub fn write_csv(dir: &Path, rows: &[Comparison]) -> ExpResult {
     let mut csv = String::from("quantity,workload,paper,ours,ratio,verdict,why\n");
     for r in rows {
         let ratio = if r.paper.abs() >= NEAR_ZERO && r.ours.is_finite() {

@@ -19,7 +19,7 @@ use clap::Args;
 use serde_json::{Value, json};
 use tierlab_sim::config::SimConfig;
 
-use crate::CliResult;
+use crate::ExpResult;
 use crate::plot::{Chart, Series, line_chart_svg};
 
 mod paper;
@@ -145,7 +145,7 @@ struct EvalRun {
     host_ios: u64,
 }
 
-fn run_config(config: &SimConfig) -> CliResult<EvalRun> {
+fn run_config(config: &SimConfig) -> ExpResult<EvalRun> {
     let params = controller_params(config)?;
     let result = crate::progress::run_sim(config, Path::new("."), "qos")?;
     let names = &result.counter_names;
@@ -354,7 +354,7 @@ fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
     (n > 0).then(|| s / n as f64)
 }
 
-fn write_series(dir: &Path, rows: &[Row]) -> CliResult {
+fn write_series(dir: &Path, rows: &[Row]) -> ExpResult {
     let mut csv = String::from(
         "time_s,a_iops,b_iops,a_target_iops,b_demand_iops,b_cap_iops,util_pct,busy_pct_per_iops,bpi_level,bpi_deviation,saturated,saturated_samples_total,target_busy_pct,event\n",
     );
@@ -382,7 +382,7 @@ fn write_series(dir: &Path, rows: &[Row]) -> CliResult {
     Ok(())
 }
 
-fn plots(dir: &Path, title: &str, run: &EvalRun) -> CliResult {
+fn plots(dir: &Path, title: &str, run: &EvalRun) -> ExpResult {
     let rows = &run.rows;
     let pts = |f: &dyn Fn(&Row) -> f64| -> Vec<(f64, f64)> {
         rows.iter().map(|r| (r.time_s, f(r))).collect()
@@ -459,7 +459,7 @@ fn plots(dir: &Path, title: &str, run: &EvalRun) -> CliResult {
     Ok(())
 }
 
-fn parse_eval(e: &Evaluation, overrides: &[String]) -> CliResult<SimConfig> {
+fn parse_eval(e: &Evaluation, overrides: &[String]) -> ExpResult<SimConfig> {
     Ok(tierlab_sim::config::parse(e.text, e.path, overrides)?)
 }
 
@@ -468,7 +468,7 @@ fn parse_eval(e: &Evaluation, overrides: &[String]) -> CliResult<SimConfig> {
 /// Uncapped IOPS of A only, B only and A+B on the array with `workload`
 /// for both, 10 closed-loop threads each, 60 s; `size_bytes` overrides the
 /// generator's request size (the backup-size variant).
-fn capacity(workload: &str, size_bytes: Option<&str>) -> CliResult<Value> {
+fn capacity(workload: &str, size_bytes: Option<&str>) -> ExpResult<Value> {
     let mut out = serde_json::Map::new();
     for (key, keep) in [
         ("a_only_iops", [true, false]),
@@ -616,7 +616,7 @@ const LIMIT_RUN_S: f64 = 140.0;
 const LIMIT_WARMUP_S: f64 = 20.0;
 
 /// B's token-bucket phase in the evaluation configs.
-fn b_window_offset_s() -> CliResult<f64> {
+fn b_window_offset_s() -> ExpResult<f64> {
     let config = parse_eval(&EVALUATIONS[1], &[])?;
     let params = controller_params(&config)?;
     Ok(config
@@ -629,7 +629,7 @@ fn b_window_offset_s() -> CliResult<f64> {
 /// One point: A and B closed-loop (10 threads each) at their own limits on
 /// the evaluation array, B's windows at `b_offset_s`; `%util` and IOPS of
 /// the array as iostat shows them in 20 s samples (the first left out).
-fn limit_point(mix: &LimitMix, a_iops: f64, b_iops: f64, b_offset_s: f64) -> CliResult<Value> {
+fn limit_point(mix: &LimitMix, a_iops: f64, b_iops: f64, b_offset_s: f64) -> ExpResult<Value> {
     let mut doc: toml::Table = toml::from_str(EVALUATIONS[1].text)?;
     doc.remove("policy");
     let table = |kv: &[(&str, toml::Value)]| {
@@ -696,7 +696,7 @@ fn limit_point(mix: &LimitMix, a_iops: f64, b_iops: f64, b_offset_s: f64) -> Cli
 /// The proportional-limit curves (our Figs. 3-5): `%util` against IOPS for
 /// each load mix, with B's windows as in the evaluations and aligned with
 /// A's; plots in `DIR/limit/`.
-fn limit_curves(out: &Path) -> CliResult<Value> {
+fn limit_curves(out: &Path) -> ExpResult<Value> {
     let offset = b_window_offset_s()?;
     let dir = out.join("limit");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -709,7 +709,7 @@ fn limit_curves(out: &Path) -> CliResult<Value> {
                 .points
                 .iter()
                 .map(|&(a, b)| limit_point(mix, a, b, b_offset))
-                .collect::<CliResult<Vec<Value>>>()?;
+                .collect::<ExpResult<Vec<Value>>>()?;
             // The highest load with no saturated sample, and the busy time
             // per IO there and once saturated (the paper's d and c).
             let below = points
@@ -779,7 +779,7 @@ fn spread(runs: &[Value], key: &str) -> Value {
     json!({"min": min, "mean": v.iter().sum::<f64>() / v.len() as f64, "max": max, "runs": v.len()})
 }
 
-pub fn run(args: QosArgs) -> CliResult {
+pub fn run(args: QosArgs) -> ExpResult {
     let started = std::time::Instant::now();
     let out = &args.out;
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;

@@ -31,7 +31,7 @@ use tierlab_core::device::DeviceState;
 use tierlab_core::{Op, TimeNs};
 use tierlab_sim::Observer;
 
-use crate::CliResult;
+use crate::ExpResult;
 use crate::plot::{Chart, Series, line_chart_svg};
 
 mod paper;
@@ -180,7 +180,7 @@ fn counter(list: &[(&'static str, f64)], name: &str) -> Option<f64> {
     list.iter().find(|(k, _)| *k == name).map(|(_, v)| *v)
 }
 
-fn run_one(spec: Spec, dir: &Path) -> CliResult<Row> {
+fn run_one(spec: Spec, dir: &Path) -> ExpResult<Row> {
     let name = spec.name();
     let path = dir.join("configs").join(format!("{name}.toml"));
     std::fs::write(&path, &spec.config)?;
@@ -318,7 +318,7 @@ fn toml_str(s: &str) -> String {
 /// fio's randwrite with its default random map: every 4 KiB block of the
 /// region written exactly once, in a seeded random order. Written as an MSR
 /// trace (timestamps do not matter: the driver is closed-loop).
-fn fio_trace(path: &Path, region_bytes: u64, seed: u64) -> CliResult {
+fn fio_trace(path: &Path, region_bytes: u64, seed: u64) -> ExpResult {
     let blocks = region_bytes / 4096;
     let mut order: Vec<u64> = (0..blocks).collect();
     // Fisher–Yates with splitmix64: deterministic for a seed.
@@ -350,7 +350,7 @@ fn fio_trace(path: &Path, region_bytes: u64, seed: u64) -> CliResult {
 
 // ---- experiments --------------------------------------------------------------
 
-fn mapping_specs(a: &HswdArgs, dir: &Path) -> CliResult<Vec<Spec>> {
+fn mapping_specs(a: &HswdArgs, dir: &Path) -> ExpResult<Vec<Spec>> {
     let s = if a.quick { 8 } else { 1 };
     let band = 32 * MIB / s;
     let pcache = 256 * MIB / s;
@@ -410,7 +410,7 @@ fn check_trace(path: &Path, format: Option<&str>) -> Result<(), String> {
     Ok(())
 }
 
-fn policy_specs(a: &HswdArgs) -> CliResult<Vec<Spec>> {
+fn policy_specs(a: &HswdArgs) -> ExpResult<Vec<Spec>> {
     let s = if a.quick { 8 } else { 1 };
     let scale = 1.0 / s as f64;
     let band = 32 * MIB / s;
@@ -750,7 +750,7 @@ fn opt3(v: Option<f64>) -> String {
     v.map_or(String::new(), |v| format!("{v:.3}"))
 }
 
-fn write_table(dir: &Path, rows: &[Row]) -> CliResult {
+fn write_table(dir: &Path, rows: &[Row]) -> ExpResult {
     let mut csv = String::from(
         "experiment,workload,system,mapping,policy,pcache_bytes,iops,mean_latency_ms,max_latency_ms,\
          mean_read_latency_ms,mean_write_latency_ms,rmw_count,write_hit_ratio\n",
@@ -779,7 +779,7 @@ fn write_table(dir: &Path, rows: &[Row]) -> CliResult {
     Ok(())
 }
 
-fn write_series(dir: &Path, rows: &[Row]) -> CliResult {
+fn write_series(dir: &Path, rows: &[Row]) -> ExpResult {
     let mut iops = String::from("run,bucket_end_s,iops\n");
     let mut windows = String::from("run,requests,mean_latency_ms\n");
     for r in rows {
@@ -806,7 +806,7 @@ fn write_series(dir: &Path, rows: &[Row]) -> CliResult {
     Ok(())
 }
 
-fn plots(dir: &Path, rows: &[Row]) -> CliResult {
+fn plots(dir: &Path, rows: &[Row]) -> ExpResult {
     let pick = |f: &dyn Fn(&Spec) -> bool| rows.iter().filter(|r| f(&r.spec)).collect::<Vec<_>>();
     // 1. IOPS per 4 s, fully vs set.
     let fio = pick(&|s| s.experiment == "mapping");
@@ -963,7 +963,7 @@ fn plots(dir: &Path, rows: &[Row]) -> CliResult {
     Ok(())
 }
 
-pub fn run(a: HswdArgs) -> CliResult {
+pub fn run(a: HswdArgs) -> ExpResult {
     const EXPERIMENTS: [&str; 3] = ["mapping", "policies", "systems"];
     for e in &a.only {
         if !EXPERIMENTS.contains(&e.as_str()) {

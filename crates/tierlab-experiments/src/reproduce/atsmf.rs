@@ -34,7 +34,7 @@ use tierlab_trace::generate::{GeneratorParams, KvParams};
 use tierlab_trace::slice::{Slice, SliceSpec};
 use tierlab_trace::{ReadOptions, TraceReader};
 
-use crate::CliResult;
+use crate::ExpResult;
 use crate::plot::{Chart, Series, line_chart_svg};
 
 mod paper;
@@ -210,7 +210,7 @@ struct Row {
 
 const SYSTEMS: [&str; 4] = ["flash", "atsmf", "flashcache", "arc"];
 
-fn preset_workloads(args: &AtsmfArgs) -> CliResult<Vec<Workload>> {
+fn preset_workloads(args: &AtsmfArgs) -> ExpResult<Vec<Workload>> {
     let wanted: Option<Vec<String>> = args
         .only
         .as_ref()
@@ -283,10 +283,10 @@ fn sensitivity(
     seed: u64,
     base_mem: f64,
     base_peak: u64,
-) -> CliResult<paper::Sensitivity> {
+) -> ExpResult<paper::Sensitivity> {
     let (preset, params) = w.generator.as_ref().expect("a preset");
     // ATSMF alone on the preset with one more generator parameter.
-    let run_with = |extra: String, suffix: String| -> CliResult<Value> {
+    let run_with = |extra: String, suffix: String| -> ExpResult<Value> {
         let all = if params.is_empty() {
             extra
         } else {
@@ -369,7 +369,7 @@ fn copy_depth_runs(
     workloads: &[Workload],
     rows: &[Row],
     seed: u64,
-) -> CliResult<Vec<paper::CopyDepth>> {
+) -> ExpResult<Vec<paper::CopyDepth>> {
     let mut out = Vec::new();
     let mut csv = String::from("workload,move_iodepth,atsmf_rt_ratio_vs_flash,mem_access_ratio\n");
     for w in workloads.iter().filter(|w| w.generator.is_some()) {
@@ -401,7 +401,7 @@ fn copy_depth_runs(
 
 /// Slices a real trace to its window, rebased to start at its first kept
 /// record, as a native file under `dir/traces`.
-fn trace_workload(spec: &str, dir: &Path, mode: ScaleMode) -> CliResult<Workload> {
+fn trace_workload(spec: &str, dir: &Path, mode: ScaleMode) -> ExpResult<Workload> {
     let (name, rest) = spec
         .split_once('=')
         .ok_or_else(|| format!("--trace {spec:?}: expected NAME=PATH[@START_MIN-END_MIN]"))?;
@@ -533,7 +533,7 @@ fn human_bytes(b: u64) -> String {
 
 /// `scale.csv`: the ATSMF settings each workload ran with and what they
 /// give.
-fn write_scale(dir: &Path, workloads: &[Workload]) -> CliResult {
+fn write_scale(dir: &Path, workloads: &[Workload]) -> ExpResult {
     let mut csv = String::from(
         "workload,sub_lun_bytes,period_s,collect_s,top_n,sub_luns,trace_span_s,periods,ios_per_period,warning\n",
     );
@@ -650,7 +650,7 @@ fn run_one(
     system: &str,
     seed: u64,
     cache_bytes: u64,
-) -> CliResult<RunOut> {
+) -> ExpResult<RunOut> {
     let text = config_text(w, system, seed, cache_bytes);
     let config_path = dir
         .join("configs")
@@ -707,7 +707,7 @@ fn row(workload: &str, system: &'static str, s: &Value, flash_rt_ms: f64, peak: 
 }
 
 /// `time_s,memory_bytes` from ATSMF's policy series.
-fn memory_series(run_dir: &Path) -> CliResult<Vec<(f64, f64)>> {
+fn memory_series(run_dir: &Path) -> ExpResult<Vec<(f64, f64)>> {
     let text = std::fs::read_to_string(run_dir.join("policy_series.csv"))?;
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
@@ -724,7 +724,7 @@ fn memory_series(run_dir: &Path) -> CliResult<Vec<(f64, f64)>> {
 }
 
 /// The CDF points of `scope` in a run's latency_cdf.csv.
-fn cdf(run_dir: &Path, scope: &str) -> CliResult<Vec<(f64, f64)>> {
+fn cdf(run_dir: &Path, scope: &str) -> ExpResult<Vec<(f64, f64)>> {
     let text = std::fs::read_to_string(run_dir.join("latency_cdf.csv"))?;
     Ok(text
         .lines()
@@ -737,7 +737,7 @@ fn cdf(run_dir: &Path, scope: &str) -> CliResult<Vec<(f64, f64)>> {
         .collect())
 }
 
-fn write_table(dir: &Path, rows: &[Row]) -> CliResult {
+fn write_table(dir: &Path, rows: &[Row]) -> ExpResult {
     let mut csv = String::from(
         "workload,system,mean_rt_ms,rt_ratio_vs_flash,mem_access_ratio,peak_mem_bytes,background_tail_s\n",
     );
@@ -759,7 +759,7 @@ fn write_table(dir: &Path, rows: &[Row]) -> CliResult {
 }
 
 /// Memory-consumption and CDF files and charts of one workload.
-fn figures(dir: &Path, w: &Workload, runs: &[(&'static str, RunOut)]) -> CliResult {
+fn figures(dir: &Path, w: &Workload, runs: &[(&'static str, RunOut)]) -> ExpResult {
     let get = |system: &str| runs.iter().find(|(s, _)| *s == system).map(|(_, r)| &r.dir);
     let atsmf_dir = get("atsmf").ok_or("no ATSMF run")?;
     let memory = memory_series(atsmf_dir)?;
@@ -833,7 +833,7 @@ fn figures(dir: &Path, w: &Workload, runs: &[(&'static str, RunOut)]) -> CliResu
     Ok(())
 }
 
-pub fn run(args: AtsmfArgs) -> CliResult {
+pub fn run(args: AtsmfArgs) -> ExpResult {
     let dir = &args.out;
     std::fs::create_dir_all(dir.join("configs"))?;
     let mut workloads = preset_workloads(&args)?;

@@ -4,13 +4,13 @@
 
 use clap::Subcommand;
 
-use crate::CliResult;
+use crate::ExpResult;
 
-pub(crate) mod atsmf;
-mod hswd;
-mod paper_vs_ours;
-mod qos;
-mod raid;
+pub mod atsmf;
+pub mod hswd;
+pub mod paper_vs_ours;
+pub mod qos;
+pub mod raid;
 
 #[derive(Subcommand)]
 pub enum ReproduceCommand {
@@ -24,7 +24,7 @@ pub enum ReproduceCommand {
     Raid(raid::RaidArgs),
 }
 
-pub fn run(cmd: ReproduceCommand) -> CliResult {
+pub fn run(cmd: ReproduceCommand) -> ExpResult {
     match cmd {
         ReproduceCommand::Atsmf(args) => atsmf::run(args),
         ReproduceCommand::Qos(args) => qos::run(args),

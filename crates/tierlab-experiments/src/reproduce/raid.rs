@@ -38,7 +38,7 @@ use tierlab_core::device::DeviceState;
 use tierlab_core::{Op, TimeNs};
 use tierlab_sim::Observer;
 
-use crate::CliResult;
+use crate::ExpResult;
 use crate::plot::{Chart, Series, line_chart_svg};
 
 mod paper;
@@ -193,7 +193,7 @@ fn run_one(
     config: &'static str,
     workload_toml: &str,
     setup: Setup,
-) -> CliResult<Option<Row>> {
+) -> ExpResult<Option<Row>> {
     let dir = &args.out;
     let seed = args.seed;
     let iodepth = setup.iodepth;
@@ -291,7 +291,7 @@ fn variants(
     args: &RaidArgs,
     workloads: &[(String, String)],
     rows: &[Row],
-) -> CliResult<Vec<paper::Variant>> {
+) -> ExpResult<Vec<paper::Variant>> {
     let mut out = Vec::new();
     let mut csv =
         String::from("workload,variant,single_read_iops,raid1_read_iops,improvement_percent\n");
@@ -348,7 +348,7 @@ fn variants(
     Ok(out)
 }
 
-pub fn run(args: RaidArgs) -> CliResult {
+pub fn run(args: RaidArgs) -> ExpResult {
     if !(args.rate_iops.is_finite() && args.rate_iops > 0.0) {
         return Err(format!("--rate-iops {} is not a positive rate", args.rate_iops).into());
     }

@@ -1,0 +1,63 @@
+//! Options shared by the commands that read one trace (`--format`,
+//! `--skip-bad`, ...) and the cache-policy and page-size checks of the
+//! cache studies.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use tierlab_trace::formats::blkparse;
+use tierlab_trace::{Format, ReadOptions, TraceReader};
+
+use crate::ExpResult;
+
+#[derive(Args, Clone)]
+pub struct InputArgs {
+    /// Trace file (`-` for stdin); .gz/.bz2/.xz/.zst are decompressed transparently.
+    pub input: PathBuf,
+    /// Trace format (detected from the content when omitted).
+    #[arg(long, short = 'f')]
+    pub format: Option<Format>,
+    /// Skip malformed records and report how many, instead of stopping at the first.
+    #[arg(long)]
+    pub skip_bad: bool,
+    /// blkparse: the event that marks an IO, Q or D (default: D if present, else Q).
+    #[arg(long, value_name = "Q|D")]
+    pub blk_event: Option<blkparse::Event>,
+    /// Read any delimited text by a column mapping (implies --format csv),
+    /// e.g. "time=2,op=3,size=4,lbn=5,header" (docs/trace-formats.md).
+    #[arg(long, value_name = "MAPPING")]
+    pub csv_columns: Option<tierlab_trace::formats::csv::CsvColumns>,
+}
+
+impl InputArgs {
+    pub fn open(&self) -> ExpResult<TraceReader> {
+        let options = ReadOptions {
+            format: self.format,
+            skip_bad: self.skip_bad,
+            blkparse_event: self.blk_event,
+            csv: self.csv_columns.clone(),
+        };
+        Ok(TraceReader::open(&self.input, &options)?)
+    }
+}
+
+/// Reports records skipped under --skip-bad, so nothing is dropped silently.
+pub fn report_skipped(reader: &TraceReader) {
+    if reader.skipped_bad() > 0 {
+        eprintln!(
+            "tierlab: warning: skipped {} malformed records in {} (--skip-bad)",
+            reader.skipped_bad(),
+            reader.path().display()
+        );
+    }
+}
+
+/// Parses the page size (a whole number of 512-byte sectors).
+pub fn parse_page_size(text: &str) -> Result<u32, String> {
+    tierlab_cache::size::parse_page_size(text, "--page-size")
+}
+
+/// Checks a policy name ([`tierlab_cache::policies::canonical_name`]).
+pub fn check_policy(name: &str) -> Result<String, String> {
+    tierlab_cache::policies::canonical_name(name).map(str::to_string)
+}
