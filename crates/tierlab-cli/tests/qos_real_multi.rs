@@ -343,6 +343,26 @@ fn qos_run_guarantees_two_fio_tenants_their_iops_on_an_emulated_raid5() {
         eprintln!("emulator summary:\n{emu_report}");
     }
 
+    // Each lowering is logged with its c, d and C, and moved X by the
+    // paper's rule: New X = X − (c − d)·C·y (y = 0.5; floor 10 %).
+    let mut x_before = INITIAL_X;
+    for r in &qlog.rows {
+        let x = qlog.num(r, "target_busy_pct");
+        if qlog.str(r, "event") == "lowered" {
+            let c = qlog.num(r, "c_busy_pct_per_iops");
+            let d = qlog.num(r, "d_busy_pct_per_iops");
+            let big_c = qlog.num(r, "big_c_total_iops");
+            let expected = (x_before - (c - d) * big_c * 0.5).max(10.0);
+            assert!(
+                (x - expected).abs() < 1e-6 * x_before,
+                "lowering at {}: X {x_before} -> {x}, c {c}, d {d}, C {big_c} (expected {expected})",
+                qlog.num(r, "time_s")
+            );
+        } else {
+            assert!(qlog.num(r, "c_busy_pct_per_iops").is_nan());
+        }
+        x_before = x;
+    }
     // The log: the totals are the per-tenant sums; the caps split the budget.
     for r in &qlog.rows {
         let t = qlog.num(r, "time_s");

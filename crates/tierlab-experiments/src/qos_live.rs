@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
-use tierlab_policies::qos::{BusyRateController, BusyRateParams, Decision, SampleInput};
+use tierlab_policies::qos::{BusyRateController, BusyRateParams, Decision, Event, SampleInput};
 
 use crate::ExpResult;
 
@@ -577,8 +577,12 @@ impl Drop for LimitGuard<'_> {
     }
 }
 
-/// The totals' columns (one guaranteed and one throttled tenant: the whole log).
-const LOG_HEADER: &str = "time_s,elapsed_s,util_pct,r_s,w_s,iops,a_iops,b_iops,a_target_iops,busy_pct_per_iops,saturated,saturated_in_window,saturated_samples_total,target_busy_pct,event,extra_cut_iops,b_cap_iops,b_riops,b_wiops";
+/// The totals' columns (one guaranteed and one throttled tenant: the whole
+/// log). `c_*`, `d_*`, `big_c_*`: the lowering's c, d and C (docs/qos.md,
+/// point 2), filled on `lowered` samples only.
+const LOG_HEADER: &str = "time_s,elapsed_s,util_pct,r_s,w_s,iops,a_iops,b_iops,a_target_iops,busy_pct_per_iops,saturated,saturated_in_window,saturated_samples_total,target_busy_pct,event,c_busy_pct_per_iops,d_busy_pct_per_iops,big_c_total_iops,extra_cut_iops,b_cap_iops,b_riops,b_wiops";
+/// Columns of [`LOG_HEADER`].
+const LOG_TOTAL_COLUMNS: usize = 22;
 
 /// The log's header: the totals, then per guaranteed tenant i (1-based, in
 /// the order of the --guarantee options) `ai_iops,ai_target_iops`, then per
@@ -646,11 +650,19 @@ fn log_row(
         d.saturated_total.to_string(),
         d.target_busy_pct.to_string(),
         d.event.name().to_string(),
-        d.extra_cut_iops.to_string(),
-        opt(d.b_cap_iops),
-        r,
-        w,
     ];
+    match d.event {
+        Event::Lowered {
+            c_busy_pct_per_iops,
+            d_busy_pct_per_iops,
+            c_total_iops,
+        } => f.extend(
+            [c_busy_pct_per_iops, d_busy_pct_per_iops, c_total_iops].map(|v| v.to_string()),
+        ),
+        _ => f.extend([String::new(), String::new(), String::new()]),
+    }
+    f.extend([d.extra_cut_iops.to_string(), opt(d.b_cap_iops), r, w]);
+    debug_assert_eq!(f.len(), LOG_TOTAL_COLUMNS);
     for t in a {
         f.push(t.iops.to_string());
         f.push(t.target_iops.to_string());
@@ -1311,9 +1323,10 @@ mod tests {
         assert!((cap - (95.0 - 36.0) / 0.6).abs() < 1e-9);
         let header = log_header(2, 2);
         let cols: Vec<&str> = header.split(',').collect();
-        assert_eq!(cols.len(), 19 + 2 * 2 + 2 * 4);
+        assert_eq!(LOG_HEADER.split(',').count(), LOG_TOTAL_COLUMNS);
+        assert_eq!(cols.len(), LOG_TOTAL_COLUMNS + 2 * 2 + 2 * 4);
         assert_eq!(
-            &cols[19..],
+            &cols[LOG_TOTAL_COLUMNS..],
             &[
                 "a1_iops",
                 "a1_target_iops",
@@ -1361,6 +1374,33 @@ mod tests {
             ("30", "50", "24")
         );
         assert_eq!(at("event"), "none");
+        assert_eq!(
+            (
+                at("c_busy_pct_per_iops"),
+                at("d_busy_pct_per_iops"),
+                at("big_c_total_iops")
+            ),
+            ("", "", "")
+        );
+        // A lowering's c, d and C are logged with it.
+        let mut lowered = d;
+        lowered.event = Event::Lowered {
+            c_busy_pct_per_iops: 0.93,
+            d_busy_pct_per_iops: 0.891,
+            c_total_iops: 107.0,
+        };
+        let row = log_row(&lowered, 120.0, 30.0, 2.0, &a, &b);
+        let f: Vec<&str> = row.split(',').collect();
+        let at = |k: &str| f[cols.iter().position(|c| *c == k).unwrap()];
+        assert_eq!(
+            (
+                at("event"),
+                at("c_busy_pct_per_iops"),
+                at("d_busy_pct_per_iops"),
+                at("big_c_total_iops")
+            ),
+            ("lowered", "0.93", "0.891", "107")
+        );
         // Not capped yet: empty cells, same width; one tenant each: the old header.
         let none = [ThrottledRow {
             iops: 5.0,
