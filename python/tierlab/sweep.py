@@ -34,15 +34,20 @@ writes DIR.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
+import logging
 import os
+import re
+import signal
 import sys
 import tempfile
+import threading
 import time
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +59,10 @@ if TYPE_CHECKING:
 _SWEEP_KEYS = {"configs", "traces", "trace_key", "set"}
 # summary.json top-level numbers that describe the run's clock, not results.
 _NOT_METRICS = {"start_ns", "end_ns", "interval_ns", "intervals", "series_truncated"}
+# Terminal colour/cursor escapes (Ray colours its task-error headers).
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# The first line of a Ray task error: `ray::run_point() (pid=1, ip=10.0.0.1)`.
+_RAY_HEADER = re.compile(r"^ray::\S+ \(pid=\d+, ip=[^)]*\)$")
 
 
 class SweepError(ValueError):
@@ -309,11 +318,48 @@ def _progress(total: int, done: int, quiet: bool, desc: str):
     return tqdm(total=total, initial=done, unit=" point", desc=desc, disable=quiet, delay=1.0)
 
 
+def _error_message(e: BaseException) -> str:
+    """The text a failed point reports: the exception's own message
+    (e.g. tierlab's config error), without terminal escapes or a Ray
+    task header, so error.txt and the summary read the same locally and
+    on Ray."""
+    text = _ANSI.sub("", str(e)).strip()
+    lines = text.splitlines()
+    if lines and _RAY_HEADER.match(lines[0].strip()):
+        text = "\n".join(lines[1:]).strip()
+    return text or type(e).__name__
+
+
+def _init_worker(tmp_root: str) -> None:
+    """Worker initializer. Ctrl-C (sent to the whole process group) is the
+    driver's to handle: it stops the workers itself. Their temporary
+    folders go under the driver's, which it removes even when it had to
+    end them mid-point."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    tempfile.tempdir = tmp_root
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Ends the pool's processes now: their running points are lost on an
+    interrupt anyway, and waiting for them could take as long as a point."""
+    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14+
+    if terminate is not None:
+        terminate()
+        return
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        proc.terminate()
+
+
 def _run_local(todo: list[Point], jobs: int, on_done, on_error) -> None:
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+    with (
+        tempfile.TemporaryDirectory(prefix="tierlab-sweep-") as tmp_root,
+        ProcessPoolExecutor(
+            max_workers=jobs, mp_context=ctx, initializer=_init_worker, initargs=(tmp_root,)
+        ) as pool,
+    ):
         futures = {pool.submit(run_point, p.config_path, p.overrides): p for p in todo}
         pending = set(futures)
         try:
@@ -326,26 +372,35 @@ def _run_local(todo: list[Point], jobs: int, on_done, on_error) -> None:
                     except Exception as e:  # noqa: BLE001 - recorded per point
                         on_error(point, e)
         except BaseException:
-            for f in pending:
-                f.cancel()
+            # Not f.cancel(): the pool fails its futures itself when its
+            # workers end (and 3.11 then errs on cancelled ones).
+            _stop_workers(pool)
             raise
 
 
-def _run_ray(todo: list[Point], address: str, on_done, on_error) -> None:
+def _run_ray(todo: list[Point], address: str, on_done, on_error, quiet: bool = False) -> None:
     try:
         import ray
     except ImportError:
         raise SweepError(
             "--ray needs the `ray` package: pip install 'tierlab[ray]' (or pip install ray)"
         ) from None
-    init_kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False}
-    if address != "local":
-        init_kwargs["address"] = address
+    # Worker output stays on the workers: a point's error comes back as its
+    # exception. "local" is passed on: a new instance even when a cluster
+    # runs on this machine.
+    init_kwargs: dict[str, Any] = {"address": address, "log_to_driver": False}
+    if quiet:
+        # Ray logs its connection ("Started a local Ray instance", token
+        # warnings) at INFO/WARNING on the driver's stderr.
+        init_kwargs["logging_level"] = logging.ERROR
+        if address == "local":
+            init_kwargs["include_dashboard"] = False
     started_here = not ray.is_initialized()
-    try:
-        ray.init(**init_kwargs)
-    except (ConnectionError, RuntimeError, ValueError) as e:
-        raise SweepError(f"--ray {address}: cannot connect to a Ray cluster: {e}") from None
+    if started_here:  # else the caller's connection is used as it is
+        try:
+            ray.init(**init_kwargs)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise SweepError(f"--ray {address}: cannot connect to a Ray cluster: {e}") from None
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(run_point)
         refs = {remote.remote(p.config_path, p.overrides): p for p in todo}
@@ -356,9 +411,16 @@ def _run_ray(todo: list[Point], address: str, on_done, on_error) -> None:
                 point = refs[ref]
                 try:
                     on_done(point, ray.get(ref))
+                except ray.exceptions.RayTaskError as e:
+                    # Its text is a coloured `ray::run_point()` header and
+                    # the worker's traceback; the cause is the point's error.
+                    cause = e.cause if isinstance(e.cause, BaseException) else e
+                    on_error(point, cause)
                 except Exception as e:  # noqa: BLE001 - recorded per point
                     on_error(point, e)
     finally:
+        # Also on Ctrl-C: disconnecting ends this driver's job, whose tasks
+        # the cluster then stops (a local instance stops altogether).
         if started_here:
             ray.shutdown()
 
@@ -381,7 +443,9 @@ def run_sweep(
     points (``points/ID/done.json``) are skipped. Points that fail are
     reported in ``points/ID/error.txt`` and in the raised
     :class:`SweepFailed`, after every other point ran and results.csv was
-    written.
+    written. Ctrl-C stops the workers, writes results.csv for the finished
+    points and raises :class:`SweepInterrupted` (a ``KeyboardInterrupt``).
+    ``quiet``: no progress bar or messages, and no Ray log lines but errors.
     """
     sweep = load_sweep(sweep_file, set)
     d = Path(out)
@@ -408,25 +472,30 @@ def run_sweep(
         bar.update(1)
 
     def on_error(point: Point, e: BaseException) -> None:
-        message = str(e).strip() or type(e).__name__
+        message = _error_message(e)
         sweep.failed[point.id] = message
         pdir = d / "points" / point.id
         pdir.mkdir(parents=True, exist_ok=True)
         (pdir / "error.txt").write_text(message + "\n", encoding="utf-8")
         bar.update(1)
 
+    interrupted = False
     try:
         if todo:
             if ray:
-                _run_ray(todo, ray, on_done, on_error)
+                _run_ray(todo, ray, on_done, on_error, quiet)
             else:
                 n = jobs or os.cpu_count() or 1
                 if n < 1:
                     raise SweepError(f"--jobs {n}: must be at least 1")
                 _run_local(todo, min(n, len(todo)), on_done, on_error)
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
-        bar.close()
+        bar.close()  # ends the bar's line
         frame = _write_results(d, sweep)
+    if interrupted:
+        raise SweepInterrupted(len(frame), len(sweep.points), d)
     if not quiet:
         print(
             f"tierlab sweep: {len(frame)} of {len(sweep.points)} points in results.csv "
@@ -436,6 +505,18 @@ def run_sweep(
     if sweep.failed:
         raise SweepFailed(sweep.failed, d)
     return frame
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped the sweep; the finished points are kept (and in
+    results.csv), so the same command resumes it."""
+
+    def __init__(self, done: int, total: int, dir: Path):  # noqa: A002
+        self.done, self.total = done, total
+        super().__init__(
+            f"interrupted; {done} of {total} points done (kept in {dir / 'points'}); "
+            "re-run the same command to resume"
+        )
 
 
 class SweepFailed(RuntimeError):
@@ -448,6 +529,27 @@ class SweepFailed(RuntimeError):
             f"{len(failed)} point(s) failed (details in {dir}/points/ID/error.txt; re-run to retry them):\n"
             + "\n".join(lines)
         )
+
+
+@contextlib.contextmanager
+def _python_signals() -> Iterator[None]:
+    """Python's own SIGINT and SIGPIPE handling for the sweep. The console
+    script lets both kill the process (right for the Rust commands), but a
+    sweep catches Ctrl-C to keep its points and say how to resume, and then
+    stops its workers, whose pipes must not kill it (EPIPE instead)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    wanted = {signal.SIGINT: signal.default_int_handler}
+    if hasattr(signal, "SIGPIPE"):
+        wanted[signal.SIGPIPE] = signal.SIG_IGN
+    previous = {sig: signal.signal(sig, handler) for sig, handler in wanted.items()}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 def main(argv: Iterable[str], *, quiet: bool = False) -> int:
@@ -478,13 +580,21 @@ def main(argv: Iterable[str], *, quiet: bool = False) -> int:
         parser.error(f"--jobs {args.jobs}: must be at least 1")
     code = 0
     try:
-        run_sweep(args.sweep_file, args.out, ray=args.ray, jobs=args.jobs, set=args.set, quiet=quiet)
+        with _python_signals():
+            run_sweep(args.sweep_file, args.out, ray=args.ray, jobs=args.jobs, set=args.set, quiet=quiet)
     except SweepError as e:
         print(f"tierlab: error: {e}", file=sys.stderr)
         return 1
     except SweepFailed as e:
         print(f"tierlab: error: {e}", file=sys.stderr)
         code = 1
+    except KeyboardInterrupt as e:
+        # Printed even with --quiet: it explains exit code 130. On a
+        # terminal, "\r" writes over the echoed ^C.
+        cr = "\r" if sys.stderr.isatty() else ""
+        what = str(e) if isinstance(e, SweepInterrupted) else "interrupted"
+        print(f"{cr}tierlab sweep: {what}", file=sys.stderr)
+        return 130
     if args.report:
         from .report import write_report
 
