@@ -35,10 +35,14 @@ pub enum Format {
     Native,
     /// Any delimited text with a column mapping (`ReadOptions::csv`).
     Csv,
+    /// A raw array of little-endian u32 block numbers (4 KiB blocks).
+    Lbn32,
+    /// A raw array of little-endian u64 block numbers (4 KiB blocks).
+    Lbn64,
 }
 
 impl Format {
-    pub const ALL: [Format; 15] = [
+    pub const ALL: [Format; 17] = [
         Format::Msr,
         Format::Umass,
         Format::Blkparse,
@@ -54,6 +58,8 @@ impl Format {
         Format::OracleGeneral,
         Format::Native,
         Format::Csv,
+        Format::Lbn32,
+        Format::Lbn64,
     ];
 
     /// Formats tierlab can write.
@@ -81,6 +87,8 @@ impl Format {
             Format::OracleGeneral => "oracle",
             Format::Native => "native",
             Format::Csv => "csv",
+            Format::Lbn32 => "lbn32",
+            Format::Lbn64 => "lbn64",
         }
     }
 
@@ -120,6 +128,12 @@ impl Format {
             Format::Native => "tierlab native binary (32-byte records, numpy-loadable)",
             Format::Csv => {
                 "any delimited text, with the column mapping given (--csv-columns, e.g. time=2,op=3,size=4,lbn=5,header)"
+            }
+            Format::Lbn32 => {
+                "raw little-endian u32 block numbers, nothing else: each a 4 KiB read, record i at i µs (never detected: give --format)"
+            }
+            Format::Lbn64 => {
+                "raw little-endian u64 block numbers, nothing else: each a 4 KiB read, record i at i µs (never detected: give --format)"
             }
         }
     }

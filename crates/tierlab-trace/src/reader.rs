@@ -146,7 +146,12 @@ pub struct TraceReader {
 /// garbage records or a confusing parse error: refuse it and name the
 /// format detection picks.
 fn check_forced(forced: Format, head: &[u8], path: &Path) -> std::result::Result<(), String> {
-    let binary = |f: Format| matches!(f, Format::Vscsi | Format::OracleGeneral | Format::Native);
+    let binary = |f: Format| {
+        matches!(
+            f,
+            Format::Vscsi | Format::OracleGeneral | Format::Native | Format::Lbn32 | Format::Lbn64
+        )
+    };
     match detect::detect(head, path) {
         Ok(detected) if detected != forced && binary(detected) != binary(forced) => {
             let kind = |f: Format| if binary(f) { "binary" } else { "text" };

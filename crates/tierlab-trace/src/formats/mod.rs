@@ -7,6 +7,7 @@ pub mod csv;
 pub mod disksim;
 pub mod fio;
 pub mod flashnet;
+pub mod lbn;
 pub mod msr;
 pub mod native;
 pub mod oracle;
@@ -77,6 +78,17 @@ pub fn parser_for(
                     .into(),
             ),
         },
+        Format::Lbn32 | Format::Lbn64 => {
+            devices.intern("0");
+            AnyParser::Binary {
+                parser: Box::new(lbn::LbnParser::new(if format == Format::Lbn32 {
+                    4
+                } else {
+                    8
+                })),
+                header_bytes: 0,
+            }
+        }
         Format::Native => AnyParser::Invalid(
             "native traces are opened from a file path (TraceReader::open), not a stream".into(),
         ),
