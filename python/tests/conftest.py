@@ -48,3 +48,19 @@ def atsmf_quick(tmp_path_factory: pytest.TempPathFactory):
 
     out = tmp_path_factory.mktemp("atsmf-quick")
     return tierlab.reproduce("atsmf", quick=True, only="src1_0", out=out)
+
+
+@pytest.fixture(scope="session")
+def raid_quick(tmp_path_factory: pytest.TempPathFactory):
+    """`reproduce("raid", quick=True, report=True)` once per session (seconds)."""
+    import tierlab
+
+    return tierlab.reproduce("raid", quick=True, out=tmp_path_factory.mktemp("raid") / "raid", report=True)
+
+
+@pytest.fixture(scope="session")
+def qos_quick(tmp_path_factory: pytest.TempPathFactory):
+    """`reproduce("qos", quick=True, report=True)` once per session (~20 s)."""
+    import tierlab
+
+    return tierlab.reproduce("qos", quick=True, out=tmp_path_factory.mktemp("qos") / "qos", report=True)

@@ -39,6 +39,38 @@ def test_reproduce_frames_equal_the_files(atsmf_quick) -> None:
         r.run("nope")
 
 
+def csv_files(d: Path) -> list[Path]:
+    """The tables a reproduction wrote: its CSVs, but not the traces it
+    generated or the runs' own outputs (folders in _SKIP_DIRS)."""
+    from tierlab._outputs import _SKIP_DIRS
+
+    return sorted(d.glob("*.csv")) + sorted(p for p in d.glob("*/*.csv") if p.parent.name not in _SKIP_DIRS)
+
+
+def test_every_reproduction_returns_its_files_as_frames(atsmf_quick, raid_quick, qos_quick,
+                                                       tierlab_exe: str, tmp_path: Path) -> None:
+    """tierlab.reproduce for all four systems: every CSV the command wrote
+    is a DataFrame in ``tables``, equal to the file, with the paper-vs-ours
+    verdicts; and Python's run writes byte-identical CSVs to the CLI's."""
+    import subprocess
+
+    hswd = tierlab.reproduce("hswd", quick=True, only="mapping", out=tmp_path / "hswd")
+    for r, kind in ((atsmf_quick, "atsmf"), (hswd, "hswd"), (qos_quick, "qos"), (raid_quick, "raid")):
+        assert r.kind == kind
+        files = csv_files(r.dir)
+        assert {p.relative_to(r.dir).with_suffix("").as_posix() for p in files} == set(r.tables), kind
+        for p in files:
+            pd.testing.assert_frame_equal(r.tables[p.relative_to(r.dir).with_suffix("").as_posix()], pd.read_csv(p))
+        assert set(r.tables["paper_vs_ours"].verdict) <= {"holds", "differs", "not comparable"}, kind
+    for system, r, extra in (("hswd", hswd, ["--only", "mapping"]), ("raid", raid_quick, [])):
+        out = tmp_path / f"cli-{system}"
+        p = subprocess.run([tierlab_exe, "reproduce", system, "--quick", "--out", str(out), *extra],
+                           capture_output=True, text=True)  # fmt: skip
+        assert p.returncode == 0, p.stderr
+        for f in csv_files(r.dir):
+            assert (out / f.relative_to(r.dir)).read_bytes() == f.read_bytes(), f"{system}: {f.name}"
+
+
 def test_reproduce_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="expected one of atsmf, hswd, qos, raid"):
         tierlab.reproduce("ssd", out="x")

@@ -109,12 +109,6 @@ def check_verdicts_first(page: Path, pvo) -> None:
         assert html.escape(r.why) in text, r.quantity
 
 
-@pytest.fixture(scope="module")
-def raid_quick(tmp_path_factory: pytest.TempPathFactory):
-    out = tmp_path_factory.mktemp("raid") / "raid"
-    return tierlab.reproduce("raid", quick=True, out=out, report=True)
-
-
 def test_raid_reproduction_report(raid_quick) -> None:
     assert raid_quick.kind == "raid"
     page = raid_quick.dir / "report.html"
@@ -172,11 +166,6 @@ def test_human_bytes() -> None:
         "8.38 GiB",
         "1 EiB",
     ]
-
-
-@pytest.fixture(scope="module")
-def qos_quick(tmp_path_factory: pytest.TempPathFactory):
-    return tierlab.reproduce("qos", quick=True, out=tmp_path_factory.mktemp("qos") / "qos", report=True)
 
 
 def test_qos_reproduction_report_opens_with_the_verdicts(qos_quick) -> None:
