@@ -156,11 +156,11 @@ def _readable_log_axis(axis: Any, lo: float, hi: float) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
-def _legend_outside(ax: Axes, **kw: Any) -> None:
+def _legend_outside(ax: Axes) -> None:
     """The legend right of the plot, where it cannot cover data."""
-    handles, labels = ax.get_legend_handles_labels()
+    handles, _ = ax.get_legend_handles_labels()
     if handles:
-        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, **kw)
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
 
 
 def _axes(ax: Axes | None, figsize: tuple[float, float] = (7.0, 4.0)) -> Axes:

@@ -236,10 +236,18 @@ def _resets(n: int) -> str:
     return "no reset" if n == 0 else f"reset {_times(n)}"
 
 
-def _identical(table: pd.DataFrame, name: str, metrics: list[str], where: list[str]) -> list[str]:
+def _identical(
+    table: pd.DataFrame,
+    name: str,
+    metrics: list[str],
+    where: list[str],
+    why: Callable[[str, str, dict[str, Any]], str | None] | None = None,
+) -> list[str]:
     """Notes on rows of one group (same ``where`` values) whose every
     metric is equal to the last digit: two systems that should differ but
-    computed the same thing, or a parameter that changed nothing."""
+    computed the same thing, or a parameter that changed nothing. ``why(a,
+    b, group)`` may explain a pair from the runs themselves (``group``: the
+    ``where`` values)."""
     import pandas as pd
 
     metrics = [m for m in metrics if m in table.columns]
@@ -253,11 +261,17 @@ def _identical(table: pd.DataFrame, name: str, metrics: list[str], where: list[s
             if all(pd.isna(v) or v == 0 for v in values):
                 continue
             if values in seen:
-                at = ", ".join(f"{k} {v}" for k, v in zip(where, keys if isinstance(keys, tuple) else (keys,)))
+                group = dict(zip(where, keys if isinstance(keys, tuple) else (keys,)))
+                at = ", ".join(f"{k} {v}" for k, v in group.items())
+                head = f"{seen[values]} and {r[name]} give identical results{f' ({at})' if at else ''}: "
+                reason = why(seen[values], str(r[name]), group) if why else None
                 notes.append(
-                    f"{seen[values]} and {r[name]} give identical results{f' ({at})' if at else ''}: every "
-                    f"metric shown ({', '.join(metrics)}) is equal to the last digit. Check that they differ "
-                    "as configured (or that the workload can tell them apart)."
+                    head
+                    + (
+                        reason
+                        or f"every metric shown ({', '.join(metrics)}) is equal to the last digit. Check that "
+                        "they differ as configured (or that the workload can tell them apart)."
+                    )
                 )
             else:
                 seen[values] = str(r[name])
@@ -317,35 +331,34 @@ def _takeaway_sim(d: Path) -> tuple[list[str], list[str]]:
     return items, notes
 
 
-def _never_filled(d: Path, table: pd.DataFrame, note: str) -> str:
+def _never_filled(d: Path, table: pd.DataFrame) -> Callable[[str, str, dict[str, Any]], str | None]:
     """Why two caches can agree to the last digit: neither filled up, so
-    neither evicted a page and the replacement policy never chose. Adds
-    that to ``note`` when each run's summary shows it (runs/WORKLOAD-SYSTEM)."""
-    import re
+    neither evicted a page and the replacement policy never chose — when
+    each run's summary (runs/WORKLOAD-SYSTEM) shows it."""
 
-    m = re.match(r"(\S+) and (\S+) give identical results \(workload (\S+)\)", note)
-    if not m:
-        return note
-    a, b, workload = m.groups()
-    resident = []
-    for system in (a, b):
-        path = d / "runs" / f"{workload}-{system}" / "summary.json"
-        row = table[(table["workload"] == workload) & (table["system"] == system)]
-        if not path.is_file() or row.empty:
-            return note
-        counters = _json(path).get("run", {}).get("policy_counters", {})
-        if "resident_bytes" not in counters:
-            return note
-        resident.append(int(counters["resident_bytes"]))
-        capacity = int(row["peak_mem_bytes"].iloc[0])
-    if max(resident) >= capacity:
-        return note
-    return (
-        f"{a} and {b} give identical results (workload {workload}): their cache ({human_bytes(capacity)}, "
-        f"ATSMF's peak memory) never filled — {human_bytes(max(resident))} resident at the end — so no page was "
-        "evicted and the replacement policy never had to choose. A smaller cache (or a longer trace) tells "
-        "them apart."
-    )
+    def why(a: str, b: str, group: dict[str, Any]) -> str | None:
+        workload = group["workload"]
+        resident = []
+        capacity = 0
+        for system in (a, b):
+            path = d / "runs" / f"{workload}-{system}" / "summary.json"
+            row = table[(table["workload"] == workload) & (table["system"] == system)]
+            if not path.is_file() or row.empty:
+                return None
+            counters = _json(path).get("run", {}).get("policy_counters", {})
+            if "resident_bytes" not in counters:
+                return None
+            resident.append(int(counters["resident_bytes"]))
+            capacity = int(row["peak_mem_bytes"].iloc[0])
+        if max(resident) >= capacity:
+            return None
+        return (
+            f"their cache ({human_bytes(capacity)}, ATSMF's peak memory) never filled — "
+            f"{human_bytes(max(resident))} resident at the end — so no page was evicted and the replacement "
+            "policy never had to choose. A smaller cache (or a longer trace) tells them apart."
+        )
+
+    return why
 
 
 def _takeaway_atsmf(d: Path, table: pd.DataFrame) -> tuple[list[str], list[str]]:
@@ -370,8 +383,9 @@ def _takeaway_atsmf(d: Path, table: pd.DataFrame) -> tuple[list[str], list[str]]
                 f"{table['workload'].nunique()} workloads ({', '.join(map(str, part['workload']))}): moves or "
                 "write-backs in flight, not counted in its response times (docs/atsmf.md, background_tail_s)."
             )
-    same = _identical(table, "system", ["mean_rt_ms", "mem_access_ratio", "peak_mem_bytes"], ["workload"])
-    notes += [_never_filled(d, table, n) for n in same]
+    notes += _identical(
+        table, "system", ["mean_rt_ms", "mem_access_ratio", "peak_mem_bytes"], ["workload"], _never_filled(d, table)
+    )
     return items, notes
 
 
@@ -516,7 +530,7 @@ def _sweep_labels(d: Path, results: pd.DataFrame) -> pd.Series:
     keys: list[str] = []
     if (d / "sweep.json").is_file():
         meta = _json(d / "sweep.json")
-        keys = [k for k in meta.get("parameters", meta.get("parameter_keys", [])) if k in results.columns]
+        keys = [k for k in meta.get("parameters", []) if k in results.columns]
     cols = [c for c in ("config", "trace") if c in results.columns and results[c].nunique() > 1] + keys
     if not cols:
         return results["point"].map(lambda i: f"point {i}") if "point" in results else pd.Series(dtype=str)
@@ -671,7 +685,7 @@ def _hswd_section(page: _Page, d: Path) -> None:
             ax.set_ylabel("IOPS per 4 s")
             ax.set_ylim(bottom=0)
             ax.grid(True, alpha=0.3)
-            ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+            plots._legend_outside(ax)  # noqa: SLF001 (the package's own helper)
             ax.set_title("mapping experiment: IOPS over time (Fig. 7)")
 
         if mapping_runs:

@@ -563,7 +563,8 @@ struct HostPending {
     /// A device IO one of its parts needed failed: the host IO fails
     /// (`Outbox::failed`) once every part is done.
     failed: Option<IoError>,
-    /// `clean_in_write_path`: the set whose cleaning this write waits for.
+    /// `clean_in_write_path`: the set whose cleaning this write waits for
+    /// (of a write over several sets, the last one queued).
     held_by: Option<usize>,
 }
 
