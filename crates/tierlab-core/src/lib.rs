@@ -11,7 +11,7 @@ pub mod metrics;
 pub mod policy;
 pub mod testkit;
 
-pub use tierlab_trace::Op;
+pub use tierlab_trace::{Op, ParamError};
 
 /// Virtual or wall-clock time in integer nanoseconds.
 pub type TimeNs = u64;

@@ -4,50 +4,34 @@
 
 use std::fmt::Display;
 
-/// Fails unless `min <= value <= max`, with a message that names the
-/// parameter, its value and the allowed range (the same words for every
-/// model, so users learn them once).
+use tierlab_core::ParamError;
+
+/// Fails unless `min <= value <= max`, naming the key, its value and the
+/// allowed range (the same words for every model, so users learn them
+/// once). The caller's caller adds where the key sits (`devices[1]`).
 pub(crate) fn range<T: PartialOrd + Display>(
-    model: &str,
     name: &str,
     value: T,
     min: T,
     max: T,
-) -> Result<(), String> {
-    if value >= min && value <= max {
-        Ok(())
-    } else {
-        Err(format!(
-            "{model}: `{name}` = {value} is out of range; allowed {min} ..= {max}"
-        ))
-    }
+) -> Result<(), ParamError> {
+    ParamError::check_range(name, value, min, max)
 }
 
 /// Like `range` for floats, also rejecting NaN and infinities (a NaN
 /// compares false both ways and would slip through).
-pub(crate) fn range_f64(
-    model: &str,
-    name: &str,
-    value: f64,
-    min: f64,
-    max: f64,
-) -> Result<(), String> {
+pub(crate) fn range_f64(name: &str, value: f64, min: f64, max: f64) -> Result<(), ParamError> {
     if value.is_finite() && value >= min && value <= max {
         Ok(())
     } else {
-        Err(format!(
-            "{model}: `{name}` = {value} is out of range; allowed {min} ..= {max}"
-        ))
+        Err(ParamError::new(name, value, format!("{min} ..= {max}")))
     }
 }
 
-/// The preset lookup error: names the unknown preset and lists the known.
-pub(crate) fn unknown_preset(model: &str, name: &str, known: &[&str]) -> String {
-    format!(
-        "{model}: unknown preset `{name}`{}; known presets: {}",
-        tierlab_trace::names::did_you_mean(name, known.iter().copied()),
-        known.join(", ")
-    )
+/// The preset lookup error: names the unknown preset, suggests the
+/// nearest and lists the known.
+pub(crate) fn unknown_preset(name: &str, known: &[&str]) -> ParamError {
+    ParamError::unknown_name("preset", name, known.iter().copied())
 }
 
 /// One second in nanoseconds, as the numerator of `bytes / (bytes/s)`.

@@ -21,6 +21,7 @@
 //! presets can use its params struct directly as the raw variant.
 
 use serde::{Deserialize, Serialize};
+use tierlab_core::ParamError;
 use tierlab_core::device::DeviceModel;
 
 use crate::flash_ssd::{FlashSsd, FlashSsdOverrides, FlashSsdParams};
@@ -69,9 +70,9 @@ enum RawDeviceConfig {
 }
 
 impl TryFrom<RawDeviceConfig> for DeviceConfig {
-    type Error = String;
+    type Error = ParamError;
 
-    fn try_from(raw: RawDeviceConfig) -> Result<Self, String> {
+    fn try_from(raw: RawDeviceConfig) -> Result<Self, ParamError> {
         let config = match raw {
             RawDeviceConfig::Memory(keys) => {
                 let mut params = match &keys.preset {
@@ -129,12 +130,12 @@ impl DeviceConfig {
     }
 
     /// Checks the parameters (configs built in code skip deserialization).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ParamError> {
         match self {
             DeviceConfig::Memory(p) => p.validate(),
             DeviceConfig::Ssd(p) => p.validate(),
             DeviceConfig::Hdd(p) => p.validate(),
-            DeviceConfig::Raid(p) => p.validate().map_err(|e| e.to_string()),
+            DeviceConfig::Raid(p) => p.validate(),
             DeviceConfig::Smr(p) => p.validate(),
             DeviceConfig::Sswd(p) => p.validate(),
             DeviceConfig::FlashSsd(p) => p.validate(),
@@ -158,12 +159,12 @@ impl DeviceConfig {
 /// Builds the model a config describes. `seed` feeds the model's own
 /// generator (today only the HDD's initial platter angle); composite
 /// devices should derive distinct seeds for their members.
-pub fn build(config: &DeviceConfig, seed: u64) -> Result<Box<dyn DeviceModel>, String> {
+pub fn build(config: &DeviceConfig, seed: u64) -> Result<Box<dyn DeviceModel>, ParamError> {
     Ok(match config {
         DeviceConfig::Memory(p) => Box::new(MemoryModel::new(p)?),
         DeviceConfig::Ssd(p) => Box::new(SsdModel::new(p)?),
         DeviceConfig::Hdd(p) => Box::new(HddModel::new(p, seed)?),
-        DeviceConfig::Raid(p) => Box::new(Raid::build(p, seed).map_err(|e| e.to_string())?),
+        DeviceConfig::Raid(p) => Box::new(Raid::build(p, seed)?),
         DeviceConfig::Smr(p) => Box::new(SmrModel::new(p, seed)?),
         DeviceConfig::Sswd(p) => Box::new(SswdModel::new(p, seed)?),
         DeviceConfig::FlashSsd(p) => Box::new(FlashSsd::new(p, seed)?),

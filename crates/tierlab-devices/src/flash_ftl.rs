@@ -28,6 +28,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
+use tierlab_core::ParamError;
 
 use serde::{Deserialize, Serialize};
 
@@ -222,7 +223,7 @@ pub struct Ftl {
 impl Ftl {
     /// Builds the FTL in its preconditioned state, or says why the shape
     /// cannot hold the logical space.
-    pub fn new(cfg: FtlConfig) -> Result<Ftl, String> {
+    pub fn new(cfg: FtlConfig) -> Result<Ftl, ParamError> {
         let blocks = cfg.dies as usize * cfg.blocks_per_die as usize;
         let s = cfg.slots_per_block;
         let buckets = s as usize + 1;
@@ -270,7 +271,7 @@ impl Ftl {
     /// clean (without building anything): the closed superblocks of a die
     /// (all but `gc_high_free_blocks`) must hold 2 % more than its logical
     /// data, whatever the preconditioning (a run can fill the device).
-    pub fn check_shape(cfg: &FtlConfig) -> Result<(), String> {
+    pub fn check_shape(cfg: &FtlConfig) -> Result<(), ParamError> {
         // Die 0 gets the most logical slots.
         steady_profile(
             fill_slots_of_die(cfg, 0),
@@ -282,7 +283,7 @@ impl Ftl {
         .map(|_| ())
     }
 
-    fn precondition(&mut self) -> Result<(), String> {
+    fn precondition(&mut self) -> Result<(), ParamError> {
         let dies = self.cfg.dies;
         let bpd = self.cfg.blocks_per_die;
         let s = self.cfg.slots_per_block as u64;
@@ -300,11 +301,17 @@ impl Ftl {
                 Precondition::Fill => {
                     let used = per_die.div_ceil(s) as u32;
                     if used + high + 1 > bpd {
-                        return Err(format!(
-                            "the logical space needs {used} of the {bpd} superblocks per die, \
-                             leaving fewer than `gc_high_free_blocks` + 1 = {} free; raise \
-                             `over_provisioning_percent` or lower the watermarks",
-                            high + 1
+                        return Err(ParamError::new(
+                            "over_provisioning_percent",
+                            format!(
+                                "a logical space that needs {used} of the {bpd} superblocks \
+                                 per die"
+                            ),
+                            format!(
+                                "at least `gc_high_free_blocks` + 1 = {} free superblocks per \
+                                 die (raise `over_provisioning_percent` or lower the watermarks)",
+                                high + 1
+                            ),
                         ));
                     }
                     let mut left = per_die;
@@ -773,18 +780,28 @@ fn decode(v: u64, slots_per_page: u32) -> Loc {
 /// `S exp(-c (k + 1/2) / M)` with `c = alpha (1 - a)`, `alpha = M S / U`
 /// and `a` the victim's valid fraction, then rounded so that the sum is
 /// exactly `U` (every logical slot of the die valid exactly once).
-fn steady_profile(u: u64, bpd: u32, high: u32, s: u64, build: bool) -> Result<Vec<u32>, String> {
+fn steady_profile(
+    u: u64,
+    bpd: u32,
+    high: u32,
+    s: u64,
+    build: bool,
+) -> Result<Vec<u32>, ParamError> {
     let m = bpd.saturating_sub(high) as u64;
     let alpha = (m * s) as f64 / u.max(1) as f64;
     // Below ~2 % spare the steady state is a write amplification in the
     // hundreds and GC can wedge on rounding: refuse such shapes.
     if u > 0 && alpha < 1.02 {
-        return Err(format!(
-            "steady-state preconditioning needs the closed superblocks (blocks per die − \
-             `gc_high_free_blocks` = {m}) to hold at least 2 % more than the die's logical \
-             data ({u} slots of 4 KiB in {} slots): spare factor {alpha:.4} < 1.02; raise \
-             `over_provisioning_percent` or lower `gc_high_free_blocks`",
-            m * s
+        return Err(ParamError::new(
+            "over_provisioning_percent",
+            format!(
+                "a spare factor of {alpha:.4} ({u} logical slots of 4 KiB per die in {} slots \
+                 of closed superblocks: blocks per die − `gc_high_free_blocks` = {m})",
+                m * s
+            ),
+            "a spare factor of at least 1.02: the closed superblocks hold 2 % more than the \
+             die's logical data (raise `over_provisioning_percent` or lower \
+             `gc_high_free_blocks`)",
         ));
     }
     if u == 0 || !build {

@@ -48,12 +48,11 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 use tierlab_core::device::{Background, DeviceModel, DeviceState};
-use tierlab_core::{Completion, DeviceIo, Op, TimeNs};
+use tierlab_core::{Completion, DeviceIo, Op, ParamError, TimeNs};
 
 use crate::check::{device_params, range, range_f64, transfer_ns, unknown_preset};
 use crate::flash_ftl::{Ftl, FtlConfig, FtlStats, Loc, Precondition, SLOT_BYTES};
 
-const MODEL: &str = "flash-ssd";
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
 
@@ -270,14 +269,14 @@ impl FlashSsdParams {
     }
 
     /// The named preset, or an error listing the known ones.
-    pub fn preset(name: &str) -> Result<Self, String> {
+    pub fn preset(name: &str) -> Result<Self, ParamError> {
         match name {
             "mlc-1chip" => Ok(Self::mlc_1chip()),
             "slc-sata" => Ok(Self::slc_sata()),
             "mlc-sata" => Ok(Self::mlc_sata()),
             "tlc-nvme" => Ok(Self::tlc_nvme()),
             "scm-nvme" => Ok(Self::scm_nvme()),
-            _ => Err(unknown_preset(MODEL, name, Self::PRESETS)),
+            _ => Err(unknown_preset(name, Self::PRESETS)),
         }
     }
 
@@ -302,114 +301,107 @@ impl FlashSsdParams {
 
     /// Checks every parameter; the error names the parameter, its value
     /// and the allowed range.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ParamError> {
         const NS_MAX: u64 = 10_000_000_000;
         const BW_MIN: u64 = 1_000_000;
         const BW_MAX: u64 = 1_000_000_000_000;
         match self.interface {
             Interface::Sata => {
-                range(MODEL, "host_queues", self.host_queues, 1, 1)
-                    .map_err(|e| format!("{e} (SATA has one NCQ queue)"))?;
-                range(MODEL, "queue_depth", self.queue_depth, 1, 32)
-                    .map_err(|e| format!("{e} (SATA NCQ holds at most 32 commands)"))?;
+                range("host_queues", self.host_queues, 1, 1)
+                    .map_err(|e| e.because("SATA has one NCQ queue"))?;
+                range("queue_depth", self.queue_depth, 1, 32)
+                    .map_err(|e| e.because("SATA NCQ holds at most 32 commands"))?;
             }
             Interface::Nvme => {
-                range(MODEL, "host_queues", self.host_queues, 1, 65_535)?;
-                range(MODEL, "queue_depth", self.queue_depth, 1, 65_536)?;
+                range("host_queues", self.host_queues, 1, 65_535)?;
+                range("queue_depth", self.queue_depth, 1, 65_536)?;
             }
         }
         range(
-            MODEL,
             "link_bandwidth_bytes_per_s",
             self.link_bandwidth_bytes_per_s,
             BW_MIN,
             BW_MAX,
         )?;
         range(
-            MODEL,
             "channel_bandwidth_bytes_per_s",
             self.channel_bandwidth_bytes_per_s,
             BW_MIN,
             BW_MAX,
         )?;
         range(
-            MODEL,
             "controller_overhead_ns",
             self.controller_overhead_ns,
             0,
             NS_MAX,
         )?;
-        range(MODEL, "channels", self.channels, 1, 256)?;
-        range(MODEL, "chips_per_channel", self.chips_per_channel, 1, 256)?;
-        range(MODEL, "dies_per_chip", self.dies_per_chip, 1, 16)?;
-        range(MODEL, "planes_per_die", self.planes_per_die, 1, 16)?;
-        range(MODEL, "pages_per_block", self.pages_per_block, 1, 4096)?;
-        range(MODEL, "blocks_per_plane", self.blocks_per_plane, 4, 1 << 20)?;
+        range("channels", self.channels, 1, 256)?;
+        range("chips_per_channel", self.chips_per_channel, 1, 256)?;
+        range("dies_per_chip", self.dies_per_chip, 1, 16)?;
+        range("planes_per_die", self.planes_per_die, 1, 16)?;
+        range("pages_per_block", self.pages_per_block, 1, 4096)?;
+        range("blocks_per_plane", self.blocks_per_plane, 4, 1 << 20)?;
         if self.page_bytes == 0
             || self.page_bytes as u64 % SLOT_BYTES != 0
             || self.page_bytes > 65536
         {
-            return Err(format!(
-                "{MODEL}: `page_bytes` = {} is not allowed; allowed: a multiple of 4096, at most 65536",
-                self.page_bytes
+            return Err(ParamError::new(
+                "page_bytes",
+                self.page_bytes,
+                "a multiple of 4096, at most 65536",
             ));
         }
         if self.dies() * self.blocks_per_plane as u64 >= 1 << 30 {
-            return Err(format!(
-                "{MODEL}: {} dies × {} `blocks_per_plane` = {} superblocks; allowed fewer than 2^30",
-                self.dies(),
-                self.blocks_per_plane,
-                self.dies() * self.blocks_per_plane as u64
+            return Err(ParamError::new(
+                "blocks_per_plane",
+                format!(
+                    "{} ({} dies × {} = {} superblocks)",
+                    self.blocks_per_plane,
+                    self.dies(),
+                    self.blocks_per_plane,
+                    self.dies() * self.blocks_per_plane as u64
+                ),
+                "fewer than 2^30 superblocks (dies × `blocks_per_plane`)",
             ));
         }
-        range(MODEL, "read_latency_ns", self.read_latency_ns, 1, NS_MAX)?;
-        range(
-            MODEL,
-            "program_latency_ns",
-            self.program_latency_ns,
-            1,
-            NS_MAX,
-        )?;
-        range(MODEL, "erase_latency_ns", self.erase_latency_ns, 1, NS_MAX)?;
+        range("read_latency_ns", self.read_latency_ns, 1, NS_MAX)?;
+        range("program_latency_ns", self.program_latency_ns, 1, NS_MAX)?;
+        range("erase_latency_ns", self.erase_latency_ns, 1, NS_MAX)?;
         range_f64(
-            MODEL,
             "over_provisioning_percent",
             self.over_provisioning_percent,
             0.0,
             400.0,
         )?;
         let half = self.blocks_per_plane / 2;
+        range("gc_low_free_blocks", self.gc_low_free_blocks, 2, half)?;
         range(
-            MODEL,
-            "gc_low_free_blocks",
-            self.gc_low_free_blocks,
-            2,
-            half,
-        )?;
-        range(
-            MODEL,
             "gc_high_free_blocks",
             self.gc_high_free_blocks,
             self.gc_low_free_blocks,
             half,
         )
-        .map_err(|e| format!("{e} (at least `gc_low_free_blocks`, at most half the blocks)"))?;
+        .map_err(|e| e.because("at least `gc_low_free_blocks`, at most half the blocks"))?;
         let unit_bytes = self.planes_per_die as u64 * self.page_bytes as u64;
         if self.write_buffer_bytes % SLOT_BYTES != 0
             || self.write_buffer_bytes < unit_bytes
             || self.write_buffer_bytes > 1 << 40
         {
-            return Err(format!(
-                "{MODEL}: `write_buffer_bytes` = {} is not allowed; allowed: a multiple of 4096 \
-                 from one program unit (`planes_per_die` × `page_bytes` = {unit_bytes}) to 2^40",
-                self.write_buffer_bytes
+            return Err(ParamError::new(
+                "write_buffer_bytes",
+                self.write_buffer_bytes,
+                format!(
+                    "a multiple of 4096 from one program unit (`planes_per_die` × \
+                     `page_bytes` = {unit_bytes}) to 2^40"
+                ),
             ));
         }
         let slots = self.capacity_bytes() / SLOT_BYTES;
         if slots == 0 || slots > u32::MAX as u64 {
-            return Err(format!(
-                "{MODEL}: the user capacity is {} slots of 4 KiB; allowed 1 ..= 2^32 − 1 (16 TiB)",
-                slots
+            return Err(ParamError::new(
+                "capacity_bytes",
+                format!("{} ({slots} slots of 4 KiB)", self.capacity_bytes()),
+                "1 ..= 2^32 − 1 slots of 4 KiB (16 TiB)",
             ));
         }
         for (name, value) in [
@@ -421,14 +413,14 @@ impl FlashSsdParams {
                 self.transfer_energy_pj_per_byte,
             ),
         ] {
-            range_f64(MODEL, name, value, 0.0, 1e9)?;
+            range_f64(name, value, 0.0, 1e9)?;
         }
-        range_f64(MODEL, "idle_power_mw", self.idle_power_mw, 0.0, 1e6)?;
+        range_f64("idle_power_mw", self.idle_power_mw, 0.0, 1e6)?;
         // The FTL checks that the spare space can hold the watermarks.
         self.ftl_config().and_then(|c| Ftl::check_shape(&c))
     }
 
-    fn ftl_config(&self) -> Result<FtlConfig, String> {
+    fn ftl_config(&self) -> Result<FtlConfig, ParamError> {
         let slots_per_page = self.page_bytes / SLOT_BYTES as u32;
         let slots_per_unit = slots_per_page * self.planes_per_die;
         Ok(FtlConfig {
@@ -573,10 +565,10 @@ impl FlashSsd {
     /// parameter is wrong. The model draws nothing at random: `seed` is
     /// accepted for the common constructor shape and unused, so two SSDs
     /// with the same parameters and inputs behave identically.
-    pub fn new(params: &FlashSsdParams, seed: u64) -> Result<Self, String> {
+    pub fn new(params: &FlashSsdParams, seed: u64) -> Result<Self, ParamError> {
         let _ = seed;
         params.validate()?;
-        let ftl = Ftl::new(params.ftl_config()?).map_err(|e| format!("{MODEL}: {e}"))?;
+        let ftl = Ftl::new(params.ftl_config()?)?;
         let dies = (0..params.dies())
             .map(|i| Die {
                 // Dies numbered channel-first, so consecutive units go to

@@ -89,11 +89,10 @@ use rand_core::Rng as _;
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 use tierlab_core::device::{DeviceModel, DeviceState};
-use tierlab_core::{Completion, DeviceIo, Op, TimeNs};
+use tierlab_core::{Completion, DeviceIo, Op, ParamError, TimeNs};
 
 use crate::check::{device_params, range, unknown_preset};
 
-const MODEL: &str = "hdd";
 const MIB: u64 = 1 << 20;
 const MB_PER_S: u64 = 1_000_000;
 const NS_PER_MS: u64 = 1_000_000;
@@ -232,32 +231,30 @@ impl HddParams {
     }
 
     /// The preset called `name`, or an error listing the known ones.
-    pub fn preset(name: &str) -> Result<Self, String> {
+    pub fn preset(name: &str) -> Result<Self, ParamError> {
         match name {
             "sata-7200-2tb" => Ok(Self::sata_7200_2tb()),
             "sas-15k-600gb" => Ok(Self::sas_15k_600gb()),
             "sata-5400-2tb" => Ok(Self::sata_5400_2tb()),
-            _ => Err(unknown_preset(MODEL, name, Self::PRESETS)),
+            _ => Err(unknown_preset(name, Self::PRESETS)),
         }
     }
 
     /// Checks every parameter; the error names the parameter, its value
     /// and the allowed range.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ParamError> {
         const RATE_MIN: u64 = 100_000;
         const RATE_MAX: u64 = 100_000_000_000;
         const SEEK_MAX_NS: u64 = 1_000_000_000;
-        range(MODEL, "capacity_bytes", self.capacity_bytes, MIB, 1 << 50)?;
-        range(MODEL, "rpm", self.rpm, 3_600, 20_000)?;
+        range("capacity_bytes", self.capacity_bytes, MIB, 1 << 50)?;
+        range("rpm", self.rpm, 3_600, 20_000)?;
         range(
-            MODEL,
             "full_stroke_seek_ns",
             self.full_stroke_seek_ns,
             3,
             SEEK_MAX_NS,
         )?;
         range(
-            MODEL,
             "track_to_track_seek_ns",
             self.track_to_track_seek_ns,
             1,
@@ -265,61 +262,47 @@ impl HddParams {
         )?;
         let (low, high) = self.average_seek_bounds_ns();
         if !(low..=high).contains(&(self.average_seek_ns as f64)) {
-            return Err(format!(
-                "{MODEL}: `average_seek_ns` = {} cannot be fitted: with \
-                 track_to_track_seek_ns = {} and full_stroke_seek_ns = {} the \
-                 sqrt-then-linear seek curve allows {} ..= {}",
+            return Err(ParamError::new(
+                "average_seek_ns",
                 self.average_seek_ns,
-                self.track_to_track_seek_ns,
-                self.full_stroke_seek_ns,
-                low.ceil() as u64,
-                high.floor() as u64
+                format!(
+                    "{} ..= {} (what the sqrt-then-linear seek curve can fit with \
+                     `track_to_track_seek_ns` = {} and `full_stroke_seek_ns` = {})",
+                    low.ceil() as u64,
+                    high.floor() as u64,
+                    self.track_to_track_seek_ns,
+                    self.full_stroke_seek_ns,
+                ),
             ));
         }
+        range("write_settle_ns", self.write_settle_ns, 0, SEEK_MAX_NS)?;
         range(
-            MODEL,
-            "write_settle_ns",
-            self.write_settle_ns,
-            0,
-            SEEK_MAX_NS,
-        )?;
-        range(
-            MODEL,
             "outer_rate_bytes_per_s",
             self.outer_rate_bytes_per_s,
             RATE_MIN,
             RATE_MAX,
         )?;
         range(
-            MODEL,
             "inner_rate_bytes_per_s",
             self.inner_rate_bytes_per_s,
             RATE_MIN,
             self.outer_rate_bytes_per_s,
         )?;
         range(
-            MODEL,
             "command_overhead_ns",
             self.command_overhead_ns,
             0,
             SEEK_MAX_NS,
         )?;
+        range("write_cache_bytes", self.write_cache_bytes, 0, 1 << 40)?;
         range(
-            MODEL,
-            "write_cache_bytes",
-            self.write_cache_bytes,
-            0,
-            1 << 40,
-        )?;
-        range(
-            MODEL,
             "interface_rate_bytes_per_s",
             self.interface_rate_bytes_per_s,
             RATE_MIN,
             RATE_MAX,
         )?;
-        range(MODEL, "readahead_bytes", self.readahead_bytes, 0, 1 << 30)?;
-        range(MODEL, "queue_depth", self.queue_depth, 1, 256)
+        range("readahead_bytes", self.readahead_bytes, 0, 1 << 30)?;
+        range("queue_depth", self.queue_depth, 1, 256)
     }
 
     /// The averages the seek curve can reach with these end points.
@@ -598,7 +581,7 @@ pub struct HddModel {
 impl HddModel {
     /// Builds the model, or says which parameter is wrong. The seed sets
     /// the platter's initial angle.
-    pub fn new(params: &HddParams, seed: u64) -> Result<Self, String> {
+    pub fn new(params: &HddParams, seed: u64) -> Result<Self, ParamError> {
         params.validate()?;
         Ok(HddModel {
             geo: Geometry::new(params, seed),

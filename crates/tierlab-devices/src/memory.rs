@@ -33,12 +33,11 @@
 //!   reproduce that.
 
 use tierlab_core::device::{DeviceModel, DeviceState};
-use tierlab_core::{Completion, DeviceIo, Op, TimeNs};
+use tierlab_core::{Completion, DeviceIo, Op, ParamError, TimeNs};
 
 use crate::check::{device_params, range, transfer_ns, unknown_preset};
 use crate::parallel::{Parallel, Service};
 
-const MODEL: &str = "memory";
 const GIB: u64 = 1 << 30;
 const GB_PER_S: u64 = 1_000_000_000;
 
@@ -108,43 +107,39 @@ impl MemoryParams {
     }
 
     /// The preset called `name`, or an error listing the known ones.
-    pub fn preset(name: &str) -> Result<Self, String> {
+    pub fn preset(name: &str) -> Result<Self, ParamError> {
         match name {
             "dram" => Ok(Self::dram()),
             "nvdimm" => Ok(Self::nvdimm()),
             "ramdisk" => Ok(Self::ramdisk()),
-            _ => Err(unknown_preset(MODEL, name, Self::PRESETS)),
+            _ => Err(unknown_preset(name, Self::PRESETS)),
         }
     }
 
     /// Checks every parameter; the error names the parameter, its value
     /// and the allowed range.
-    pub fn validate(&self) -> Result<(), String> {
-        range(MODEL, "capacity_bytes", self.capacity_bytes, 4096, 1 << 60)?;
-        range(MODEL, "channels", self.channels, 1, 4096)?;
+    pub fn validate(&self) -> Result<(), ParamError> {
+        range("capacity_bytes", self.capacity_bytes, 4096, 1 << 60)?;
+        range("channels", self.channels, 1, 4096)?;
         range(
-            MODEL,
             "read_latency_ns",
             self.read_latency_ns,
             1,
             1_000_000_000_000,
         )?;
         range(
-            MODEL,
             "write_latency_ns",
             self.write_latency_ns,
             1,
             1_000_000_000_000,
         )?;
         range(
-            MODEL,
             "read_bandwidth_bytes_per_s",
             self.read_bandwidth_bytes_per_s,
             1_000,
             10_000_000_000_000,
         )?;
         range(
-            MODEL,
             "write_bandwidth_bytes_per_s",
             self.write_bandwidth_bytes_per_s,
             1_000,
@@ -187,7 +182,7 @@ pub struct MemoryModel {
 
 impl MemoryModel {
     /// Builds the model, or says which parameter is wrong.
-    pub fn new(params: &MemoryParams) -> Result<Self, String> {
+    pub fn new(params: &MemoryParams) -> Result<Self, ParamError> {
         params.validate()?;
         let service = MemoryService {
             read_latency_ns: params.read_latency_ns,

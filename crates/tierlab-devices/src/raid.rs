@@ -18,7 +18,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use tierlab_core::device::{Background, DeviceModel, DeviceState};
-use tierlab_core::{Completion, DeviceIo, Op, TimeNs};
+use tierlab_core::{Completion, DeviceIo, Op, ParamError, TimeNs};
 
 use crate::DeviceConfig;
 
@@ -117,10 +117,8 @@ impl RaidParams {
     pub fn validate(&self) -> Result<(), RaidError> {
         self.validate_shape()?;
         for (i, m) in self.members.iter().enumerate() {
-            m.validate().map_err(|e| RaidError {
-                parameter: "members",
-                message: format!("`members`[{i}]: {e}"),
-            })?;
+            m.validate()
+                .map_err(|e| e.within(format!("members[{i}]")))?;
         }
         self.capacity().map(|_| ())
     }
@@ -164,9 +162,9 @@ pub fn array_capacity_bytes(
     if member_usable_bytes == 0 {
         return err(
             "members",
+            format!("a smallest member of {min_member_bytes} bytes"),
             format!(
-                "`members`: the smallest member holds {min_member_bytes} bytes, less than one \
-                 stripe unit (`stripe_unit_bytes` = {stripe_unit_bytes})"
+                "members of at least one stripe unit (`stripe_unit_bytes` = {stripe_unit_bytes})"
             ),
         );
     }
@@ -178,33 +176,25 @@ pub fn array_capacity_bytes(
     } as u64;
     member_usable_bytes
         .checked_mul(data_members)
-        .ok_or_else(|| RaidError {
-            parameter: "members",
-            message: format!(
-                "`members`: {n_members} members of {member_usable_bytes} bytes exceed 2^64 bytes"
-            ),
+        .ok_or_else(|| {
+            ParamError::new(
+                "members",
+                format!("{n_members} members of {member_usable_bytes} bytes"),
+                "an array of less than 2^64 bytes",
+            )
         })
 }
 
-/// A configuration the controller refuses. `message` names the parameter,
-/// its value and what is allowed, in the words the other models use.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RaidError {
-    /// The parameter at fault, e.g. `stripe_unit_bytes`.
-    pub parameter: &'static str,
-    pub message: String,
-}
+/// A configuration the controller refuses: the parameter at fault, its
+/// value and what is allowed, in the words the other models use.
+pub type RaidError = ParamError;
 
-impl fmt::Display for RaidError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "raid: {}", self.message)
-    }
-}
-
-impl std::error::Error for RaidError {}
-
-fn err<T>(parameter: &'static str, message: String) -> Result<T, RaidError> {
-    Err(RaidError { parameter, message })
+fn err<T>(
+    key: &str,
+    found: impl fmt::Display,
+    expected: impl Into<String>,
+) -> Result<T, RaidError> {
+    Err(ParamError::new(key, found, expected))
 }
 
 fn validate_shape(
@@ -219,9 +209,9 @@ fn validate_shape(
     {
         return err(
             "stripe_unit_bytes",
+            stripe_unit_bytes,
             format!(
-                "`stripe_unit_bytes` = {stripe_unit_bytes} is not allowed; allowed: a positive \
-                 multiple of {SECTOR_BYTES}, at most {STRIPE_UNIT_BYTES_MAX} (default \
+                "a positive multiple of {SECTOR_BYTES}, at most {STRIPE_UNIT_BYTES_MAX} (default \
                  {DEFAULT_STRIPE_UNIT_BYTES})"
             ),
         );
@@ -235,10 +225,8 @@ fn validate_shape(
     if n_members < min_members || (level == RaidLevel::Raid10 && n_members % 2 != 0) {
         return err(
             "members",
-            format!(
-                "`members`: {} needs {rule} devices, got {n_members}",
-                level.as_str()
-            ),
+            format!("{n_members} devices"),
+            format!("{rule} devices for {}", level.as_str()),
         );
     }
     let mut failed = vec![false; n_members];
@@ -246,16 +234,15 @@ fn validate_shape(
         if m >= n_members {
             return err(
                 "failed_members",
-                format!(
-                    "`failed_members` names member {m}, which does not exist; allowed 0 ..= {}",
-                    n_members - 1
-                ),
+                format!("member {m}, which does not exist"),
+                format!("members 0 ..= {}", n_members - 1),
             );
         }
         if failed[m] {
             return err(
                 "failed_members",
-                format!("`failed_members` lists member {m} twice"),
+                format!("member {m} twice"),
+                "each member at most once",
             );
         }
         failed[m] = true;
@@ -275,24 +262,18 @@ fn check_tolerance(level: RaidLevel, failed: &[bool]) -> Result<(), RaidError> {
     match level {
         RaidLevel::Raid0 if n_failed > 0 => err(
             "failed_members",
-            format!(
-                "`failed_members` = {}: raid0 has no redundancy and tolerates no failed member",
-                list()
-            ),
+            list(),
+            "no failed member: raid0 has no redundancy",
         ),
         RaidLevel::Raid1 if n_failed == failed.len() => err(
             "failed_members",
-            format!(
-                "`failed_members` = {}: raid1 needs at least one surviving member",
-                list()
-            ),
+            list(),
+            "at least one surviving member for raid1",
         ),
         RaidLevel::Raid5 if n_failed > 1 => err(
             "failed_members",
-            format!(
-                "`failed_members` = {}: raid5 tolerates at most 1 failed member",
-                list()
-            ),
+            list(),
+            "at most 1 failed member for raid5",
         ),
         RaidLevel::Raid10 => {
             for pair in 0..failed.len() / 2 {
@@ -300,12 +281,12 @@ fn check_tolerance(level: RaidLevel, failed: &[bool]) -> Result<(), RaidError> {
                     return err(
                         "failed_members",
                         format!(
-                            "`failed_members` = {}: raid10 loses mirror pair {pair} (members {} and {}); \
-                             at most one member of each pair may fail",
+                            "{}, which loses raid10 mirror pair {pair} (members {} and {})",
                             list(),
                             2 * pair,
                             2 * pair + 1
                         ),
+                        "at most one member of each mirror pair",
                     );
                 }
             }
@@ -596,11 +577,8 @@ impl Raid {
         if members.len() != params.members.len() {
             return err(
                 "members",
-                format!(
-                    "`members`: {} member models given for {} configured members",
-                    members.len(),
-                    params.members.len()
-                ),
+                format!("{} member models", members.len()),
+                format!("one per configured member ({})", params.members.len()),
             );
         }
         Raid::new(
@@ -618,10 +596,8 @@ impl Raid {
         params.validate()?;
         let mut members = Vec::with_capacity(params.members.len());
         for (i, m) in params.members.iter().enumerate() {
-            let member = crate::build(m, member_seed(seed, i)).map_err(|e| RaidError {
-                parameter: "members",
-                message: format!("`members`[{i}]: {e}"),
-            })?;
+            let member = crate::build(m, member_seed(seed, i))
+                .map_err(|e| e.within(format!("members[{i}]")))?;
             members.push(member);
         }
         Raid::from_params(params, members)
@@ -710,10 +686,8 @@ impl Raid {
         if member >= n {
             return err(
                 "failed_members",
-                format!(
-                    "cannot fail member {member}, which does not exist; allowed 0 ..= {}",
-                    n - 1
-                ),
+                format!("member {member}, which does not exist"),
+                format!("members 0 ..= {}", n - 1),
             );
         }
         let mut failed: Vec<bool> = self.members.iter().map(|m| m.failed).collect();
@@ -1844,8 +1818,8 @@ mod tests {
         );
         assert_eq!(a.raid.members()[5].state(), DeviceState::Failed);
         let e = a.raid.fail_member(0).unwrap_err();
-        assert_eq!(e.parameter, "failed_members");
-        assert!(e.to_string().contains("raid5 tolerates at most 1"), "{e}");
+        assert_eq!(e.key(), "failed_members");
+        assert_eq!(e.expected, "at most 1 failed member for raid5");
         assert!(
             !a.raid.is_failed(0),
             "a refused failure leaves the array as it was"
@@ -2106,42 +2080,48 @@ mod tests {
     fn bad_configs_name_the_parameter_and_what_is_allowed() {
         for unit in [0, 1000, 4 << 30] {
             let e = new_err(RaidLevel::Raid0, unit, 2, &[]);
-            assert_eq!(e.parameter, "stripe_unit_bytes");
-            assert!(e.to_string().contains(&format!("`stripe_unit_bytes` = {unit} is not allowed; allowed: a positive multiple of 512")), "{e}");
+            assert_eq!(
+                (e.key(), e.found.clone()),
+                ("stripe_unit_bytes".into(), unit.to_string())
+            );
+            assert!(e.expected.starts_with("a positive multiple of 512"), "{e}");
         }
         let e = new_err(RaidLevel::Raid1, 4096, 1, &[]);
         assert_eq!(
             e.to_string(),
-            "raid: `members`: raid1 needs at least 2 devices, got 1"
+            "key `members`: expected at least 2 devices for raid1, found 1 devices"
         );
         let e = new_err(RaidLevel::Raid5, 4096, 2, &[]);
         assert_eq!(
             e.to_string(),
-            "raid: `members`: raid5 needs at least 3 devices, got 2"
+            "key `members`: expected at least 3 devices for raid5, found 2 devices"
         );
         let e = new_err(RaidLevel::Raid10, 4096, 5, &[]);
         assert_eq!(
             e.to_string(),
-            "raid: `members`: raid10 needs an even number, at least 4 devices, got 5"
+            "key `members`: expected an even number, at least 4 devices for raid10, found 5 devices"
         );
         let e = new_err(RaidLevel::Raid5, 4096, 4, &[4]);
         assert_eq!(
             e.to_string(),
-            "raid: `failed_members` names member 4, which does not exist; allowed 0 ..= 3"
+            "key `failed_members`: expected members 0 ..= 3, found member 4, which does not exist"
         );
         let e = new_err(RaidLevel::Raid5, 4096, 4, &[1, 1]);
-        assert_eq!(e.to_string(), "raid: `failed_members` lists member 1 twice");
+        assert_eq!(
+            e.to_string(),
+            "key `failed_members`: expected each member at most once, found member 1 twice"
+        );
         let e = new_err(RaidLevel::Raid5, 4096, 4, &[0, 2]);
         assert_eq!(
             e.to_string(),
-            "raid: `failed_members` = [0, 2]: raid5 tolerates at most 1 failed member"
+            "key `failed_members`: expected at most 1 failed member for raid5, found [0, 2]"
         );
         let e = new_err(RaidLevel::Raid0, 4096, 2, &[0]);
         assert!(e.to_string().contains("raid0 has no redundancy"), "{e}");
         let e = new_err(RaidLevel::Raid10, 4096, 4, &[2, 3]);
         assert!(
             e.to_string()
-                .contains("loses mirror pair 1 (members 2 and 3)"),
+                .contains("loses raid10 mirror pair 1 (members 2 and 3)"),
             "{e}"
         );
         let e = new_err(RaidLevel::Raid1, 4096, 2, &[0, 1]);
@@ -2159,10 +2139,10 @@ mod tests {
             members(&[1], 4096, &log),
         )
         .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("less than one stripe unit (`stripe_unit_bytes` = 8192)"),
-            "{e}"
+        assert_eq!(
+            e.to_string(),
+            "key `members`: expected members of at least one stripe unit \
+             (`stripe_unit_bytes` = 8192), found a smallest member of 4096 bytes"
         );
     }
 
@@ -2442,18 +2422,20 @@ mod tests {
         );
         let e = parse(&hdd_raid5_toml("stripe_unit_bytes = 1000")).unwrap_err();
         assert!(
-            e.contains("raid: `stripe_unit_bytes` = 1000 is not allowed"),
+            e.contains("key `stripe_unit_bytes`: expected a positive multiple of 512"),
             "{e}"
         );
         let e = parse(&hdd_raid5_toml("failed_members = [1, 4]")).unwrap_err();
         assert!(
-            e.contains("raid: `failed_members` = [1, 4]: raid5 tolerates at most 1"),
+            e.contains(
+                "key `failed_members`: expected at most 1 failed member for raid5, found [1, 4]"
+            ),
             "{e}"
         );
         let e = parse("model = \"raid\"\nlevel = \"raid1\"\nmembers = [{ model = \"ssd\" }]")
             .unwrap_err();
         assert!(
-            e.contains("raid: `members`: raid1 needs at least 2 devices, got 1"),
+            e.contains("key `members`: expected at least 2 devices for raid1, found 1 devices"),
             "{e}"
         );
         let e = parse(
@@ -2469,7 +2451,7 @@ mod tests {
             h.rpm = 0;
         }
         let e = crate::build(&DeviceConfig::Raid(p), 1).err().unwrap();
-        assert!(e.starts_with("raid: `members`[2]: hdd: `rpm`"), "{e}");
+        assert_eq!(e.key(), "members[2].rpm");
     }
 
     #[test]

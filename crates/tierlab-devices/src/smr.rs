@@ -38,12 +38,11 @@ use std::collections::{HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 use tierlab_core::device::{DeviceModel, DeviceState};
-use tierlab_core::{Completion, DeviceIo, Op, TimeNs};
+use tierlab_core::{Completion, DeviceIo, Op, ParamError, TimeNs};
 
 use crate::check::{range, unknown_preset};
 use crate::hdd::{HddModel, HddOverrides, HddParams};
 
-const MODEL: &str = "smr";
 const MIB: u64 = 1 << 20;
 /// Layout granularity: band, guard and conventional sizes are multiples.
 pub(crate) const SECTOR_4K: u64 = 4096;
@@ -89,19 +88,16 @@ impl SmrParams {
         }
     }
 
-    pub fn preset(name: &str) -> Result<Self, String> {
+    pub fn preset(name: &str) -> Result<Self, ParamError> {
         match name {
             "smr-7200-2tb" => Ok(Self::smr_7200_2tb()),
-            _ => Err(unknown_preset(MODEL, name, Self::PRESETS)),
+            _ => Err(unknown_preset(name, Self::PRESETS)),
         }
     }
 
-    pub fn validate(&self) -> Result<(), String> {
-        self.disk
-            .validate()
-            .map_err(|e| format!("{MODEL}: disk: {e}"))?;
+    pub fn validate(&self) -> Result<(), ParamError> {
+        self.disk.validate().map_err(|e| e.within("disk"))?;
         validate_layout(
-            MODEL,
             self.band_bytes,
             self.guard_bytes,
             self.conventional_bytes,
@@ -126,30 +122,31 @@ impl SmrParams {
 
 /// Checks a band layout; shared with the drive-managed model.
 pub(crate) fn validate_layout(
-    model: &str,
     band_bytes: u64,
     guard_bytes: u64,
     conventional_bytes: u64,
     media_bytes: u64,
-) -> Result<(), String> {
+) -> Result<(), ParamError> {
     // A band is one device IO, whose size is a u32.
-    range(model, "band_bytes", band_bytes, SECTOR_4K, 1 << 31)?;
-    range(model, "guard_bytes", guard_bytes, 0, band_bytes)?;
+    range("band_bytes", band_bytes, SECTOR_4K, 1 << 31)?;
+    range("guard_bytes", guard_bytes, 0, band_bytes)?;
     for (name, v) in [
         ("band_bytes", band_bytes),
         ("guard_bytes", guard_bytes),
         ("conventional_bytes", conventional_bytes),
     ] {
         if v % SECTOR_4K != 0 {
-            return Err(format!(
-                "{model}: `{name}` = {v} is not a multiple of 4096 bytes"
-            ));
+            return Err(ParamError::new(name, v, "a multiple of 4096 bytes"));
         }
     }
     if conventional_bytes + band_bytes + guard_bytes > media_bytes {
-        return Err(format!(
-            "{model}: `conventional_bytes` = {conventional_bytes} leaves no room for one band \
-             of {band_bytes} bytes (+ {guard_bytes} guard) on a disk of {media_bytes} bytes"
+        return Err(ParamError::new(
+            "conventional_bytes",
+            conventional_bytes,
+            format!(
+                "room for one band of {band_bytes} bytes (+ {guard_bytes} guard) on a disk of \
+                 {media_bytes} bytes"
+            ),
         ));
     }
     Ok(())
@@ -174,7 +171,7 @@ pub(crate) struct SmrOverrides {
 }
 
 impl SmrOverrides {
-    pub fn into_params(self) -> Result<SmrParams, String> {
+    pub fn into_params(self) -> Result<SmrParams, ParamError> {
         let mut p = match &self.preset {
             Some(name) => SmrParams::preset(name)?,
             None => SmrParams::default(),
@@ -189,14 +186,14 @@ impl SmrOverrides {
             p.conventional_bytes = v;
         }
         if let Some(disk) = self.disk {
-            p.disk = merge_disk(p.disk, disk).map_err(|e| format!("{MODEL}: disk: {e}"))?;
+            p.disk = merge_disk(p.disk, disk).map_err(|e| e.within("disk"))?;
         }
         Ok(p)
     }
 }
 
 /// HDD keys on top of a base: a `preset` in the table replaces the base.
-pub(crate) fn merge_disk(base: HddParams, keys: HddOverrides) -> Result<HddParams, String> {
+pub(crate) fn merge_disk(base: HddParams, keys: HddOverrides) -> Result<HddParams, ParamError> {
     let mut disk = match &keys.preset {
         Some(name) => HddParams::preset(name)?,
         None => base,
@@ -334,7 +331,7 @@ pub struct SmrModel {
 }
 
 impl SmrModel {
-    pub fn new(params: &SmrParams, seed: u64) -> Result<Self, String> {
+    pub fn new(params: &SmrParams, seed: u64) -> Result<Self, ParamError> {
         params.validate()?;
         Ok(SmrModel {
             inner: HddModel::new(&params.disk, seed)?,

@@ -56,12 +56,11 @@
 //! 65 µs.
 
 use tierlab_core::device::{DeviceModel, DeviceState};
-use tierlab_core::{Completion, DeviceIo, Op, TimeNs};
+use tierlab_core::{Completion, DeviceIo, Op, ParamError, TimeNs};
 
 use crate::check::{device_params, range, range_f64, transfer_ns, unknown_preset};
 use crate::parallel::{Parallel, Service};
 
-const MODEL: &str = "ssd";
 const MB_PER_S: u64 = 1_000_000;
 const PS_PER_S: u128 = 1_000_000_000_000;
 const PS_PER_NS: u128 = 1_000;
@@ -154,36 +153,24 @@ impl SsdParams {
     }
 
     /// The preset called `name`, or an error listing the known ones.
-    pub fn preset(name: &str) -> Result<Self, String> {
+    pub fn preset(name: &str) -> Result<Self, ParamError> {
         match name {
             "intel-p3700" => Ok(Self::intel_p3700()),
             "intel-s3500" => Ok(Self::intel_s3500()),
-            _ => Err(unknown_preset(MODEL, name, Self::PRESETS)),
+            _ => Err(unknown_preset(name, Self::PRESETS)),
         }
     }
 
     /// Checks every parameter; the error names the parameter, its value
     /// and the allowed range.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ParamError> {
         const BW_MIN: u64 = 1_000;
         const BW_MAX: u64 = 10_000_000_000_000;
         const LATENCY_MAX: u64 = 1_000_000_000_000;
-        range(MODEL, "capacity_bytes", self.capacity_bytes, 4096, 1 << 60)?;
-        range(MODEL, "parallel_units", self.parallel_units, 1, 4096)?;
-        range(
-            MODEL,
-            "read_latency_ns",
-            self.read_latency_ns,
-            1,
-            LATENCY_MAX,
-        )?;
-        range(
-            MODEL,
-            "write_latency_ns",
-            self.write_latency_ns,
-            1,
-            LATENCY_MAX,
-        )?;
+        range("capacity_bytes", self.capacity_bytes, 4096, 1 << 60)?;
+        range("parallel_units", self.parallel_units, 1, 4096)?;
+        range("read_latency_ns", self.read_latency_ns, 1, LATENCY_MAX)?;
+        range("write_latency_ns", self.write_latency_ns, 1, LATENCY_MAX)?;
         for (name, value) in [
             (
                 "unit_read_bandwidth_bytes_per_s",
@@ -202,18 +189,12 @@ impl SsdParams {
                 self.write_bandwidth_bytes_per_s,
             ),
         ] {
-            range(MODEL, name, value, BW_MIN, BW_MAX)?;
+            range(name, value, BW_MIN, BW_MAX)?;
         }
-        range(MODEL, "max_read_iops", self.max_read_iops, 0, 1_000_000_000)?;
-        range(
-            MODEL,
-            "max_write_iops",
-            self.max_write_iops,
-            0,
-            1_000_000_000,
-        )?;
-        range_f64(MODEL, "gc_slowdown", self.gc_slowdown, 0.0, 100.0)?;
-        range(MODEL, "gc_window_ios", self.gc_window_ios, 1, 1_000_000_000)
+        range("max_read_iops", self.max_read_iops, 0, 1_000_000_000)?;
+        range("max_write_iops", self.max_write_iops, 0, 1_000_000_000)?;
+        range_f64("gc_slowdown", self.gc_slowdown, 0.0, 100.0)?;
+        range("gc_window_ios", self.gc_window_ios, 1, 1_000_000_000)
     }
 }
 
@@ -314,7 +295,7 @@ pub struct SsdModel {
 
 impl SsdModel {
     /// Builds the model, or says which parameter is wrong.
-    pub fn new(params: &SsdParams) -> Result<Self, String> {
+    pub fn new(params: &SsdParams) -> Result<Self, ParamError> {
         params.validate()?;
         Ok(SsdModel {
             capacity_bytes: params.capacity_bytes,

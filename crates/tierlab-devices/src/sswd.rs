@@ -53,13 +53,12 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 use tierlab_core::device::{DeviceModel, DeviceState};
-use tierlab_core::{Completion, DeviceIo, Op, TimeNs};
+use tierlab_core::{Completion, DeviceIo, Op, ParamError, TimeNs};
 
 use crate::check::{range, range_f64, unknown_preset};
 use crate::hdd::{HddOverrides, HddParams, Scheduler};
 use crate::smr::{SECTOR_4K, SmrModel, SmrParams, merge_disk, validate_layout};
 
-const MODEL: &str = "sswd";
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 const MB_PER_S: u64 = 1_000_000;
@@ -169,72 +168,49 @@ impl SswdParams {
         }
     }
 
-    pub fn preset(name: &str) -> Result<Self, String> {
+    pub fn preset(name: &str) -> Result<Self, ParamError> {
         match name {
             "seagate-8tb-archive" => Ok(Self::seagate_8tb_archive()),
             "sswd-7200-2tb" => Ok(Self::sswd_7200_2tb()),
-            _ => Err(unknown_preset(MODEL, name, Self::PRESETS)),
+            _ => Err(unknown_preset(name, Self::PRESETS)),
         }
     }
 
-    pub fn validate(&self) -> Result<(), String> {
-        self.disk
-            .validate()
-            .map_err(|e| format!("{MODEL}: disk: {e}"))?;
+    pub fn validate(&self) -> Result<(), ParamError> {
+        self.disk.validate().map_err(|e| e.within("disk"))?;
         validate_layout(
-            MODEL,
             self.band_bytes,
             self.guard_bytes,
             self.persistent_cache_bytes,
             self.disk.capacity_bytes,
         )?;
-        range(
-            MODEL,
-            "ram_buffer_bytes",
-            self.ram_buffer_bytes,
-            BLOCK,
-            1 << 40,
-        )?;
-        range_f64(
-            MODEL,
-            "destage_start_pct",
-            self.destage_start_pct,
-            0.0,
-            100.0,
-        )?;
-        range(
-            MODEL,
-            "max_append_bytes",
-            self.max_append_bytes,
-            BLOCK,
-            1 << 31,
-        )?;
+        range("ram_buffer_bytes", self.ram_buffer_bytes, BLOCK, 1 << 40)?;
+        range_f64("destage_start_pct", self.destage_start_pct, 0.0, 100.0)?;
+        range("max_append_bytes", self.max_append_bytes, BLOCK, 1 << 31)?;
         if self.max_append_bytes % BLOCK != 0 {
-            return Err(format!(
-                "{MODEL}: `max_append_bytes` = {} is not a multiple of 4096 bytes",
-                self.max_append_bytes
+            return Err(ParamError::new(
+                "max_append_bytes",
+                self.max_append_bytes,
+                "a multiple of 4096 bytes",
             ));
         }
         // One append (whole buffered pieces of at most a band) must fit in
         // an empty log, with room to spare for cleaning to make progress.
         let least = 2 * self.band_bytes.max(self.max_append_bytes);
         range(
-            MODEL,
             "persistent_cache_bytes",
             self.persistent_cache_bytes,
             least,
             self.disk.capacity_bytes,
         )?;
         range(
-            MODEL,
             "buffer_idle_ns",
             self.buffer_idle_ns,
             1,
             3_600 * 1_000 * NS_PER_MS,
         )?;
-        range_f64(MODEL, "clean_start_pct", self.clean_start_pct, 1.0, 100.0)?;
+        range_f64("clean_start_pct", self.clean_start_pct, 1.0, 100.0)?;
         range(
-            MODEL,
             "idle_clean_ns",
             self.idle_clean_ns,
             0,
@@ -287,7 +263,7 @@ pub(crate) struct SswdOverrides {
 }
 
 impl SswdOverrides {
-    pub fn into_params(self) -> Result<SswdParams, String> {
+    pub fn into_params(self) -> Result<SswdParams, ParamError> {
         let mut p = match &self.preset {
             Some(name) => SswdParams::preset(name)?,
             None => SswdParams::default(),
@@ -307,7 +283,7 @@ impl SswdOverrides {
             guard_bytes
         );
         if let Some(disk) = self.disk {
-            p.disk = merge_disk(p.disk, disk).map_err(|e| format!("{MODEL}: disk: {e}"))?;
+            p.disk = merge_disk(p.disk, disk).map_err(|e| e.within("disk"))?;
         }
         Ok(p)
     }
@@ -447,7 +423,7 @@ pub struct SswdModel {
 }
 
 impl SswdModel {
-    pub fn new(params: &SswdParams, seed: u64) -> Result<Self, String> {
+    pub fn new(params: &SswdParams, seed: u64) -> Result<Self, ParamError> {
         params.validate()?;
         let smr = params.smr();
         Ok(SswdModel {

@@ -44,6 +44,100 @@ impl FieldError {
     }
 }
 
+/// A parameter (a config key, a flag, a constructor argument) whose value
+/// is not allowed: which key, what was there, what is allowed. The config
+/// counterpart of [`FieldError`]; every config check in tierlab returns it,
+/// and each layer that knows where the key sits adds its part of the path
+/// ([`ParamError::within`]), so the message names the key as the user wrote
+/// it: ``key `devices[1].capacity_bytes`: expected 4096 ..= 2^60, found 0``.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamError {
+    /// Key path segments, outermost first (`devices[1]`, `capacity_bytes`);
+    /// empty for a value that is not under a key (a bare argument).
+    key: Vec<String>,
+    /// The value as the user gave it (or as it was computed from theirs).
+    pub found: String,
+    /// What is allowed, in words (`1 ..= 32`, `one of: lru, fifo`).
+    pub expected: String,
+}
+
+impl ParamError {
+    pub fn new(key: impl Into<String>, found: impl fmt::Display, expected: impl Into<String>) -> Self {
+        let key = key.into();
+        ParamError {
+            key: if key.is_empty() { Vec::new() } else { vec![key] },
+            found: found.to_string(),
+            expected: expected.into(),
+        }
+    }
+
+    /// Fails unless `min <= value <= max` (NaN is never in range).
+    pub fn check_range<T: PartialOrd + fmt::Display>(
+        key: &str,
+        value: T,
+        min: T,
+        max: T,
+    ) -> Result<(), ParamError> {
+        if value >= min && value <= max {
+            Ok(())
+        } else {
+            Err(ParamError::new(key, &value, format!("{min} ..= {max}")))
+        }
+    }
+
+    /// An unknown name among `known`, with the nearest one suggested.
+    pub fn unknown_name<'a>(
+        key: &str,
+        found: &str,
+        known: impl IntoIterator<Item = &'a str> + Clone,
+    ) -> ParamError {
+        let hint = crate::names::did_you_mean(found, known.clone());
+        let list: Vec<&str> = known.into_iter().collect();
+        ParamError::new(key, format!("{found:?}{hint}"), format!("one of: {}", list.join(", ")))
+    }
+
+    /// The same error one level down: `e.within("devices[1]")` turns key
+    /// `capacity_bytes` into `devices[1].capacity_bytes`.
+    pub fn within(mut self, outer: impl Into<String>) -> Self {
+        let outer = outer.into();
+        if !outer.is_empty() {
+            self.key.insert(0, outer);
+        }
+        self
+    }
+
+    /// Adds a reason to what is expected: `(SATA NCQ holds at most 32 commands)`.
+    pub fn because(mut self, why: impl fmt::Display) -> Self {
+        self.expected = format!("{} ({why})", self.expected);
+        self
+    }
+
+    /// The key path as a user writes it (`tenants[0].driver.iodepth`);
+    /// empty when the value was not under a key.
+    pub fn key(&self) -> String {
+        let mut path = String::new();
+        for segment in &self.key {
+            if !path.is_empty() && !segment.starts_with('[') {
+                path.push('.');
+            }
+            path.push_str(segment);
+        }
+        path
+    }
+}
+
+impl fmt::Display for ParamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let key = self.key();
+        if !key.is_empty() {
+            write!(f, "key `{key}`: ")?;
+        }
+        write!(f, "expected {}, found {}", self.expected, self.found)
+    }
+}
+
+impl std::error::Error for ParamError {}
+
 #[derive(Debug)]
 pub enum TraceError {
     /// A malformed record.

@@ -18,7 +18,7 @@ pub mod stats;
 pub mod units;
 pub mod writer;
 
-pub use error::{FieldError, Location, Result, TraceError};
+pub use error::{FieldError, Location, ParamError, Result, TraceError};
 pub use format::Format;
 pub use reader::{ReadOptions, RecordStream, TraceReader, open};
 pub use record::{DeviceTable, IoRecord, Op, TimeBase};

@@ -120,13 +120,13 @@ fn unknown_models_and_presets_list_the_known_ones() {
     assert!(err.contains("`memory`, `ssd`, `hdd`"), "{err}");
     let err = parse("model = \"ssd\"\npreset = \"intel-p4800x\"\n").unwrap_err();
     assert!(
-        err.contains("ssd: unknown preset `intel-p4800x`; known presets: intel-p3700, intel-s3500"),
+        err.contains("key `preset`: expected one of: intel-p3700, intel-s3500, found \"intel-p4800x\""),
         "{err}"
     );
     // One typo away: the nearest preset is named.
     let err = parse("model = \"ssd\"\npreset = \"intel-p370\"\n").unwrap_err();
     assert!(
-        err.contains("unknown preset `intel-p370` (did you mean `intel-p3700`?)"),
+        err.contains("found \"intel-p370\" (did you mean `intel-p3700`?)"),
         "{err}"
     );
     let err = parse("preset = \"dram\"\n").unwrap_err();
@@ -137,11 +137,11 @@ fn unknown_models_and_presets_list_the_known_ones() {
 fn bad_values_are_rejected_after_the_merge() {
     let err = parse("model = \"hdd\"\npreset = \"sata-7200-2tb\"\nqueue_depth = 0\n").unwrap_err();
     assert!(
-        err.contains("hdd: `queue_depth` = 0 is out of range; allowed 1 ..= 256"),
+        err.contains("key `queue_depth`: expected 1 ..= 256, found 0"),
         "{err}"
     );
     let err = parse("model = \"ssd\"\ngc_slowdown = -1.0\n").unwrap_err();
-    assert!(err.contains("`gc_slowdown` = -1"), "{err}");
+    assert!(err.contains("key `gc_slowdown`: expected 0 ..= 100, found -1"), "{err}");
     let err = parse("model = \"hdd\"\nscheduler = \"elevator\"\n").unwrap_err();
     assert!(err.contains("unknown variant `elevator`"), "{err}");
     assert!(err.contains("expected `fifo` or `sstf`"), "{err}");
@@ -152,8 +152,8 @@ fn bad_values_are_rejected_after_the_merge() {
     p.read_latency_ns = 0;
     let err = build(&DeviceConfig::Memory(p), 0).err().unwrap();
     assert_eq!(
-        err,
-        "memory: `read_latency_ns` = 0 is out of range; allowed 1 ..= 1000000000000"
+        err.to_string(),
+        "key `read_latency_ns`: expected 1 ..= 1000000000000, found 0"
     );
 }
 

@@ -1,5 +1,5 @@
-use tierlab_core::Op;
 use tierlab_core::device::DeviceState;
+use tierlab_core::{Op, ParamError};
 use tierlab_devices::{HddModel, HddParams, Scheduler};
 
 use crate::driver::{Driver, Outcome, TestRng, closed_loop, open_loop};
@@ -301,38 +301,32 @@ fn bad_parameters_are_named_with_value_and_range() {
     p.average_seek_ns = 3_000_000;
     let err = p.validate().unwrap_err();
     assert_eq!(
-        err,
-        "hdd: `average_seek_ns` = 3000000 cannot be fitted: with track_to_track_seek_ns = \
-         800000 and full_stroke_seek_ns = 17000000 the sqrt-then-linear seek curve allows \
-         6200000 ..= 9440000"
+        err.to_string(),
+        "key `average_seek_ns`: expected 6200000 ..= 9440000 (what the sqrt-then-linear seek \
+         curve can fit with `track_to_track_seek_ns` = 800000 and `full_stroke_seek_ns` = \
+         17000000), found 3000000"
     );
     let mut p = HddParams::sata_7200_2tb();
     p.rpm = 100;
     assert_eq!(
         HddModel::new(&p, 0).err().unwrap(),
-        "hdd: `rpm` = 100 is out of range; allowed 3600 ..= 20000"
+        ParamError::new("rpm", 100, "3600 ..= 20000")
     );
     let mut p = HddParams::sata_7200_2tb();
     p.inner_rate_bytes_per_s = 300_000_000;
     let err = p.validate().unwrap_err();
-    assert!(
-        err.contains("`inner_rate_bytes_per_s` = 300000000"),
-        "{err}"
-    );
-    assert!(err.contains("..= 200000000"), "{err}");
+    assert_eq!(err.key(), "inner_rate_bytes_per_s");
+    assert_eq!(err.found, "300000000");
+    assert!(err.expected.ends_with("..= 200000000"), "{err}");
     let mut p = HddParams::sata_7200_2tb();
     p.track_to_track_seek_ns = 20_000_000;
-    assert!(
-        p.validate()
-            .unwrap_err()
-            .contains("`track_to_track_seek_ns`")
-    );
+    assert_eq!(p.validate().unwrap_err().key(), "track_to_track_seek_ns");
     let mut p = HddParams::sata_7200_2tb();
     p.full_stroke_seek_ns = 0;
-    assert!(
-        p.validate()
-            .unwrap_err()
-            .contains("`full_stroke_seek_ns` = 0")
+    let err = p.validate().unwrap_err();
+    assert_eq!(
+        (err.key().as_str(), err.found.as_str()),
+        ("full_stroke_seek_ns", "0")
     );
     for name in HddParams::PRESETS {
         HddParams::preset(name).unwrap().validate().unwrap();

@@ -1,5 +1,5 @@
-use tierlab_core::Op;
 use tierlab_core::device::{DeviceModel, DeviceState};
+use tierlab_core::{Op, ParamError};
 use tierlab_devices::{MemoryModel, MemoryParams};
 
 use crate::driver::{Driver, closed_loop, open_loop};
@@ -87,20 +87,19 @@ fn bad_parameters_are_named_with_value_and_range() {
     let mut p = MemoryParams::dram();
     p.channels = 0;
     let err = MemoryModel::new(&p).err().unwrap();
-    assert_eq!(
-        err,
-        "memory: `channels` = 0 is out of range; allowed 1 ..= 4096"
-    );
+    assert_eq!(err, ParamError::new("channels", 0, "1 ..= 4096"));
     let mut p = MemoryParams::dram();
     p.write_bandwidth_bytes_per_s = 10;
     let err = p.validate().unwrap_err();
-    assert!(err.contains("`write_bandwidth_bytes_per_s` = 10"), "{err}");
-    assert!(err.contains("allowed 1000 ..= 10000000000000"), "{err}");
+    assert_eq!(
+        err,
+        ParamError::new("write_bandwidth_bytes_per_s", 10, "1000 ..= 10000000000000")
+    );
     for name in MemoryParams::PRESETS {
         MemoryParams::preset(name).unwrap().validate().unwrap();
     }
     assert_eq!(
-        MemoryParams::preset("sram").unwrap_err(),
-        "memory: unknown preset `sram` (did you mean `dram`?); known presets: dram, nvdimm, ramdisk"
+        MemoryParams::preset("sram").unwrap_err().to_string(),
+        "key `preset`: expected one of: dram, nvdimm, ramdisk, found \"sram\" (did you mean `dram`?)"
     );
 }

@@ -250,7 +250,7 @@ fn configs_name_bad_keys_and_values() {
     assert!(e.contains("band_bytes") && e.contains("4096"), "{e}");
     let e = parse("model = \"sswd\"\npersistent_cache_bytes = 4096\n").unwrap_err();
     assert!(
-        e.contains("persistent_cache_bytes") && e.contains("allowed"),
+        e.contains("key `persistent_cache_bytes`: expected 67108864 ..= "),
         "{e}"
     );
     let e = parse("model = \"sswd\"\nbogus = 1\n").unwrap_err();
