@@ -48,6 +48,11 @@ Cache-only studies (``tierlab cache``)
 Errors in trace content raise :class:`TraceError` (a ``ValueError``) with
 the same message the CLI prints (``file:line: field `X`: expected ...,
 found "..."``); missing or unreadable files raise the matching ``OSError``.
+A value that is not allowed (a config key, a capacity, a page size) raises
+:class:`ParamError`, a :class:`ConfigError` whose ``key``, ``found`` and
+``expected`` attributes say which key (``devices[1].capacity_bytes``), what
+was there and what is allowed; other config errors are :class:`ConfigError`
+with ``key`` set when they concern one.
 
 numpy and pandas are imported on first use, so ``import tierlab`` (and the
 ``tierlab`` console script) stay fast.
@@ -61,7 +66,7 @@ from . import _native
 from ._cache import cache_sim
 from ._cli import run_cli
 from ._generators import generate, generate_to, generators, presets
-from ._native import ConfigError, TraceError
+from ._native import ConfigError, ParamError, TraceError
 from ._outputs import CommandError, Outputs, analyze_concentrations, load_outputs, reproduce
 from ._progress import SimProgress, TqdmProgress
 from ._serve import Served, serve
@@ -80,6 +85,7 @@ __all__ = [
     "ConfigError",
     "NativeTrace",
     "Outputs",
+    "ParamError",
     "SimProgress",
     "Served",
     "SimResult",

@@ -5,7 +5,13 @@ from typing import Any
 __version__: str
 
 class TraceError(ValueError): ...
-class ConfigError(ValueError): ...
+class ConfigError(ValueError):
+    key: str | None
+
+class ParamError(ConfigError):
+    key: str | None
+    found: str
+    expected: str
 
 def read_columns(
     path: str,

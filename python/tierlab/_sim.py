@@ -124,18 +124,22 @@ def _to_json_ready(value: Any, path: tuple[str | int, ...]) -> Any:
     ``os.PathLike`` values as strings and tuples as lists."""
 
     def fail(what: str) -> ConfigError:
-        return ConfigError(
+        err = ConfigError(
             f"{_DICT_ORIGIN}: key `{_key_path(path)}`: {what} has no TOML form; "
             "expected a dict, list, str, bool, int or float"
         )
+        err.key = _key_path(path)
+        return err
 
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
-                raise ConfigError(
+                err = ConfigError(
                     f"{_DICT_ORIGIN}: key `{_key_path(path)}`: key {k!r} is not a str"
                 )
+                err.key = _key_path(path)
+                raise err
             out[k] = _to_json_ready(v, (*path, k))
         return out
     if isinstance(value, (list, tuple)):

@@ -6,7 +6,7 @@
 use tierlab_cache::policies;
 use tierlab_cache::sim::next_uses;
 
-fn main() -> Result<(), String> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 4 {
         return Err("usage: misses KEYS_FILE CAPACITY POLICY...".into());

@@ -22,7 +22,7 @@ use crate::sim::record_pages;
 use crate::workload::mix64;
 use crate::{Eviction, Key};
 use rustc_hash::FxHashMap;
-use tierlab_trace::{RecordStream, Result, TraceError};
+use tierlab_trace::{ParamError, RecordStream, Result, TraceError};
 
 /// SHARDS' hash modulus P (2^24, as in the paper's implementation).
 pub const SHARDS_MODULUS: u64 = 1 << 24;
@@ -209,9 +209,9 @@ pub struct Shards {
 
 impl Shards {
     /// `rate` in (0, 1]; rounded to a multiple of 1/P.
-    pub fn new(rate: f64) -> std::result::Result<Self, String> {
+    pub fn new(rate: f64) -> std::result::Result<Self, ParamError> {
         if !(rate > 0.0 && rate <= 1.0) {
-            return Err(format!("SHARDS rate must be in (0, 1], got {rate}"));
+            return Err(ParamError::new("sample_rate", rate, "a SHARDS rate in (0, 1]"));
         }
         let threshold = ((rate * SHARDS_MODULUS as f64).round() as u64).max(1);
         Ok(Shards { threshold })
@@ -245,7 +245,7 @@ pub struct ShardsLru {
 }
 
 impl ShardsLru {
-    pub fn new(rate: f64) -> std::result::Result<Self, String> {
+    pub fn new(rate: f64) -> std::result::Result<Self, ParamError> {
         Ok(ShardsLru {
             shards: Shards::new(rate)?,
             mrc: LruMrc::new(),
@@ -286,16 +286,20 @@ pub struct ShardsSim {
 impl ShardsSim {
     /// Belady is refused: it needs next-access times, which sampling
     /// would have to precompute over the whole trace anyway.
-    pub fn new(policy: &str, sizes: &[u64], rate: f64) -> std::result::Result<Self, String> {
+    pub fn new(policy: &str, sizes: &[u64], rate: f64) -> std::result::Result<Self, ParamError> {
         let shards = Shards::new(rate)?;
         let mut caches = Vec::with_capacity(sizes.len());
         for &c in sizes {
             if c == 0 {
-                return Err("MRC sizes must be at least 1 page".into());
+                return Err(ParamError::new("sizes", "0 pages", "at least 1 page"));
             }
             let cache = policies::build(policy, shards.scaled_size(c) as usize)?;
             if cache.name() == "belady" {
-                return Err("belady needs look-ahead; SHARDS supports online policies".into());
+                return Err(ParamError::new(
+                    "policy",
+                    "belady, which needs look-ahead",
+                    "a policy that runs online (SHARDS samples one pass)",
+                ));
             }
             caches.push(cache);
         }
@@ -370,7 +374,7 @@ pub fn shards_mrc(
         ));
     }
     if policy.eq_ignore_ascii_case("lru") {
-        let mut s = ShardsLru::new(rate).map_err(TraceError::Invalid)?;
+        let mut s = ShardsLru::new(rate)?;
         while let Some(rec) = stream.next_record()? {
             for k in record_pages(&rec, page_size_bytes) {
                 s.access(k);
@@ -378,7 +382,7 @@ pub fn shards_mrc(
         }
         return Ok(sizes.iter().map(|&c| s.miss_ratio_at(c)).collect());
     }
-    let mut s = ShardsSim::new(policy, sizes, rate).map_err(TraceError::Invalid)?;
+    let mut s = ShardsSim::new(policy, sizes, rate)?;
     while let Some(rec) = stream.next_record()? {
         for k in record_pages(&rec, page_size_bytes) {
             s.access(k);

@@ -14,7 +14,9 @@ use crate::policies;
 use crate::{Eviction, Key};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use tierlab_trace::{DeviceTable, IoRecord, Op, RecordStream, Result, TimeBase, TraceError};
+use tierlab_trace::{
+    DeviceTable, IoRecord, Op, ParamError, RecordStream, Result, TimeBase,
+};
 
 /// Bits of a key holding the page index; the device id sits above.
 pub const PAGE_BITS: u32 = 48;
@@ -132,10 +134,6 @@ struct Lane {
     res: CacheSimResult,
 }
 
-fn invalid(msg: String) -> TraceError {
-    TraceError::Invalid(msg)
-}
-
 /// Runs every config over one pass of `stream`; results are in config
 /// order.
 ///
@@ -151,10 +149,10 @@ pub fn run(
     let mut lanes = Vec::with_capacity(configs.len());
     for c in configs {
         if c.page_size_bytes == 0 {
-            return Err(invalid("cache page size must be at least 1 byte".into()));
+            return Err(ParamError::new("page_size", 0, "at least 1 byte").into());
         }
         let cap = usize::try_from(c.capacity_pages).unwrap_or(usize::MAX);
-        let cache = policies::build(&c.policy, cap).map_err(invalid)?;
+        let cache = policies::build(&c.policy, cap)?;
         lanes.push(Lane {
             page_size: c.page_size_bytes,
             next: None,
@@ -299,7 +297,7 @@ pub fn grid<S: AsRef<str>>(
     policy_names: &[S],
     capacities_pages: &[u64],
     page_size: u32,
-) -> std::result::Result<Vec<CacheSimConfig>, String> {
+) -> std::result::Result<Vec<CacheSimConfig>, ParamError> {
     let mut out = Vec::with_capacity(policy_names.len() * capacities_pages.len());
     for name in policy_names {
         let policy = policies::canonical_name(name.as_ref())?;

@@ -5,6 +5,7 @@
 //! count needs an explicit suffix (`14514pages`). One parser for the
 //! `cache` command, `analyze`, and Python's `cache_sim`.
 
+use tierlab_trace::ParamError;
 use tierlab_trace::units::parse_size_bytes;
 
 /// A cache size before it is turned into pages.
@@ -19,17 +20,18 @@ pub enum CacheSize {
 const FORMS: &str = "bytes (8388608), a size with a binary unit (8MiB), a page count (2048pages) \
                      or a share of the trace's footprint (1%)";
 
-/// Parses one cache size.
-pub fn parse_cache_size(text: &str) -> Result<CacheSize, String> {
+/// Parses one cache size. Errors have no key: the caller names the flag
+/// or key (`ParamError::within`).
+pub fn parse_cache_size(text: &str) -> Result<CacheSize, ParamError> {
     let t = text.trim();
+    let bad = || ParamError::new("", format!("{t:?}"), format!("a cache size: {FORMS}"));
     if let Some(pct) = t.strip_suffix('%') {
-        let p: f64 = pct
-            .trim()
-            .parse()
-            .map_err(|_| format!("cache size {t:?}: {pct:?} is not a number; expected {FORMS}"))?;
+        let p: f64 = pct.trim().parse().map_err(|_| bad())?;
         if !(p > 0.0 && p <= 100.0) {
-            return Err(format!(
-                "cache size {t:?}: a share of the footprint is above 0 % and at most 100 %"
+            return Err(ParamError::new(
+                "",
+                format!("{t:?}"),
+                "a share of the footprint above 0 % and at most 100 %",
             ));
         }
         return Ok(CacheSize::FootprintPct(p));
@@ -40,14 +42,16 @@ pub fn parse_cache_size(text: &str) -> Result<CacheSize, String> {
         .or_else(|| lower.strip_suffix("page"))
     {
         let n = n.trim().replace('_', "");
-        let pages: u64 = n.parse().map_err(|_| {
-            format!("cache size {t:?}: {n:?} is not a whole page count; expected {FORMS}")
-        })?;
+        let pages: u64 = n.parse().map_err(|_| bad())?;
         return Ok(CacheSize::Pages(pages));
     }
-    parse_size_bytes(t)
-        .map(CacheSize::Bytes)
-        .map_err(|e| format!("cache size: {e}; expected {FORMS}"))
+    parse_size_bytes(t).map(CacheSize::Bytes).map_err(|e| {
+        if e.found.contains("decimal units") {
+            e
+        } else {
+            bad()
+        }
+    })
 }
 
 impl CacheSize {
@@ -60,7 +64,7 @@ impl CacheSize {
     /// trace's distinct pages) for a share of the footprint. A byte size
     /// must be a whole number of pages; a share rounds down, to at least
     /// one page (libCacheSim truncates the same way).
-    pub fn pages(&self, page_size: u32, footprint_pages: Option<u64>) -> Result<u64, String> {
+    pub fn pages(&self, page_size: u32, footprint_pages: Option<u64>) -> Result<u64, ParamError> {
         let pages = match *self {
             CacheSize::Pages(n) => n,
             CacheSize::Bytes(bytes) => {
@@ -70,23 +74,27 @@ impl CacheSize {
                     } else {
                         String::new()
                     };
-                    return Err(format!(
-                        "cache size {bytes} bytes is not a whole number of {page_size}-byte pages{hint}"
+                    return Err(ParamError::new(
+                        "",
+                        format!("{bytes} bytes{hint}"),
+                        format!("a whole number of {page_size}-byte pages"),
                     ));
                 }
                 bytes / page_size as u64
             }
             CacheSize::FootprintPct(p) => {
                 let Some(footprint) = footprint_pages else {
-                    return Err(format!(
-                        "cache size {p}%: a share of the footprint needs the trace's footprint here; give bytes or pages"
+                    return Err(ParamError::new(
+                        "",
+                        format!("{p}%, a share of a footprint not known here"),
+                        "bytes or pages",
                     ));
                 };
                 ((footprint as f64 * p / 100.0).floor() as u64).max(1)
             }
         };
         if pages == 0 {
-            return Err(format!("cache size {self}: must be at least one page"));
+            return Err(ParamError::new("", self, "at least one page"));
         }
         Ok(pages)
     }
@@ -104,14 +112,13 @@ impl std::fmt::Display for CacheSize {
 
 /// Parses a page size: bytes or a size with a unit, a multiple of 512 (a
 /// sector) below 4 GiB. `what` names the flag or key in errors.
-pub fn parse_page_size(text: &str, what: &str) -> Result<u32, String> {
-    let bytes = parse_size_bytes(text).map_err(|e| format!("{what}: {e}"))?;
+pub fn parse_page_size(text: &str, what: &str) -> Result<u32, ParamError> {
+    let bytes = parse_size_bytes(text).map_err(|e| e.within(what))?;
+    let expected = "a whole number of 512-byte sectors (512, 4KiB, 8KiB, ...) below 4 GiB";
     if bytes == 0 || bytes % 512 != 0 {
-        return Err(format!(
-            "{what} {text:?}: a page is a whole number of 512-byte sectors (512, 4KiB, 8KiB, ...)"
-        ));
+        return Err(ParamError::new(what, format!("{text:?}"), expected));
     }
-    u32::try_from(bytes).map_err(|_| format!("{what} {text:?}: must be below 4 GiB"))
+    u32::try_from(bytes).map_err(|_| ParamError::new(what, format!("{text:?}"), expected))
 }
 
 /// The trace's footprint: its distinct pages of `page_size` bytes (every
@@ -130,11 +137,11 @@ pub fn footprint_pages(
 /// Parses every text of `texts` as a cache size and turns it into pages;
 /// `footprint` (the trace's distinct pages, e.g. [`footprint_pages`]) is
 /// called once, and only when a size is a share of it.
-pub fn sizes_in_pages<S: AsRef<str>>(
+pub fn sizes_in_pages<S: AsRef<str>, E: From<ParamError>>(
     texts: &[S],
     page_size: u32,
-    footprint: impl FnOnce() -> Result<u64, String>,
-) -> Result<Vec<u64>, String> {
+    footprint: impl FnOnce() -> Result<u64, E>,
+) -> Result<Vec<u64>, E> {
     let sizes = texts
         .iter()
         .map(|t| parse_cache_size(t.as_ref()))
@@ -146,12 +153,12 @@ pub fn sizes_in_pages<S: AsRef<str>>(
     };
     sizes
         .iter()
-        .map(|s| s.pages(page_size, footprint))
+        .map(|s| s.pages(page_size, footprint).map_err(E::from))
         .collect()
 }
 
 /// Parses a cache size straight into pages where no footprint is known.
-pub fn parse_capacity_pages(text: &str, page_size: u32) -> Result<u64, String> {
+pub fn parse_capacity_pages(text: &str, page_size: u32) -> Result<u64, ParamError> {
     parse_cache_size(text)?.pages(page_size, None)
 }
 
@@ -169,18 +176,19 @@ mod tests {
         assert_eq!(parse_capacity_pages("1_000 pages", 4096), Ok(1000));
         assert_eq!(parse_capacity_pages("1EiB", 1 << 30), Ok(1 << 30));
         // An old page count is refused with the way to write it.
-        let e = parse_capacity_pages("14514", 4096).unwrap_err();
+        let e = parse_capacity_pages("14514", 4096).unwrap_err().to_string();
         assert!(e.contains("for a page count write 14514pages"), "{e}");
-        let e = parse_capacity_pages("6k", 4096).unwrap_err();
-        assert!(e.contains("not a whole number of 4096-byte pages"), "{e}");
+        let e = parse_capacity_pages("6k", 4096).unwrap_err().to_string();
+        assert!(e.contains("a whole number of 4096-byte pages"), "{e}");
         assert!(parse_capacity_pages("0", 4096).is_err());
         assert!(parse_capacity_pages("0pages", 4096).is_err());
         assert!(
             parse_capacity_pages("64MB", 4096)
                 .unwrap_err()
+                .to_string()
                 .contains("ambiguous")
         );
-        let e = parse_capacity_pages("lots", 4096).unwrap_err();
+        let e = parse_capacity_pages("lots", 4096).unwrap_err().to_string();
         assert!(e.contains("1%") && e.contains("pages"), "{e}");
     }
 
@@ -199,7 +207,7 @@ mod tests {
             parse_cache_size("0.01%").unwrap().pages(4096, Some(10)),
             Ok(1)
         );
-        assert!(one.pages(4096, None).unwrap_err().contains("footprint"));
+        assert!(one.pages(4096, None).unwrap_err().to_string().contains("footprint"));
         assert!(parse_cache_size("0%").is_err());
         assert!(parse_cache_size("150%").is_err());
         assert!(parse_cache_size("x%").is_err());

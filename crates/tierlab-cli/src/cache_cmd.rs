@@ -65,18 +65,22 @@ fn capacity_pages(
 ) -> CliResult<Vec<u64>> {
     let footprint = || {
         if input.input.as_os_str() == "-" {
-            return Err(
+            return Err(tierlab_trace::TraceError::Invalid(
                 "a share of the footprint needs a first pass over the trace, and stdin \
-                        cannot be read twice; give bytes or pages"
+                 cannot be read twice; give bytes or pages"
                     .to_string(),
-            );
+            ));
         }
-        let mut reader = input.open().map_err(|e| e.to_string())?;
-        tierlab_cache::size::footprint_pages(&mut reader, page_size).map_err(|e| e.to_string())
+        let mut reader = input
+            .open()
+            .map_err(|e| tierlab_trace::TraceError::Invalid(e.to_string()))?;
+        tierlab_cache::size::footprint_pages(&mut reader, page_size)
     };
     Ok(
-        tierlab_cache::size::sizes_in_pages(texts, page_size, footprint)
-            .map_err(|e| format!("{what}: {e}"))?,
+        tierlab_cache::size::sizes_in_pages(texts, page_size, footprint).map_err(|e| match e {
+            tierlab_trace::TraceError::Param(p) => p.with_key(what).to_string(),
+            e => format!("{what}: {e}"),
+        })?,
     )
 }
 

@@ -69,7 +69,7 @@ pub struct CrashcheckArgs {
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
-    tierlab_trace::units::parse_size_bytes(s)
+    tierlab_trace::units::parse_size_bytes(s).map_err(|e| e.to_string())
 }
 
 fn parse_replay(s: &str) -> Result<(u64, StateKind), String> {

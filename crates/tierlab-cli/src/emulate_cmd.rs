@@ -245,7 +245,9 @@ pub fn run(args: EmulateArgs) -> CliResult {
     }
     let factory_table = table.clone();
     let emu = Emulator::start(
-        Box::new(move || tierlab_stack::standard_device(&factory_table, seed)),
+        Box::new(move || {
+            tierlab_stack::standard_device(&factory_table, seed).map_err(|e| e.to_string())
+        }),
         backend,
         capacity,
         &args.mount,

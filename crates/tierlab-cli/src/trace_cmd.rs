@@ -188,7 +188,11 @@ pub fn run(cmd: TraceCommand) -> CliResult {
                     })
                     .transpose()?,
                 offset_range_bytes: lba
-                    .map(|r| parse_range(&r, "LBA range", parse_size_bytes))
+                    .map(|r| {
+                        parse_range(&r, "LBA range", |t| {
+                            parse_size_bytes(t).map_err(|e| e.to_string())
+                        })
+                    })
                     .transpose()?,
                 first,
                 device,

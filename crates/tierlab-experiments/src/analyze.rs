@@ -21,7 +21,7 @@ use tierlab_cache::sim::{parse_capacity_pages, record_pages};
 use tierlab_cache::{Eviction, policies};
 use tierlab_policies::atsmf::analyzer::{ExtractParams, Group, Tracked, Tracker, extract};
 use tierlab_trace::units::{format_size_bytes, parse_size_bytes};
-use tierlab_trace::{DeviceTable, IoRecord, Op, RecordStream, TimeBase};
+use tierlab_trace::{DeviceTable, IoRecord, Op, ParamError, RecordStream, TimeBase};
 
 use crate::ExpResult;
 use crate::input::{InputArgs, report_skipped};
@@ -345,7 +345,11 @@ struct PageCache {
 }
 
 impl PageCache {
-    fn new(policy: &str, capacity_pages: u64, page_size_bytes: u32) -> Result<PageCache, String> {
+    fn new(
+        policy: &str,
+        capacity_pages: u64,
+        page_size_bytes: u32,
+    ) -> Result<PageCache, ParamError> {
         let cap = usize::try_from(capacity_pages).unwrap_or(usize::MAX);
         Ok(PageCache {
             cache: policies::build(policy, cap)?,
@@ -869,7 +873,7 @@ fn pass(
 fn run_concentrations(args: ConcentrationsArgs) -> ExpResult {
     let cfg = Config::from_args(&args)?;
     let page_size = parse_page_size(&args.page_size)?;
-    let policy = check_policy(&args.cache_policy)?;
+    let policy = check_policy(&args.cache_policy).map_err(|e| e.with_key("--cache-policy"))?;
     if policy == "belady" {
         return Err(
             "--cache-policy belady needs the future; choose an online policy (paper: fifo)".into(),

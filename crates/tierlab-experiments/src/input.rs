@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use tierlab_trace::formats::blkparse;
-use tierlab_trace::{Format, ReadOptions, TraceReader};
+use tierlab_trace::{Format, ParamError, ReadOptions, TraceReader};
 
 use crate::ExpResult;
 
@@ -53,11 +53,14 @@ pub fn report_skipped(reader: &TraceReader) {
 }
 
 /// Parses the page size (a whole number of 512-byte sectors).
-pub fn parse_page_size(text: &str) -> Result<u32, String> {
+pub fn parse_page_size(text: &str) -> Result<u32, ParamError> {
     tierlab_cache::size::parse_page_size(text, "--page-size")
 }
 
-/// Checks a policy name ([`tierlab_cache::policies::canonical_name`]).
-pub fn check_policy(name: &str) -> Result<String, String> {
-    tierlab_cache::policies::canonical_name(name).map(str::to_string)
+/// Checks a policy name ([`tierlab_cache::policies::canonical_name`]);
+/// errors name the flag `--policy` (`ParamError::with_key` for another).
+pub fn check_policy(name: &str) -> Result<String, ParamError> {
+    tierlab_cache::policies::canonical_name(name)
+        .map(str::to_string)
+        .map_err(|e| e.with_key("--policy"))
 }

@@ -66,7 +66,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer};
 use tierlab_cache::Eviction;
 use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, Outbox, Policy, Stores};
-use tierlab_core::{DeviceIo, Op, TimeNs};
+use tierlab_core::{DeviceIo, Op, ParamError, TimeNs};
 
 use crate::extent::push_extent;
 use crate::slot_meta::{self, CommitState, SlotTable};
@@ -597,77 +597,96 @@ pub struct Cache {
 }
 
 /// Builds a tierlab-cache eviction policy by name.
-pub fn build_eviction(name: &str, capacity_pages: usize) -> Result<Box<dyn Eviction>, String> {
+pub fn build_eviction(name: &str, capacity_pages: usize) -> Result<Box<dyn Eviction>, ParamError> {
     tierlab_cache::policies::build(name, capacity_pages)
 }
 
 impl Cache {
-    pub fn new(p: &CacheParams) -> Result<Cache, String> {
+    pub fn new(p: &CacheParams) -> Result<Cache, ParamError> {
         // Belady needs each request's next use, which a cache in a running
         // stack cannot know: it would silently degrade to arbitrary choices.
         if matches!(
             p.eviction.to_ascii_lowercase().as_str(),
             "belady" | "min" | "opt"
         ) {
-            return Err(format!(
-                "eviction: `{}` needs future knowledge; it is for cache-only runs (`tierlab cache`)",
-                p.eviction
+            return Err(ParamError::new(
+                "eviction",
+                format!("{:?}, which needs future knowledge", p.eviction),
+                "a policy that runs online (Belady is for cache-only runs: `tierlab cache`)",
             ));
         }
         let page = p.page_size_bytes.0;
         let cap = p.capacity_bytes.0 / page.max(1);
-        let evict =
-            build_eviction(&p.eviction, cap as usize).map_err(|e| format!("eviction: {e}"))?;
+        let evict = match tierlab_cache::policies::canonical_name(&p.eviction) {
+            Err(e) => return Err(e.with_key("eviction")),
+            Ok(_) => build_eviction(&p.eviction, cap as usize)
+                .map_err(|e| e.with_key("capacity_bytes"))?,
+        };
         Cache::with_eviction(p, evict)
     }
 
     /// With a ready eviction policy (its capacity is the cache's in pages).
-    pub fn with_eviction(p: &CacheParams, evict: Box<dyn Eviction>) -> Result<Cache, String> {
+    pub fn with_eviction(
+        p: &CacheParams,
+        evict: Box<dyn Eviction>,
+    ) -> Result<Cache, ParamError> {
         let page = p.page_size_bytes.0;
         // The tag holds 22 bits of page index: 2^22 pages of 1 KiB cover the
         // largest host IO (4 GiB).
         if !page.is_power_of_two() || !(1024..=1 << 20).contains(&page) {
-            return Err(format!(
-                "page_size_bytes: {page} is not a power of two between 1 KiB and 1 MiB"
+            return Err(ParamError::new(
+                "page_size_bytes",
+                page,
+                "a power of two from 1 KiB to 1 MiB",
             ));
         }
         let cap = p.capacity_bytes.0 / page;
         if cap == 0 {
-            return Err(format!(
-                "capacity_bytes: {} holds no whole page of {page} bytes",
-                p.capacity_bytes.0
+            return Err(ParamError::new(
+                "capacity_bytes",
+                p.capacity_bytes.0,
+                format!("at least one page (`page_size_bytes` = {page})"),
             ));
         }
         if cap > u32::MAX as u64 {
-            return Err(format!("capacity_bytes: {cap} pages is more than 2^32"));
+            return Err(ParamError::new(
+                "capacity_bytes",
+                format!("{} ({cap} pages)", p.capacity_bytes.0),
+                "at most 2^32 pages",
+            ));
         }
+        // A caller's bug rather than the user's, but still a parameter mismatch.
         if evict.capacity() as u64 != cap {
-            return Err(format!(
-                "eviction policy holds {} pages, the cache {cap}",
-                evict.capacity()
+            return Err(ParamError::new(
+                "eviction",
+                format!("a policy of {} pages", evict.capacity()),
+                format!("the cache's capacity, {cap} pages"),
             ));
         }
         let (h, l) = (p.high_watermark, p.low_watermark);
         if !(h.is_finite() && l.is_finite() && 0.0 <= l && l <= h && h <= 1.0) {
-            return Err(format!(
-                "watermarks: need 0 <= low_watermark ({l}) <= high_watermark ({h}) <= 1"
+            return Err(ParamError::new(
+                "low_watermark",
+                format!("{l} (with `high_watermark` = {h})"),
+                "0 <= `low_watermark` <= `high_watermark` <= 1",
             ));
         }
         if !(p.idle_flush_ms.is_finite() && p.idle_flush_ms >= 0.0) {
-            return Err(format!("idle_flush_ms: {} is not >= 0", p.idle_flush_ms));
+            return Err(ParamError::new("idle_flush_ms", p.idle_flush_ms, "a number >= 0"));
         }
         if p.admission_hits == 0 {
-            return Err("admission_hits: must be at least 1".into());
+            return Err(ParamError::new("admission_hits", 0, "at least 1"));
         }
         let max_flush_pages = p.max_flush_bytes.0 / page;
         if max_flush_pages == 0 || max_flush_pages > TAG_PAGE_MASK {
-            return Err(format!(
-                "max_flush_bytes: {} must hold between one page and 2^22 pages",
-                p.max_flush_bytes.0
+            return Err(ParamError::new(
+                "max_flush_bytes",
+                p.max_flush_bytes.0,
+                format!("one page ({page} bytes) to 2^22 pages"),
             ));
         }
         if p.flush_iodepth == 0 {
-            return Err("flush_iodepth: must be at least 1".into());
+            return Err(ParamError::new("flush_iodepth", 0, "at least 1"));
         }
         Ok(Cache {
             name: "cache".into(),

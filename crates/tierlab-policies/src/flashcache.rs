@@ -30,6 +30,7 @@ use std::collections::{HashMap, VecDeque};
 
 use serde::Deserialize;
 use tierlab_cache::{Access, Eviction, Key};
+use tierlab_core::ParamError;
 
 use crate::cache::{ByteCount, Cache, CacheParams, SetCleaning, WriteMode};
 
@@ -192,32 +193,32 @@ impl Eviction for SetAssoc {
 }
 
 /// Builds the flashcache policy (a `Cache` named "flashcache").
-pub fn new(p: &FlashcacheParams) -> Result<Cache, String> {
+pub fn new(p: &FlashcacheParams) -> Result<Cache, ParamError> {
     let block = p.block_size_bytes.0;
     if !block.is_power_of_two() || !(1024..=1 << 20).contains(&block) {
-        return Err(format!(
-            "block_size_bytes: {block} is not a power of two between 1 KiB and 1 MiB"
+        return Err(ParamError::new(
+            "block_size_bytes",
+            block,
+            "a power of two from 1 KiB to 1 MiB",
         ));
     }
     if p.associativity == 0 || p.associativity > 1 << 20 {
-        return Err(format!(
-            "associativity: {} is not between 1 and 2^20",
-            p.associativity
-        ));
+        return Err(ParamError::new("associativity", p.associativity, "1 ..= 2^20"));
     }
     let set_bytes = block * p.associativity;
     let num_sets = p.capacity_bytes.0 / set_bytes;
     if num_sets == 0 {
-        return Err(format!(
-            "capacity_bytes: {} holds no whole set of {} blocks of {block} bytes",
-            p.capacity_bytes.0, p.associativity
+        return Err(ParamError::new(
+            "capacity_bytes",
+            p.capacity_bytes.0,
+            format!(
+                "at least one whole set ({} blocks of {block} bytes = {set_bytes} bytes)",
+                p.associativity
+            ),
         ));
     }
     if !(p.dirty_thresh_pct.is_finite() && (0.0..=100.0).contains(&p.dirty_thresh_pct)) {
-        return Err(format!(
-            "dirty_thresh_pct: {} is not between 0 and 100",
-            p.dirty_thresh_pct
-        ));
+        return Err(ParamError::new("dirty_thresh_pct", p.dirty_thresh_pct, "0 ..= 100"));
     }
     let mut params = CacheParams::with_capacity(num_sets * set_bytes);
     params.page_size_bytes = ByteCount(block);

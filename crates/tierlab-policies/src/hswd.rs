@@ -115,7 +115,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use serde::Deserialize;
 use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, Outbox, Policy, Stores};
-use tierlab_core::{DeviceIo, NS_PER_MS, Op, TimeNs};
+use tierlab_core::{DeviceIo, NS_PER_MS, Op, ParamError, TimeNs};
 
 use crate::cache::ByteCount;
 use crate::extent::push_extent;
@@ -299,37 +299,50 @@ pub struct Layout {
 }
 
 impl Layout {
-    pub fn new(p: &HswdParams) -> Result<Layout, String> {
+    pub fn new(p: &HswdParams) -> Result<Layout, ParamError> {
         let block = p.block_bytes.0;
         if !block.is_power_of_two() || !(512..=1 << 20).contains(&block) {
-            return Err(format!(
-                "block_bytes: {block} is not a power of two between 512 and 1 MiB"
+            return Err(ParamError::new(
+                "block_bytes",
+                block,
+                "a power of two from 512 bytes to 1 MiB",
             ));
         }
         let band = p.band_bytes.0;
         if band < block || band % block != 0 || band > 1 << 31 {
-            return Err(format!(
-                "band_bytes: {band} must be a multiple of block_bytes ({block}) and at most 2 GiB"
+            return Err(ParamError::new(
+                "band_bytes",
+                band,
+                format!("a multiple of `block_bytes` ({block}), at most 2 GiB"),
             ));
         }
         // The staging buffer's block index lives in 22 tag bits.
         if band / block > PAGE_MASK {
-            return Err(format!(
-                "band_bytes: {band} holds more than 2^22 blocks of {block} bytes"
+            return Err(ParamError::new(
+                "band_bytes",
+                band,
+                format!("at most 2^22 blocks of `block_bytes` ({block})"),
             ));
         }
         let pcache = p.pcache_bytes.0;
         if pcache < band + block {
-            return Err(format!(
-                "pcache_bytes: {pcache} must hold the RCache (one band, {band} bytes) and at least one block"
+            return Err(ParamError::new(
+                "pcache_bytes",
+                pcache,
+                format!(
+                    "at least the RCache (one band, {band} bytes) and one block ({})",
+                    band + block
+                ),
             ));
         }
         let data = pcache - band;
         let sets = match (p.mapping, p.sets) {
             (Mapping::Fully, None | Some(1)) => 1,
             (Mapping::Fully, Some(s)) => {
-                return Err(format!(
-                    "sets: {s} sets with mapping = \"fully\" (one set); use mapping = \"set\""
+                return Err(ParamError::new(
+                    "sets",
+                    s,
+                    "1 with mapping = \"fully\" (for more sets use mapping = \"set\")",
                 ));
             }
             (Mapping::Set, Some(s)) => s,
@@ -337,8 +350,10 @@ impl Layout {
         };
         let blocks_per_set = (data / block).checked_div(sets).unwrap_or(0);
         if sets == 0 || blocks_per_set == 0 {
-            return Err(format!(
-                "sets: {sets} sets of a {data}-byte data area leave no whole block per set"
+            return Err(ParamError::new(
+                "sets",
+                sets,
+                format!("at least one whole block per set of the {data}-byte data area"),
             ));
         }
         if !(p.clean_stop_pct.is_finite()
@@ -347,20 +362,24 @@ impl Layout {
             && p.clean_stop_pct <= p.clean_start_pct
             && p.clean_start_pct <= 100.0)
         {
-            return Err(format!(
-                "clean thresholds: need 0 < clean_stop_pct ({}) <= clean_start_pct ({}) <= 100",
-                p.clean_stop_pct, p.clean_start_pct
+            return Err(ParamError::new(
+                "clean_stop_pct",
+                format!("{} (with `clean_start_pct` = {})", p.clean_stop_pct, p.clean_start_pct),
+                "0 < `clean_stop_pct` <= `clean_start_pct` <= 100",
             ));
         }
         if !(hswd_meta::MIN_ENTRY_BYTES..=META_PAGE / 2).contains(&p.metadata_entry_bytes) {
-            return Err(format!(
-                "metadata_entry_bytes: {} is not between {} (block number + commit sequence) and 2048",
+            return Err(ParamError::new(
+                "metadata_entry_bytes",
                 p.metadata_entry_bytes,
-                hswd_meta::MIN_ENTRY_BYTES
+                format!(
+                    "{} (block number + commit sequence) ..= 2048",
+                    hswd_meta::MIN_ENTRY_BYTES
+                ),
             ));
         }
         if !(p.idle_clean_ms.is_finite() && p.idle_clean_ms >= 0.0) {
-            return Err(format!("idle_clean_ms: {} is not >= 0", p.idle_clean_ms));
+            return Err(ParamError::new("idle_clean_ms", p.idle_clean_ms, "a number >= 0"));
         }
         let blocks = blocks_per_set * sets;
         // Header + entry pages, each in two copies (hswd_meta).
@@ -690,7 +709,7 @@ pub const LATENCY_WINDOW_IOS: u64 = 10_000;
 
 impl Hswd {
     /// `nregion_bytes`: capacity of device 1 (the last band may be short).
-    pub fn new(p: &HswdParams, nregion_bytes: u64) -> Result<Hswd, String> {
+    pub fn new(p: &HswdParams, nregion_bytes: u64) -> Result<Hswd, ParamError> {
         let layout = Layout::new(p)?;
         let per_set = layout.blocks_per_set;
         let sets = (0..layout.sets)

@@ -11,7 +11,7 @@
 //! segments.
 
 use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, Outbox, Policy};
-use tierlab_core::{DeviceIo, Op, TimeNs};
+use tierlab_core::{DeviceIo, Op, ParamError, TimeNs};
 
 use crate::extent::push_extent;
 
@@ -28,20 +28,26 @@ pub struct Linear {
 
 impl Linear {
     /// `segments`: (tier name, bytes) in volume order.
-    pub fn new(segments: &[(String, u64)]) -> Result<Linear, String> {
+    pub fn new(segments: &[(String, u64)]) -> Result<Linear, ParamError> {
         if segments.is_empty() {
-            return Err("linear: at least one segment is needed".into());
+            return Err(ParamError::new("devices", "none", "at least one device"));
         }
         let mut starts = vec![0u64];
         for (name, size) in segments {
             if *size == 0 {
-                return Err(format!("linear: segment {name:?} has size 0"));
+                return Err(ParamError::new(
+                    format!("devices.{name}"),
+                    "a size of 0 bytes",
+                    "a device of at least one byte",
+                ));
             }
             let end = starts
                 .last()
                 .unwrap()
                 .checked_add(*size)
-                .ok_or("linear: total size overflows 2^64 bytes")?;
+                .ok_or_else(|| {
+                    ParamError::new("devices", "a total size above 2^64 bytes", "less in total")
+                })?;
             starts.push(end);
         }
         Ok(Linear {

@@ -44,7 +44,7 @@ use std::collections::VecDeque;
 
 use serde::Deserialize;
 use tierlab_core::policy::{Action, BufRef, HostIo, Outbox, Policy};
-use tierlab_core::{DeviceIo, NS_PER_S, Op, TimeNs};
+use tierlab_core::{DeviceIo, NS_PER_S, Op, ParamError, TimeNs};
 
 /// Consecutive settled samples that must all differ from the
 /// busy_pct_per_iops level by `reset_bpi_change` (in the same direction)
@@ -108,16 +108,14 @@ impl Default for BusyRateParams {
 
 impl BusyRateParams {
     /// Checks every value; the error names the key, the value and what is allowed.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ParamError> {
         let range = |key: &str, v: f64, lo: f64, hi: f64, lo_open: bool| {
             let ok = v.is_finite() && (if lo_open { v > lo } else { v >= lo }) && v <= hi;
             if ok {
                 Ok(())
             } else {
                 let open = if lo_open { "(" } else { "[" };
-                Err(format!(
-                    "busy-rate qos: `{key}` = {v} is out of range; allowed {open}{lo}, {hi}]"
-                ))
+                Err(ParamError::new(key, v, format!("{open}{lo}, {hi}]")))
             }
         };
         range(
@@ -158,7 +156,7 @@ impl BusyRateParams {
             self.initial_target_busy_pct,
             true,
         )
-        .map_err(|e| format!("{e} (at most initial_target_busy_pct)"))?;
+        .map_err(|e| e.because("at most `initial_target_busy_pct`"))?;
         range(
             "min_throttled_iops",
             self.min_throttled_iops,
@@ -167,23 +165,25 @@ impl BusyRateParams {
             true,
         )?;
         if self.saturation_window_samples == 0 {
-            return Err(
-                "busy-rate qos: `saturation_window_samples` = 0 is out of range; allowed ≥ 1"
-                    .into(),
-            );
+            return Err(ParamError::new("saturation_window_samples", 0, "at least 1"));
         }
         if self.saturation_trigger_samples == 0
             || self.saturation_trigger_samples > self.saturation_window_samples
         {
-            return Err(format!(
-                "busy-rate qos: `saturation_trigger_samples` = {} is out of range; allowed 1 ..= saturation_window_samples ({})",
-                self.saturation_trigger_samples, self.saturation_window_samples
+            return Err(ParamError::new(
+                "saturation_trigger_samples",
+                self.saturation_trigger_samples,
+                format!(
+                    "1 ..= `saturation_window_samples` ({})",
+                    self.saturation_window_samples
+                ),
             ));
         }
         if self.reset_util_pct >= self.saturated_util_pct {
-            return Err(format!(
-                "busy-rate qos: `reset_util_pct` = {} must be below `saturated_util_pct` = {}",
-                self.reset_util_pct, self.saturated_util_pct
+            return Err(ParamError::new(
+                "reset_util_pct",
+                self.reset_util_pct,
+                format!("below `saturated_util_pct` ({})", self.saturated_util_pct),
             ));
         }
         Ok(())
@@ -329,7 +329,7 @@ pub struct BusyRateController {
 }
 
 impl BusyRateController {
-    pub fn new(params: BusyRateParams) -> Result<BusyRateController, String> {
+    pub fn new(params: BusyRateParams) -> Result<BusyRateController, ParamError> {
         params.validate()?;
         Ok(BusyRateController {
             target_busy_pct: params.initial_target_busy_pct,
@@ -617,22 +617,27 @@ impl BusyRateQos {
         guaranteed: u32,
         throttled: u32,
         guarantee: IopsSchedule,
-    ) -> Result<BusyRateQos, String> {
+    ) -> Result<BusyRateQos, ParamError> {
         if guaranteed == throttled {
-            return Err(format!(
-                "busy-rate qos: the guaranteed and the throttled tenant are the same (tenant {guaranteed})"
+            return Err(ParamError::new(
+                "throttled_tenant",
+                format!("tenant {throttled}, the guaranteed tenant"),
+                "another tenant than `guaranteed_tenant`",
             ));
         }
         if guarantee.windows(2).any(|w| w[0].0 >= w[1].0) {
-            return Err("busy-rate qos: the guarantee schedule's times must increase".into());
+            let times: Vec<TimeNs> = guarantee.iter().map(|s| s.0).collect();
+            return Err(ParamError::new(
+                "guaranteed_iops",
+                format!("a schedule at times {times:?} ns"),
+                "increasing times",
+            ));
         }
         if let Some((_, v)) = guarantee
             .iter()
             .find(|(_, v)| !(v.is_finite() && *v >= 0.0))
         {
-            return Err(format!(
-                "busy-rate qos: guaranteed IOPS {v} is not a number ≥ 0"
-            ));
+            return Err(ParamError::new("guaranteed_iops", v, "a number >= 0"));
         }
         let interval_ns = params.sample_interval_ns().max(1);
         Ok(BusyRateQos {
@@ -1269,7 +1274,7 @@ mod tests {
             ),
         ] {
             let e = BusyRateController::new(p).unwrap_err();
-            assert!(e.contains(key), "{e}");
+            assert_eq!(e.key(), key, "{e}");
         }
     }
 

@@ -51,6 +51,56 @@ create_exception!(
      one of ...`."
 );
 
+create_exception!(
+    tierlab,
+    ParamError,
+    ConfigError,
+    "A config value that is not allowed: a `ConfigError` whose attributes say \
+     which key (`key`, the path as written in the config, e.g. \
+     `devices[1].capacity_bytes`; `None` for a bare argument), what was there \
+     (`found`) and what is allowed (`expected`)."
+);
+
+/// The Python exception for a config error: `ParamError` (with `key`,
+/// `found`, `expected`) for a bad value, the trace's own exception for a
+/// trace the config names, an `OSError` for an unreadable file, else
+/// `ConfigError` (with `key` when the error is about one). The message is
+/// the CLI's.
+fn config_err(e: SimConfigError) -> PyErr {
+    use tierlab_sim::config::ConfigErrorKind;
+    let message = e.to_string();
+    let key = e.key_path();
+    let err = match &e.kind {
+        ConfigErrorKind::Param(p) => return param_err_with(p, message),
+        ConfigErrorKind::Trace { error, .. } => trace_err(error, message),
+        ConfigErrorKind::Io(io) => return os_error(io.kind(), message),
+        _ => ConfigError::new_err(message),
+    };
+    Python::attach(|py| {
+        let _ = err.value(py).setattr("key", key);
+    });
+    err
+}
+
+/// A bad argument or value as `tierlab.ParamError` (a `ValueError`).
+fn param_err(e: tierlab_trace::ParamError) -> PyErr {
+    let message = e.to_string();
+    param_err_with(&e, message)
+}
+
+fn param_err_with(e: &tierlab_trace::ParamError, message: String) -> PyErr {
+    let err = ParamError::new_err(message);
+    let key = e.key();
+    Python::attach(|py| {
+        let v = err.value(py);
+        // Setting attributes on a fresh exception object cannot fail.
+        let _ = v.setattr("key", (!key.is_empty()).then_some(key));
+        let _ = v.setattr("found", e.found.clone());
+        let _ = v.setattr("expected", e.expected.clone());
+    });
+    err
+}
+
 /// An `OSError` of the subclass matching `kind`, with `message`.
 fn os_error(kind: ErrorKind, message: String) -> PyErr {
     match kind {
@@ -67,7 +117,13 @@ fn os_error(kind: ErrorKind, message: String) -> PyErr {
 /// `TraceError`. The message is exactly the CLI's.
 fn to_py_err(e: tierlab_trace::TraceError) -> PyErr {
     let message = e.to_string();
-    if let tierlab_trace::TraceError::Io { source, .. } = &e {
+    trace_err(&e, message)
+}
+
+/// `to_py_err`'s class for `e`, with `message` (a config error names the
+/// key the trace came from).
+fn trace_err(e: &tierlab_trace::TraceError, message: String) -> PyErr {
+    if let tierlab_trace::TraceError::Io { source, .. } = e {
         return match source.kind() {
             ErrorKind::NotFound => PyFileNotFoundError::new_err(message),
             ErrorKind::PermissionDenied => PyPermissionError::new_err(message),
@@ -674,7 +730,7 @@ const DICT_ORIGIN: &str = "<config dict>";
 /// Why a simulation failed, carried out of the GIL-free section (a
 /// `Box<dyn Error>` is not `Send`).
 enum SimFailure {
-    Config(String),
+    Config(SimConfigError),
     Trace(tierlab_trace::TraceError),
     Io(ErrorKind, String),
     Other(String),
@@ -684,7 +740,7 @@ enum SimFailure {
 
 impl From<SimConfigError> for SimFailure {
     fn from(e: SimConfigError) -> Self {
-        SimFailure::Config(e.0)
+        SimFailure::Config(e)
     }
 }
 
@@ -692,7 +748,7 @@ impl SimFailure {
     /// Sorts an error of `tierlab_sim::run::run` by its concrete type.
     fn from_run(e: Box<dyn std::error::Error>) -> SimFailure {
         let e = match e.downcast::<SimConfigError>() {
-            Ok(c) => return SimFailure::Config(c.0),
+            Ok(c) => return SimFailure::Config(*c),
             Err(e) => e,
         };
         let e = match e.downcast::<SimError>() {
@@ -712,7 +768,7 @@ impl SimFailure {
 
     fn into_py(self) -> PyErr {
         match self {
-            SimFailure::Config(m) => ConfigError::new_err(m),
+            SimFailure::Config(e) => config_err(e),
             SimFailure::Trace(t) => to_py_err(t),
             SimFailure::Io(kind, m) => os_error(kind, m),
             SimFailure::Other(m) => PyRuntimeError::new_err(m),
@@ -768,8 +824,8 @@ fn render_outputs(result: &RunResult) -> std::io::Result<SimOutputs> {
 fn json_to_toml(json: &str) -> Result<String, SimConfigError> {
     let mut de = serde_json::Deserializer::from_str(json);
     let table: toml::Table = serde_path_to_error::deserialize(&mut de)
-        .map_err(|e| SimConfigError(format!("{DICT_ORIGIN}: key `{}`: {}", e.path(), e.inner())))?;
-    toml::to_string(&table).map_err(|e| SimConfigError(format!("{DICT_ORIGIN}: {e}")))
+        .map_err(|e| SimConfigError::from_serde("", e).at(DICT_ORIGIN))?;
+    toml::to_string(&table).map_err(|e| SimConfigError::syntax(e.to_string()).at(DICT_ORIGIN))
 }
 
 /// Loads, runs and renders one simulation (no Python objects: runs with
@@ -914,20 +970,23 @@ fn cache_sim_json(
     format: Option<&str>,
     skip_bad: bool,
 ) -> PyResult<String> {
-    let page_bytes = tierlab_cache::size::parse_page_size(page_size, "page_size")
-        .map_err(PyValueError::new_err)?;
+    let page_bytes =
+        tierlab_cache::size::parse_page_size(page_size, "page_size").map_err(param_err)?;
     for p in &policies {
-        tierlab_cache::policies::canonical_name(p).map_err(PyValueError::new_err)?;
+        tierlab_cache::policies::canonical_name(p)
+            .map_err(|e| param_err(e.with_key("policies")))?;
     }
     let options = read_options(format, skip_bad, None)?;
     let footprint = || {
-        let mut reader = TraceReader::open(&path, &options).map_err(|e| e.to_string())?;
-        tierlab_cache::size::footprint_pages(&mut reader, page_bytes).map_err(|e| e.to_string())
+        let mut reader = TraceReader::open(&path, &options)?;
+        tierlab_cache::size::footprint_pages(&mut reader, page_bytes)
     };
     let pages = tierlab_cache::size::sizes_in_pages(&capacities, page_bytes, footprint)
-        .map_err(|e| PyValueError::new_err(format!("capacities: {e}")))?;
-    let configs =
-        tierlab_cache::sim::grid(&policies, &pages, page_bytes).map_err(PyValueError::new_err)?;
+        .map_err(|e| match e {
+            tierlab_trace::TraceError::Param(p) => param_err(p.with_key("capacities")),
+            e => to_py_err(e),
+        })?;
+    let configs = tierlab_cache::sim::grid(&policies, &pages, page_bytes).map_err(param_err)?;
     let results = py
         .detach(move || {
             let mut reader = TraceReader::open(&path, &options)?;
@@ -1012,19 +1071,19 @@ fn serve_start(
     let (config, base) = match (path, text, json) {
         (Some(p), None, None) => {
             let (c, _) = tierlab_stack::StackConfig::load(&p, &overrides)
-                .map_err(|e| ConfigError::new_err(e.0))?;
+                .map_err(config_err)?;
             let base = p.parent().map(PathBuf::from).unwrap_or_default();
             (c, base)
         }
         (None, Some(t), None) => {
             let (c, _) = tierlab_stack::StackConfig::parse(&t, TEXT_ORIGIN, &overrides)
-                .map_err(|e| ConfigError::new_err(e.0))?;
+                .map_err(config_err)?;
             (c, PathBuf::from("."))
         }
         (None, None, Some(j)) => {
-            let text = json_to_toml(&j).map_err(|e| ConfigError::new_err(e.0))?;
+            let text = json_to_toml(&j).map_err(config_err)?;
             let (c, _) = tierlab_stack::StackConfig::parse(&text, DICT_ORIGIN, &overrides)
-                .map_err(|e| ConfigError::new_err(e.0))?;
+                .map_err(config_err)?;
             (c, PathBuf::from("."))
         }
         _ => {
@@ -1115,6 +1174,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("TraceError", py.get_type::<TraceError>())?;
     m.add("ConfigError", py.get_type::<ConfigError>())?;
+    m.add("ParamError", py.get_type::<ParamError>())?;
     m.add_function(wrap_pyfunction!(read_columns, m)?)?;
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
     m.add_function(wrap_pyfunction!(convert, m)?)?;

@@ -49,7 +49,7 @@ pub fn workload(
             let (format, csv) = match format.as_deref() {
                 Some(f) => {
                     let (format, csv) = tierlab_trace::formats::csv::parse_format_spec(f)
-                        .map_err(|e| ConfigError(format!("key `{}`: {e}", key("format"))))?;
+                        .map_err(|e| ConfigError::key(key("format"), e))?;
                     (Some(format), csv)
                 }
                 None => (None, None),
@@ -63,7 +63,7 @@ pub fn workload(
                     ..Default::default()
                 },
             )
-            .map_err(|e| ConfigError(format!("key `{}`: {e}", key("trace"))))?;
+            .map_err(|e| ConfigError::trace(key("trace"), e))?;
             match device {
                 Some(d) => Ok(Box::new(
                     Slice::new(
@@ -73,7 +73,7 @@ pub fn workload(
                             ..Default::default()
                         },
                     )
-                    .map_err(|e| ConfigError(format!("key `{}`: {e}", key("device"))))?,
+                    .map_err(|e| ConfigError::trace(key("device"), e))?,
                 )),
                 None => Ok(Box::new(reader)),
             }
@@ -82,23 +82,21 @@ pub fn workload(
             let mut kv = Vec::new();
             for (k, v) in params {
                 let text = toml_scalar(v).ok_or_else(|| {
-                    ConfigError(format!(
-                        "key `{}.{k}`: expected a number, string or boolean",
-                        key("params")
-                    ))
+                    ConfigError::value(
+                        format!("{}.{k}", key("params")),
+                        v,
+                        "a number, string or boolean",
+                    )
                 })?;
                 kv.push(format!("{k}={text}"));
             }
             let kv = KvParams::parse(kv)
-                .map_err(|e| ConfigError(format!("key `{}`: {e}", key("params"))))?;
+                .map_err(|e| ConfigError::trace(key("params"), e))?;
             // Each tenant draws from its own stream of the run's seed.
             let tenant_seed = seed ^ (0x9E37_79B9_7F4A_7C15u64.wrapping_mul(index as u64 + 1));
-            tierlab_trace::generate::from_spec(generator, &kv, tenant_seed).map_err(|e| {
-                let at = match &e {
-                    tierlab_trace::TraceError::Param { key: k, .. } => key(&format!("params.{k}")),
-                    _ => key("generator"),
-                };
-                ConfigError(format!("key `{at}`: {e}"))
+            tierlab_trace::generate::from_spec(generator, &kv, tenant_seed).map_err(|e| match e {
+                tierlab_trace::TraceError::Param(_) => ConfigError::trace(key("params"), e),
+                e => ConfigError::trace(key("generator"), e),
             })
         }
     }
@@ -149,7 +147,7 @@ fn tenant(
         .map(|t| t.with_spread(spread, spread_seed))
         .and_then(|t| t.with_iops_schedule(schedule))
         .and_then(|t| t.with_window_offset_ns(offset_ns))
-        .map_err(|e| ConfigError(format!("key `tenants[{index}]`: {e}")))
+        .map_err(|e| ConfigError::param(e.within(format!("tenants[{index}]"))))
 }
 
 /// A tenant's `iops_schedule` in ns.

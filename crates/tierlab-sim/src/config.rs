@@ -8,7 +8,9 @@ use tierlab_trace::spread::SpreadMode;
 
 use serde::Deserialize;
 
-pub use tierlab_stack::config::{Bytes, ConfigError, apply_overrides};
+pub use tierlab_stack::config::{
+    Bytes, ConfigError, ConfigErrorKind, ParamError, apply_overrides,
+};
 pub use tierlab_stack::policies::PolicySpec as PolicyConfig;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -219,7 +221,12 @@ pub fn load(path: &Path, overrides: &[String]) -> Result<SimConfig, ConfigError>
         } else {
             String::new()
         };
-        ConfigError(format!("{}: {e}{hint}", path.display()))
+        let e = if hint.is_empty() {
+            e
+        } else {
+            std::io::Error::new(e.kind(), format!("{e}{hint}"))
+        };
+        ConfigError::io(path, e)
     })?;
     parse(&text, &path.display().to_string(), overrides)
 }
@@ -227,24 +234,25 @@ pub fn load(path: &Path, overrides: &[String]) -> Result<SimConfig, ConfigError>
 /// Parses config text (`origin` names it in errors).
 pub fn parse(text: &str, origin: &str, overrides: &[String]) -> Result<SimConfig, ConfigError> {
     let mut doc: toml::Table =
-        toml::from_str(text).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
-    apply_overrides(&mut doc, overrides)?;
+        toml::from_str(text).map_err(|e| ConfigError::syntax(e.to_string()).at(origin))?;
+    apply_overrides(&mut doc, overrides).map_err(|e| e.at(origin))?;
     tierlab_stack::config::device_byte_units(&mut doc, origin)?;
     let config: SimConfig =
         serde_path_to_error::deserialize(toml::Value::Table(doc)).map_err(|e| {
             let path = e.path().to_string();
+            // The message alone: toml's Display adds its own key path.
+            let message = e.inner().message();
+            let hint = mode_switch_hint(&path, overrides);
             // `.` is serde_path_to_error's name for the document itself.
-            let at = if path == "." {
-                "the top level".to_string()
+            let e = if path == "." {
+                ConfigError::key("", format!("the top level: {message}{hint}"))
             } else {
-                format!("key `{path}`")
+                match ParamError::parse_display(message) {
+                    Some(p) if hint.is_empty() => ConfigError::param(p.within(path)),
+                    _ => ConfigError::key(path, format!("{message}{hint}")),
+                }
             };
-            ConfigError(format!(
-                "{origin}: {at}: {}{}",
-                // The message alone: toml's Display adds its own key path.
-                e.inner().message(),
-                mode_switch_hint(&path, overrides)
-            ))
+            e.at(origin)
         })?;
     config.validate(origin)?;
     Ok(config)
@@ -275,32 +283,26 @@ fn mode_switch_hint(error_path: &str, overrides: &[String]) -> String {
 
 impl SimConfig {
     fn validate(&self, origin: &str) -> Result<(), ConfigError> {
-        let err =
-            |key: &str, msg: String| Err(ConfigError(format!("{origin}: key `{key}`: {msg}")));
+        let err = |key: &str, found: String, expected: &str| {
+            Err(ConfigError::value(key, found, expected).at(origin))
+        };
         if self.devices.is_empty() {
-            return err("devices", "at least one device is needed".into());
+            return err("devices", "none".into(), "at least one device");
         }
         if self.tenants.is_empty() {
-            return err("tenants", "at least one tenant is needed".into());
+            return err("tenants", "none".into(), "at least one tenant");
         }
-        self.policy
-            .check()
-            .map_err(|e| ConfigError(format!("{origin}: {e}")))?;
+        self.policy.check().map_err(|e| e.at(origin))?;
         if let Some(d) = self.run.duration_s {
             if !(d.is_finite() && d > 0.0) {
-                return err(
-                    "run.duration_s",
-                    format!("{d} is not a positive number of seconds"),
-                );
+                return err("run.duration_s", d.to_string(), "a number of seconds > 0");
             }
         }
         if !(self.output.interval_s.is_finite() && self.output.interval_s >= 1e-6) {
             return err(
                 "output.interval_s",
-                format!(
-                    "{} is not a positive number of seconds (≥ 1e-6)",
-                    self.output.interval_s
-                ),
+                self.output.interval_s.to_string(),
+                "a number of seconds >= 1e-6",
             );
         }
         for (i, t) in self.tenants.iter().enumerate() {
@@ -308,13 +310,15 @@ impl SimConfig {
                 DriverConfig::Open { speed, .. } if !(speed.is_finite() && *speed > 0.0) => {
                     return err(
                         &format!("tenants[{i}].driver.speed"),
-                        format!("{speed} is not a positive number"),
+                        speed.to_string(),
+                        "a number > 0",
                     );
                 }
                 DriverConfig::Closed { iodepth: 0, .. } | DriverConfig::Afap { iodepth: 0 } => {
                     return err(
                         &format!("tenants[{i}].driver.iodepth"),
-                        "must be at least 1".into(),
+                        "0".into(),
+                        "at least 1",
                     );
                 }
                 DriverConfig::Closed {
@@ -323,7 +327,8 @@ impl SimConfig {
                 } if !(d.is_finite() && *d > 0.0) => {
                     return err(
                         &format!("tenants[{i}].driver.duration_s"),
-                        format!("{d} is not a positive number of seconds"),
+                        d.to_string(),
+                        "a number of seconds > 0",
                     );
                 }
                 _ => {}
@@ -332,7 +337,8 @@ impl SimConfig {
                 if !(cap.is_finite() && cap > 0.0) {
                     return err(
                         &format!("tenants[{i}].iops_cap"),
-                        format!("{cap} is not a positive IOPS value"),
+                        cap.to_string(),
+                        "an IOPS value > 0",
                     );
                 }
             }
@@ -340,7 +346,8 @@ impl SimConfig {
             {
                 return err(
                     &format!("tenants[{i}].iops_window_offset_s"),
-                    format!("{} is not in [0, 1) s", t.iops_window_offset_s),
+                    t.iops_window_offset_s.to_string(),
+                    "[0, 1) s",
                 );
             }
             let mut previous_s = None;
@@ -349,15 +356,16 @@ impl SimConfig {
                 if !(step.from_s.is_finite() && step.from_s >= 0.0) {
                     return err(
                         &format!("{key}.from_s"),
-                        format!("{} is not a time ≥ 0 s", step.from_s),
+                        step.from_s.to_string(),
+                        "a time >= 0 s",
                     );
                 }
                 if previous_s.is_some_and(|p| step.from_s <= p) {
                     return err(
                         &format!("{key}.from_s"),
-                        format!(
-                            "{} s is not after the previous step's {} s; steps must be in time order",
-                            step.from_s,
+                        format!("{} s", step.from_s),
+                        &format!(
+                            "a time after the previous step's {} s (steps in time order)",
                             previous_s.unwrap()
                         ),
                     );
@@ -366,7 +374,8 @@ impl SimConfig {
                 if !(step.iops.is_finite() && step.iops > 0.0) {
                     return err(
                         &format!("{key}.iops"),
-                        format!("{} is not a positive IOPS value", step.iops),
+                        step.iops.to_string(),
+                        "an IOPS value > 0",
                     );
                 }
             }

@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 
-use tierlab_core::{NS_PER_S, Op, TimeNs};
+use tierlab_core::{NS_PER_S, Op, ParamError, TimeNs};
 use tierlab_trace::spread::{QuantumStats, Spread, SpreadMode};
 use tierlab_trace::{IoRecord, RecordStream};
 
@@ -95,33 +95,26 @@ impl Tenant {
         stop: StopAfter,
         region: Option<Region>,
         iops_cap: Option<f64>,
-    ) -> Result<Tenant, String> {
+    ) -> Result<Tenant, ParamError> {
         let name = name.into();
         match &mode {
             DriverMode::OpenLoop { speed } if !(speed.is_finite() && *speed > 0.0) => {
-                return Err(format!(
-                    "tenant {name}: speed must be a positive number, not {speed}"
-                ));
+                return Err(ParamError::new("driver.speed", speed, "a number > 0"));
             }
             DriverMode::ClosedLoop { iodepth: 0 } => {
-                return Err(format!("tenant {name}: iodepth must be at least 1"));
+                return Err(ParamError::new("driver.iodepth", 0, "at least 1"));
             }
             _ => {}
         }
-        if let Some(cap) = iops_cap {
-            if !(cap.is_finite() && cap > 0.0) {
-                return Err(format!(
-                    "tenant {name}: iops_cap must be a positive number, not {cap}"
-                ));
-            }
+        if let Some(cap) = iops_cap
+            && !(cap.is_finite() && cap > 0.0)
+        {
+            return Err(ParamError::new("iops_cap", cap, "a number > 0"));
         }
-        if let Some(r) = region {
-            if r.size_bytes < 4096 {
-                return Err(format!(
-                    "tenant {name}: region size {} bytes is smaller than 4 KiB",
-                    r.size_bytes
-                ));
-            }
+        if let Some(r) = region
+            && r.size_bytes < 4096
+        {
+            return Err(ParamError::new("region.size_bytes", r.size_bytes, "at least 4096"));
         }
         Ok(Tenant {
             name,
@@ -182,20 +175,23 @@ impl Tenant {
         })
     }
 
-    pub fn with_iops_schedule(mut self, schedule: Vec<(TimeNs, f64)>) -> Result<Tenant, String> {
+    pub fn with_iops_schedule(
+        mut self,
+        schedule: Vec<(TimeNs, f64)>,
+    ) -> Result<Tenant, ParamError> {
         if let Some(w) = schedule.windows(2).find(|w| w[0].0 >= w[1].0) {
-            return Err(format!(
-                "tenant {}: iops_schedule times must increase ({} s is followed by {} s)",
-                self.name,
-                w[0].0 as f64 / NS_PER_S as f64,
-                w[1].0 as f64 / NS_PER_S as f64
+            return Err(ParamError::new(
+                "iops_schedule",
+                format!(
+                    "{} s followed by {} s",
+                    w[0].0 as f64 / NS_PER_S as f64,
+                    w[1].0 as f64 / NS_PER_S as f64
+                ),
+                "increasing times",
             ));
         }
         if let Some((_, v)) = schedule.iter().find(|(_, v)| !(v.is_finite() && *v > 0.0)) {
-            return Err(format!(
-                "tenant {}: iops_schedule IOPS must be positive numbers, not {v}",
-                self.name
-            ));
+            return Err(ParamError::new("iops_schedule", format!("{v} IOPS"), "IOPS > 0"));
         }
         self.iops_schedule = schedule;
         Ok(self)
@@ -204,12 +200,12 @@ impl Tenant {
     /// Starts the token bucket's one-second windows `offset_ns` past each
     /// whole second (a load-control thread started at that phase);
     /// 0 ≤ offset < 1 s.
-    pub fn with_window_offset_ns(mut self, offset_ns: TimeNs) -> Result<Tenant, String> {
+    pub fn with_window_offset_ns(mut self, offset_ns: TimeNs) -> Result<Tenant, ParamError> {
         if offset_ns >= NS_PER_S {
-            return Err(format!(
-                "tenant {}: the token bucket's window offset must be below 1 s, not {} s",
-                self.name,
-                offset_ns as f64 / NS_PER_S as f64
+            return Err(ParamError::new(
+                "iops_window_offset_s",
+                offset_ns as f64 / NS_PER_S as f64,
+                "below 1 s",
             ));
         }
         self.window_shift_ns = (NS_PER_S - offset_ns) % NS_PER_S;

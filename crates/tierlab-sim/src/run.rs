@@ -269,7 +269,7 @@ pub fn run_with_progress(
         timeline_signals,
         ..MetricsConfig::default()
     })
-    .map_err(|e| ConfigError(format!("output: {e}")))?;
+    .map_err(|e| ConfigError::param(e.within("output")))?;
     sim.sample_policy_counters(interval_ns);
     let until = config
         .run

@@ -5,17 +5,181 @@
 /// the policies' type, one implementation for every config.
 pub use tierlab_policies::cache::ByteCount as Bytes;
 
-/// A config error, with the file and key path when known.
-#[derive(Debug)]
-pub struct ConfigError(pub String);
+pub use tierlab_core::ParamError;
 
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+/// A config error: where (the config's origin, a file or `<dict>`, when
+/// known) and what. Rendered once, here; Python maps the kinds to
+/// exception classes.
+#[derive(Debug)]
+pub struct ConfigError {
+    /// The file (or `--set`, `<dict>`) the config came from.
+    pub origin: Option<String>,
+    pub kind: ConfigErrorKind,
+}
+
+#[derive(Debug)]
+pub enum ConfigErrorKind {
+    /// A key whose value is not allowed: key path, found, expected.
+    Param(ParamError),
+    /// A key the schema does not take here (unknown, missing, of the wrong
+    /// type): the key path, and what is wrong in the deserializer's words.
+    Key { key: String, message: String },
+    /// A trace the config names (`tenants[0].workload.trace`) could not
+    /// be opened or read: the trace's own error, which names its file.
+    Trace {
+        key: String,
+        error: tierlab_trace::TraceError,
+    },
+    /// The config file could not be read.
+    Io(std::io::Error),
+    /// The text is not a config: TOML that does not parse, a malformed
+    /// `--set`.
+    Syntax(String),
+}
+
+impl ConfigError {
+    pub fn param(e: ParamError) -> Self {
+        ConfigError {
+            origin: None,
+            kind: ConfigErrorKind::Param(e),
+        }
+    }
+
+    /// A bad value at `key`: what was found, what is allowed.
+    pub fn value(
+        key: impl Into<String>,
+        found: impl std::fmt::Display,
+        expected: impl Into<String>,
+    ) -> Self {
+        ConfigError::param(ParamError::new(key, found, expected))
+    }
+
+    pub fn key(key: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError {
+            origin: None,
+            kind: ConfigErrorKind::Key {
+                key: key.into(),
+                message: message.into(),
+            },
+        }
+    }
+
+    pub fn trace(key: impl Into<String>, error: tierlab_trace::TraceError) -> Self {
+        match error {
+            // A generator's bad parameter is a config value like any other.
+            tierlab_trace::TraceError::Param(e) => ConfigError::param(e.within(key)),
+            error => ConfigError {
+                origin: None,
+                kind: ConfigErrorKind::Trace {
+                    key: key.into(),
+                    error,
+                },
+            },
+        }
+    }
+
+    pub fn syntax(message: impl Into<String>) -> Self {
+        ConfigError {
+            origin: None,
+            kind: ConfigErrorKind::Syntax(message.into()),
+        }
+    }
+
+    pub fn io(path: &std::path::Path, source: std::io::Error) -> Self {
+        ConfigError {
+            origin: Some(path.display().to_string()),
+            kind: ConfigErrorKind::Io(source),
+        }
+    }
+
+    /// A serde_path_to_error failure under `prefix` (`policy`,
+    /// `devices[0]`): a value our own checks refused comes back as the
+    /// `ParamError` it was; anything else is the deserializer's message.
+    pub fn from_serde<E: std::fmt::Display>(prefix: &str, e: serde_path_to_error::Error<E>) -> Self {
+        let path = e.path().to_string();
+        let key = match (prefix, path.as_str()) {
+            (p, ".") => p.to_string(),
+            ("", p) => p.to_string(),
+            (pre, p) if p.starts_with('[') => format!("{pre}{p}"),
+            (pre, p) => format!("{pre}.{p}"),
+        };
+        let message = e.inner().to_string();
+        match ParamError::parse_display(&message) {
+            Some(inner) => ConfigError::param(inner.within(key)),
+            None => ConfigError::key(key, message),
+        }
+    }
+
+    /// Names where the config came from, unless already named.
+    pub fn at(mut self, origin: &str) -> Self {
+        if self.origin.is_none() && !origin.is_empty() {
+            self.origin = Some(origin.to_string());
+        }
+        self
+    }
+
+    /// The same error one table down (`devices[1]`).
+    pub fn within(mut self, outer: &str) -> Self {
+        match &mut self.kind {
+            ConfigErrorKind::Param(e) => e.clone_from(&e.clone().within(outer)),
+            ConfigErrorKind::Key { key, .. } | ConfigErrorKind::Trace { key, .. } => {
+                *key = if key.is_empty() {
+                    outer.to_string()
+                } else if key.starts_with('[') {
+                    format!("{outer}{key}")
+                } else {
+                    format!("{outer}.{key}")
+                }
+            }
+            ConfigErrorKind::Io(_) | ConfigErrorKind::Syntax(_) => {}
+        }
+        self
+    }
+
+    /// The key path the error is about, when it is about one.
+    pub fn key_path(&self) -> Option<String> {
+        match &self.kind {
+            ConfigErrorKind::Param(e) => Some(e.key()).filter(|k| !k.is_empty()),
+            ConfigErrorKind::Key { key, .. } | ConfigErrorKind::Trace { key, .. } => {
+                Some(key.clone())
+            }
+            _ => None,
+        }
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl From<ParamError> for ConfigError {
+    fn from(e: ParamError) -> Self {
+        ConfigError::param(e)
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(origin) = &self.origin {
+            write!(f, "{origin}: ")?;
+        }
+        match &self.kind {
+            ConfigErrorKind::Param(e) => write!(f, "{e}"),
+            ConfigErrorKind::Key { key, message } if key.is_empty() => f.write_str(message),
+            ConfigErrorKind::Key { key, message } => write!(f, "key `{key}`: {message}"),
+            ConfigErrorKind::Trace { key, error } => write!(f, "key `{key}`: {error}"),
+            ConfigErrorKind::Io(e) => write!(f, "{e}"),
+            ConfigErrorKind::Syntax(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            ConfigErrorKind::Param(e) => Some(e),
+            ConfigErrorKind::Io(e) => Some(e),
+            ConfigErrorKind::Trace { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
 
 /// Applies `key.path=value` overrides to a parsed TOML document. Array
 /// elements are addressed by index (`tenants.0.iops_cap=50`). The value is
@@ -23,7 +187,7 @@ impl std::error::Error for ConfigError {}
 pub fn apply_overrides(doc: &mut toml::Table, overrides: &[String]) -> Result<(), ConfigError> {
     for item in overrides {
         let (path, raw) = item.split_once('=').ok_or_else(|| {
-            ConfigError(format!(
+            ConfigError::syntax(format!(
                 "--set {item:?}: expected KEY=VALUE, e.g. tenants.0.driver.iodepth=8"
             ))
         })?;
@@ -33,7 +197,7 @@ pub fn apply_overrides(doc: &mut toml::Table, overrides: &[String]) -> Result<()
             .unwrap_or_else(|| toml::Value::String(raw.to_string()));
         let keys: Vec<&str> = path.split('.').collect();
         if keys.iter().any(|k| k.is_empty()) {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::syntax(format!(
                 "--set {item:?}: empty key in {path:?}"
             )));
         }
@@ -46,13 +210,13 @@ pub fn apply_overrides(doc: &mut toml::Table, overrides: &[String]) -> Result<()
                     .get_mut(*key)
                     .and_then(|v| v.as_array_mut())
                     .ok_or_else(|| {
-                        ConfigError(format!(
+                        ConfigError::syntax(format!(
                             "--set {item:?}: `{key}` is not a list in the config"
                         ))
                     })?;
                 let len = arr.len();
                 let elem = arr.get_mut(next).ok_or_else(|| {
-                    ConfigError(format!(
+                    ConfigError::syntax(format!(
                         "--set {item:?}: `{key}` has {len} entries, index {next} is out of range"
                     ))
                 })?;
@@ -61,7 +225,7 @@ pub fn apply_overrides(doc: &mut toml::Table, overrides: &[String]) -> Result<()
                     break;
                 }
                 node = elem.as_table_mut().ok_or_else(|| {
-                    ConfigError(format!("--set {item:?}: `{key}.{next}` is not a table"))
+                    ConfigError::syntax(format!("--set {item:?}: `{key}.{next}` is not a table"))
                 })?;
                 continue;
             }
@@ -75,7 +239,7 @@ pub fn apply_overrides(doc: &mut toml::Table, overrides: &[String]) -> Result<()
                     .entry(key.to_string())
                     .or_insert_with(|| toml::Value::Table(toml::Table::new()));
                 node = entry.as_table_mut().ok_or_else(|| {
-                    ConfigError(format!("--set {item:?}: `{key}` is not a table"))
+                    ConfigError::syntax(format!("--set {item:?}: `{key}` is not a table"))
                 })?;
             }
         }
@@ -97,9 +261,10 @@ pub fn device_byte_units(doc: &mut toml::Table, origin: &str) -> Result<(), Conf
                         && let toml::Value::String(s) = v
                     {
                         let bytes = tierlab_trace::units::parse_size_bytes(s)
-                            .map_err(|e| ConfigError(format!("{origin}: key `{key_path}`: {e}")))?;
+                            .map_err(|e| ConfigError::param(e.within(&key_path)).at(origin))?;
                         let n = i64::try_from(bytes).map_err(|_| {
-                            ConfigError(format!("{origin}: key `{key_path}`: {s:?} is above 8 EiB"))
+                            ConfigError::value(&key_path, format!("{s:?}"), "at most 8 EiB")
+                                .at(origin)
                         })?;
                         *v = toml::Value::Integer(n);
                     } else {

@@ -30,20 +30,18 @@ pub fn strip_real_device_keys(table: &mut toml::Table) {
 /// Builds a device model from a `[[devices]]` table with tierlab-devices'
 /// models; `name` and the real executors' keys (`REAL_DEVICE_KEYS`, in
 /// RAID members too) are ignored.
-pub fn standard_device(table: &toml::Table, seed: u64) -> Result<Box<dyn DeviceModel>, String> {
+/// Keys in errors are relative to the table (`rpm`, `members[2].rpm`).
+pub fn standard_device(
+    table: &toml::Table,
+    seed: u64,
+) -> Result<Box<dyn DeviceModel>, crate::ConfigError> {
     let mut table = table.clone();
     table.remove("name");
     strip_real_device_keys(&mut table);
     let config: tierlab_devices::DeviceConfig =
-        serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
-            let path = e.path().to_string();
-            if path == "." {
-                e.inner().to_string()
-            } else {
-                format!("{path}: {}", e.inner())
-            }
-        })?;
-    tierlab_devices::build(&config, seed)
+        serde_path_to_error::deserialize(toml::Value::Table(table))
+            .map_err(|e| crate::ConfigError::from_serde("", e))?;
+    Ok(tierlab_devices::build(&config, seed)?)
 }
 
 /// The seed of device `index` of a stack seeded with `seed`: each device
@@ -77,7 +75,7 @@ pub fn build_models(
         .enumerate()
         .map(|(i, d)| {
             standard_device(d, device_seed(seed, i))
-                .map_err(|e| crate::ConfigError(format!("key `devices[{i}]`: {e}")))
+                .map_err(|e| e.within(&format!("devices[{i}]")))
         })
         .collect()
 }

@@ -47,8 +47,7 @@ impl StackConfig {
         path: &Path,
         overrides: &[String],
     ) -> Result<(StackConfig, Vec<String>), ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::io(path, e))?;
         StackConfig::parse(&text, &path.display().to_string(), overrides)
     }
 
@@ -58,8 +57,8 @@ impl StackConfig {
         overrides: &[String],
     ) -> Result<(StackConfig, Vec<String>), ConfigError> {
         let mut doc: toml::Table =
-            toml::from_str(text).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
-        apply_overrides(&mut doc, overrides)?;
+            toml::from_str(text).map_err(|e| ConfigError::syntax(e.to_string()).at(origin))?;
+        apply_overrides(&mut doc, overrides).map_err(|e| e.at(origin))?;
         config::device_byte_units(&mut doc, origin)?;
         let mut skipped = Vec::new();
         for k in WORKLOAD_KEYS {
@@ -69,23 +68,17 @@ impl StackConfig {
         }
         let config: StackConfig =
             serde_path_to_error::deserialize(toml::Value::Table(doc)).map_err(|e| {
-                let path = e.path().to_string();
                 let allowed = "allowed: seed, devices, policy (and a run config's tenants, output, run, which are skipped)";
-                if path == "." {
-                    ConfigError(format!("{origin}: {}; {allowed}", e.inner()))
+                if e.path().to_string() == "." {
+                    ConfigError::key("", format!("{}; {allowed}", e.inner())).at(origin)
                 } else {
-                    ConfigError(format!("{origin}: key `{path}`: {}", e.inner()))
+                    ConfigError::from_serde("", e).at(origin)
                 }
             })?;
         if config.devices.is_empty() {
-            return Err(ConfigError(format!(
-                "{origin}: key `devices`: at least one device is needed"
-            )));
+            return Err(ConfigError::value("devices", "none", "at least one device").at(origin));
         }
-        config
-            .policy
-            .check()
-            .map_err(|e| ConfigError(format!("{origin}: {e}")))?;
+        config.policy.check().map_err(|e| e.at(origin))?;
         Ok((config, skipped))
     }
 
@@ -135,7 +128,7 @@ interval_s = 0.5
     fn errors_name_the_file_and_key() {
         let e = StackConfig::parse(&format!("bogus = 1\n{RUN_CONFIG}"), "t.toml", &[])
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(
             e.contains("t.toml") && e.contains("bogus") && e.contains("expected one of"),
             "{e}"
@@ -146,18 +139,18 @@ interval_s = 0.5
             &["policy.capacity_bytes=\"4MB\"".into()],
         )
         .unwrap_err()
-        .0;
+            .to_string();
         assert!(e.contains("t.toml: key `policy.capacity_bytes`"), "{e}");
         let e = StackConfig::parse(RUN_CONFIG, "t.toml", &["policy.kind=cahce".into()])
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(
             e.contains("cahce") && e.contains("did you mean `cache`"),
             "{e}"
         );
         let e = StackConfig::parse("seed = 1\ndevices = []\n", "t.toml", &[])
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(e.contains("key `devices`"), "{e}");
     }
 }

@@ -10,7 +10,7 @@ use tierlab_core::TimeNs;
 use tierlab_core::policy::{Passthrough, Policy};
 use tierlab_policies::{atsmf, cache, flashcache, hswd, qos};
 
-use crate::config::{Bytes, ConfigError};
+use crate::config::{Bytes, ConfigError, ParamError};
 
 /// The `[policy]` table: `kind` and that policy's own keys, kept as TOML
 /// until the stack is built (`check` parses them at config time).
@@ -60,13 +60,13 @@ impl PolicySpec {
             .find(|r| r.kind == self.kind)
             .ok_or_else(|| {
                 let hint = closest(&self.kind)
-                    .map(|k| format!("did you mean `{k}`? "))
+                    .map(|k| format!(" (did you mean `{k}`?)"))
                     .unwrap_or_default();
-                ConfigError(format!(
-                    "key `policy.kind`: unknown policy `{}`; {hint}allowed: {}",
-                    self.kind,
-                    kinds()
-                ))
+                ConfigError::value(
+                    "policy.kind",
+                    format!("{:?}{hint}", self.kind),
+                    format!("one of: {}", kinds()),
+                )
             })
     }
 
@@ -295,22 +295,18 @@ fn closest(kind: &str) -> Option<&'static str> {
 }
 
 fn typed<P: DeserializeOwned>(params: &toml::Table) -> Result<P, ConfigError> {
-    serde_path_to_error::deserialize(toml::Value::Table(params.clone())).map_err(|e| {
-        let path = e.path().to_string();
-        if path == "." {
-            ConfigError(format!("key `policy`: {}", e.inner()))
-        } else {
-            ConfigError(format!("key `policy.{path}`: {}", e.inner()))
-        }
-    })
+    serde_path_to_error::deserialize(toml::Value::Table(params.clone()))
+        .map_err(|e| ConfigError::from_serde("policy", e))
 }
 
 fn check_typed<P: DeserializeOwned>(params: &toml::Table) -> Result<(), ConfigError> {
     typed::<P>(params).map(|_| ())
 }
 
-fn policy_err(e: String) -> ConfigError {
-    ConfigError(format!("key `policy`: {e}"))
+/// A policy's own check, under the `policy` table (a rooted key, such as
+/// a device's capacity, stays as it is).
+fn policy_err(e: ParamError) -> ConfigError {
+    ConfigError::param(e.within("policy"))
 }
 
 fn need_devices(ctx: &StackContext, n: usize, what: &str) -> Result<(), ConfigError> {
@@ -319,7 +315,7 @@ fn need_devices(ctx: &StackContext, n: usize, what: &str) -> Result<(), ConfigEr
     if ok {
         Ok(())
     } else {
-        Err(ConfigError(format!("key `devices`: {what}, found {found}")))
+        Err(ConfigError::value("devices", format!("{found} devices"), what))
     }
 }
 
@@ -339,20 +335,24 @@ fn build_linear(t: &toml::Table, ctx: &StackContext) -> Result<Box<dyn Policy>, 
     let p: LinearParams = typed(t)?;
     need_devices(ctx, 1, "linear needs at least one device")?;
     if !p.sizes_bytes.is_empty() && p.sizes_bytes.len() != ctx.devices.len() {
-        return Err(ConfigError(format!(
-            "key `policy.sizes_bytes`: {} sizes for {} devices; give one per device or none",
-            p.sizes_bytes.len(),
-            ctx.devices.len()
-        )));
+        return Err(ConfigError::value(
+            "policy.sizes_bytes",
+            format!("{} sizes", p.sizes_bytes.len()),
+            format!("one per device ({}) or none", ctx.devices.len()),
+        ));
     }
     let mut segments = Vec::new();
     for (i, d) in ctx.devices.iter().enumerate() {
         let size = p.sizes_bytes.get(i).map_or(d.capacity_bytes, |b| b.0);
         if size > d.capacity_bytes {
-            return Err(ConfigError(format!(
-                "key `policy.sizes_bytes[{i}]`: {size} bytes is more than device {:?} holds ({} bytes)",
-                d.name, d.capacity_bytes
-            )));
+            return Err(ConfigError::value(
+                format!("policy.sizes_bytes[{i}]"),
+                size,
+                format!(
+                    "at most what device {:?} holds ({} bytes)",
+                    d.name, d.capacity_bytes
+                ),
+            ));
         }
         segments.push((d.name.clone(), size));
     }
@@ -380,9 +380,14 @@ fn check_cache_devices(ctx: &StackContext, c: &cache::Cache) -> Result<(), Confi
         } else {
             format!("{need} bytes")
         };
-        return Err(ConfigError(format!(
-            "key `policy.capacity_bytes`: {what}, more than the cache device (devices[0]) holds ({have} bytes); give it at least {need} bytes or a smaller cache"
-        )));
+        return Err(ConfigError::value(
+            "devices[0].capacity_bytes",
+            have,
+            format!(
+                "at least {need} bytes for the cache's `policy.capacity_bytes`: {what} (or a \
+                 smaller cache)"
+            ),
+        ));
     }
     Ok(())
 }
@@ -398,10 +403,15 @@ fn build_hswd(t: &toml::Table, ctx: &StackContext) -> Result<Box<dyn Policy>, Co
         "HSWD needs exactly two devices (0 = SSD PCache, 1 = SMR native region)",
     )?;
     if layout.device_bytes > ctx.devices[0].capacity_bytes {
-        return Err(ConfigError(format!(
-            "key `policy.pcache_bytes`: the PCache needs {} bytes of devices[0] (metadata {} + data + RCache), which holds {}",
-            layout.device_bytes, layout.metadata_bytes, ctx.devices[0].capacity_bytes
-        )));
+        return Err(ConfigError::value(
+            "devices[0].capacity_bytes",
+            ctx.devices[0].capacity_bytes,
+            format!(
+                "at least the PCache's {} bytes (`policy.pcache_bytes`: metadata {} + data + \
+                 RCache)",
+                layout.device_bytes, layout.metadata_bytes
+            ),
+        ));
     }
     let mut nregion = ctx.devices[1].table.clone();
     nregion.remove("name");
@@ -410,10 +420,14 @@ fn build_hswd(t: &toml::Table, ctx: &StackContext) -> Result<Box<dyn Policy>, Co
         toml::Value::Table(nregion).try_into::<tierlab_devices::DeviceConfig>()
         && smr.band_bytes != layout.band_bytes
     {
-        return Err(ConfigError(format!(
-            "key `policy.band_bytes`: {} bytes, but the SMR native region (devices[1]) has bands of {} bytes; make them equal",
-            layout.band_bytes, smr.band_bytes
-        )));
+        return Err(ConfigError::value(
+            "policy.band_bytes",
+            layout.band_bytes,
+            format!(
+                "the band size of the SMR native region (devices[1]): {}",
+                smr.band_bytes
+            ),
+        ));
     }
     Ok(Box::new(
         hswd::Hswd::new(&p, ctx.devices[1].capacity_bytes).map_err(policy_err)?,
@@ -428,18 +442,22 @@ fn build_qos(t: &toml::Table, ctx: &StackContext) -> Result<Box<dyn Policy>, Con
     let names: Vec<&str> = ctx.tenants.iter().map(|t| t.name.as_str()).collect();
     let find = |key: &str, name: &str| {
         names.iter().position(|n| *n == name).ok_or_else(|| {
-            ConfigError(format!(
-                "key `policy.{key}`: no tenant is named {name:?}; tenants: {names:?}"
-            ))
+            ConfigError::value(
+                format!("policy.{key}"),
+                format!("{name:?}"),
+                format!("a tenant's name: {names:?}"),
+            )
         })
     };
     let a = find("guaranteed_tenant", &params.guaranteed_tenant)?;
     let b = find("throttled_tenant", &params.throttled_tenant)?;
     let guarantee = match params.guaranteed_iops {
         Some(v) if !(v.is_finite() && v >= 0.0) => {
-            return Err(ConfigError(format!(
-                "key `policy.guaranteed_iops`: {v} is not an IOPS value ≥ 0"
-            )));
+            return Err(ConfigError::value(
+                "policy.guaranteed_iops",
+                v,
+                "an IOPS value >= 0",
+            ));
         }
         Some(v) => vec![(0, v)],
         None => {
@@ -453,10 +471,15 @@ fn build_qos(t: &toml::Table, ctx: &StackContext) -> Result<Box<dyn Policy>, Con
             };
             s.extend(steps.iter().copied());
             if s.is_empty() {
-                return Err(ConfigError(format!(
-                    "key `policy.guaranteed_iops`: not set, and tenant {:?} has neither `iops_cap` nor `iops_schedule` to take it from",
-                    ta.name
-                )));
+                return Err(ConfigError::value(
+                    "policy.guaranteed_iops",
+                    "no value",
+                    format!(
+                        "a value, or an `iops_cap` or `iops_schedule` on tenant {:?} to take it \
+                         from",
+                        ta.name
+                    ),
+                ));
             }
             s
         }
@@ -499,24 +522,26 @@ mod tests {
 
     #[test]
     fn errors_name_the_key_and_the_choices() {
-        let e = spec("kind = \"lur\"").check().unwrap_err().0;
+        let e = spec("kind = \"lur\"").check().unwrap_err();
+        assert_eq!(e.key_path().as_deref(), Some("policy.kind"));
+        let e = e.to_string();
         assert!(
-            e.contains("unknown policy `lur`") && e.contains("passthrough"),
+            e.contains("found \"lur\"") && e.contains("one of: passthrough"),
             "{e}"
         );
-        let e = spec("kind = \"hwsd\"").check().unwrap_err().0;
+        let e = spec("kind = \"hwsd\"").check().unwrap_err().to_string();
         assert!(e.contains("did you mean `hswd`"), "{e}");
         let e = spec("kind = \"cache\"\ncapacity_bytes = \"1MiB\"\nwrte_mode = \"write-back\"")
             .check()
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(e.contains("wrte_mode"), "{e}");
-        let e = spec("kind = \"cache\"").check().unwrap_err().0;
+        let e = spec("kind = \"cache\"").check().unwrap_err().to_string();
         assert!(e.contains("missing field `capacity_bytes`"), "{e}");
         let e = spec("kind = \"cache\"\ncapacity_bytes = 1.5")
             .check()
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(
             e.contains("key `policy.capacity_bytes`") && e.contains("a byte count"),
             "{e}"
@@ -539,7 +564,7 @@ mod tests {
         let e = build_policy(&spec("kind = \"cache\"\ncapacity_bytes = \"1MiB\""), &ctx)
             .err()
             .unwrap()
-            .0;
+            .to_string();
         assert!(e.contains("exactly two devices"), "{e}");
         assert_eq!(
             build_policy(&PolicySpec::default(), &ctx).unwrap().name(),

@@ -55,6 +55,9 @@ pub struct ParamError {
     /// Key path segments, outermost first (`devices[1]`, `capacity_bytes`);
     /// empty for a value that is not under a key (a bare argument).
     key: Vec<String>,
+    /// The key is a full path already (a policy blaming a device's
+    /// capacity: `devices[0].capacity_bytes`): `within` leaves it alone.
+    rooted: bool,
     /// The value as the user gave it (or as it was computed from theirs).
     pub found: String,
     /// What is allowed, in words (`1 ..= 32`, `one of: lru, fifo`).
@@ -66,8 +69,18 @@ impl ParamError {
         let key = key.into();
         ParamError {
             key: if key.is_empty() { Vec::new() } else { vec![key] },
+            rooted: false,
             found: found.to_string(),
             expected: expected.into(),
+        }
+    }
+
+    /// An error about a key outside the caller's table, named by its full
+    /// path from the config's root (`devices[0].capacity_bytes`).
+    pub fn rooted(key: impl Into<String>, found: impl fmt::Display, expected: impl Into<String>) -> Self {
+        ParamError {
+            rooted: true,
+            ..ParamError::new(key, found, expected)
         }
     }
 
@@ -100,9 +113,17 @@ impl ParamError {
     /// `capacity_bytes` into `devices[1].capacity_bytes`.
     pub fn within(mut self, outer: impl Into<String>) -> Self {
         let outer = outer.into();
-        if !outer.is_empty() {
+        if !outer.is_empty() && !self.rooted {
             self.key.insert(0, outer);
         }
+        self
+    }
+
+    /// The same error under another name: a library's `policy` is a
+    /// config's `eviction`.
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        let key = key.into();
+        self.key = if key.is_empty() { Vec::new() } else { vec![key] };
         self
     }
 
@@ -126,10 +147,46 @@ impl ParamError {
     }
 }
 
+impl ParamError {
+    /// Reads back what `Display` wrote: for an error that had to travel as
+    /// text (serde's `try_from` hands the deserializer only a message).
+    /// `None` for any other text.
+    pub fn parse_display(text: &str) -> Option<ParamError> {
+        let (key, rest) = match text.strip_prefix("key `") {
+            Some(rest) => {
+                let (key, rest) = rest.split_once("`: ")?;
+                (key, rest)
+            }
+            None => ("", text),
+        };
+        let rest = rest.strip_prefix("expected ")?;
+        let (expected, found) = rest.rsplit_once(", found ")?;
+        let segments = split_key_path(key);
+        Some(ParamError {
+            key: segments,
+            rooted: false,
+            found: found.to_string(),
+            expected: expected.to_string(),
+        })
+    }
+}
+
+/// `devices[1].members[0].rpm` → `devices[1]`, `members[0]`, `rpm`
+/// (the segments `ParamError::key` joins back).
+fn split_key_path(key: &str) -> Vec<String> {
+    key.split('.')
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 impl fmt::Display for ParamError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let key = self.key();
-        if !key.is_empty() {
+        if key.starts_with("--") {
+            // A command-line flag rather than a config key.
+            write!(f, "`{key}`: ")?;
+        } else if !key.is_empty() {
             write!(f, "key `{key}`: ")?;
         }
         write!(f, "expected {}, found {}", self.expected, self.found)
@@ -161,9 +218,9 @@ pub enum TraceError {
     },
     /// A bad argument (a slice range, a preset's value, ...).
     Invalid(String),
-    /// A generator parameter that is unknown or has a bad value: its key,
-    /// so a config error can name `...params.KEY`.
-    Param { key: String, message: String },
+    /// A parameter (a generator's, a flag's) that is unknown or has a bad
+    /// value; its key lets a config error name `...params.KEY`.
+    Param(ParamError),
 }
 
 impl TraceError {
@@ -229,7 +286,8 @@ impl fmt::Display for TraceError {
             TraceError::Write { format, message } => {
                 write!(f, "cannot write {format}: {message}")
             }
-            TraceError::Invalid(message) | TraceError::Param { message, .. } => {
+            TraceError::Param(e) => write!(f, "{e}"),
+            TraceError::Invalid(message) => {
                 f.write_str(message)
             }
         }
@@ -242,6 +300,12 @@ impl std::error::Error for TraceError {
             TraceError::Io { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+impl From<ParamError> for TraceError {
+    fn from(e: ParamError) -> Self {
+        TraceError::Param(e)
     }
 }
 

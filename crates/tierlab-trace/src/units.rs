@@ -4,10 +4,14 @@
 //! disk vendors' is 10^9), and a silently wrong capacity is worse than an
 //! error.
 
-/// Parses a byte size; a bare number is bytes.
-pub fn parse_size_bytes(text: &str) -> Result<u64, String> {
+use crate::error::ParamError;
+
+/// Parses a byte size; a bare number is bytes. The error has no key: the
+/// caller names the flag or key (`ParamError::within`).
+pub fn parse_size_bytes(text: &str) -> Result<u64, ParamError> {
     let t = text.trim();
-    let example = "examples: 4096, 4k, 64KiB, 800GiB, 1.5g";
+    const EXPECTED: &str = "a byte count such as 4096, 4k, 64KiB, 800GiB, 1.5g";
+    let bad = |why: &str| ParamError::new("", format!("{t:?}{why}"), EXPECTED);
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
         .unwrap_or(t.len());
@@ -22,16 +26,18 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, String> {
         "p" | "pib" => 50,
         "e" | "eib" => 60,
         "kb" | "mb" | "gb" | "tb" | "pb" | "eb" => {
-            return Err(format!(
-                "size {t:?}: decimal units are ambiguous; write KiB/MiB/GiB/TiB (or k/m/g/t), which are binary"
+            return Err(ParamError::new(
+                "",
+                format!("{t:?} (decimal units are ambiguous)"),
+                "a binary unit: KiB/MiB/GiB/TiB (or k/m/g/t)",
             ));
         }
-        _ => return Err(format!("size {t:?} is not a byte count ({example})")),
+        _ => return Err(bad("")),
     };
     if number.is_empty() || number.matches('.').count() > 1 || number == "." {
-        return Err(format!("size {t:?} is not a byte count ({example})"));
+        return Err(bad(""));
     }
-    let too_large = || format!("size {t:?} is too large");
+    let too_large = || ParamError::new("", format!("{t:?}"), "at most 2^64 − 1 bytes");
     let (int_part, frac_part) = number.split_once('.').unwrap_or((&number, ""));
     let int_value: u64 = if int_part.is_empty() {
         0
@@ -42,15 +48,15 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, String> {
     if !frac_part.is_empty() {
         // Exact: the fraction times the unit must land on whole bytes.
         if frac_part.len() > 18 {
-            return Err(format!("size {t:?} has too many decimals"));
+            return Err(bad(" (too many decimals)"));
         }
         let denom = 10u128.pow(frac_part.len() as u32);
         let numer = frac_part
             .parse::<u128>()
-            .map_err(|_| format!("size {t:?} is not a byte count ({example})"))?
+            .map_err(|_| bad(""))?
             << shift;
         if numer % denom != 0 {
-            return Err(format!("size {t:?} is not a whole number of bytes"));
+            return Err(bad(" (not a whole number of bytes)"));
         }
         bytes = bytes
             .checked_add((numer / denom) as u64)
@@ -92,7 +98,7 @@ mod tests {
         assert_eq!(parse_size_bytes("1.5g").unwrap(), 3 << 29);
         assert_eq!(parse_size_bytes("14514").unwrap(), 14514);
         assert_eq!(parse_size_bytes("1_000_000").unwrap(), 1_000_000);
-        assert!(parse_size_bytes("800GB").unwrap_err().contains("ambiguous"));
+        assert!(parse_size_bytes("800GB").unwrap_err().found.contains("ambiguous"));
         assert!(parse_size_bytes("1.1B").is_err());
         assert!(parse_size_bytes("12 parsecs").is_err());
         assert!(parse_size_bytes("").is_err());

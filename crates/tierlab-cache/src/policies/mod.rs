@@ -14,6 +14,7 @@ pub mod sieve;
 pub mod twoq;
 
 use crate::Eviction;
+use tierlab_trace::ParamError;
 
 /// Policy names accepted by [`build`].
 pub const NAMES: &[&str] = &[
@@ -36,7 +37,7 @@ const ALIASES: &[(&str, &str)] = &[
 /// The policy `name` means (case-insensitive; `-` and `_` ignored, so
 /// `S3-FIFO` is `s3fifo`; aliases such as `opt`), or an error with the
 /// nearest name and the list.
-pub fn canonical_name(name: &str) -> Result<&'static str, String> {
+pub fn canonical_name(name: &str) -> Result<&'static str, ParamError> {
     let key: String = name
         .trim()
         .to_ascii_lowercase()
@@ -49,22 +50,22 @@ pub fn canonical_name(name: &str) -> Result<&'static str, String> {
     if let Some(&(_, n)) = ALIASES.iter().find(|&&(a, _)| a == key) {
         return Ok(n);
     }
-    Err(format!(
-        "unknown cache policy `{name}`{}; known: {}",
-        tierlab_trace::names::did_you_mean(&key, NAMES.iter().copied()),
-        NAMES.join(", ")
+    let hint = tierlab_trace::names::did_you_mean(&key, NAMES.iter().copied());
+    Err(ParamError::new(
+        "policy",
+        format!("{name:?}{hint}"),
+        format!("a cache policy, one of: {}", NAMES.join(", ")),
     ))
 }
 
 /// A policy by name ([`canonical_name`]) with a capacity in pages.
-pub fn build(name: &str, capacity_pages: usize) -> Result<Box<dyn Eviction>, String> {
+pub fn build(name: &str, capacity_pages: usize) -> Result<Box<dyn Eviction>, ParamError> {
     let name = canonical_name(name)?;
-    if capacity_pages == 0 {
-        return Err("cache capacity must be at least 1 page".into());
-    }
-    if capacity_pages > MAX_CAPACITY_PAGES {
-        return Err(format!(
-            "cache capacity {capacity_pages} pages is above the supported {MAX_CAPACITY_PAGES}"
+    if !(1..=MAX_CAPACITY_PAGES).contains(&capacity_pages) {
+        return Err(ParamError::new(
+            "capacity",
+            format!("{capacity_pages} pages"),
+            format!("1 ..= {MAX_CAPACITY_PAGES} pages"),
         ));
     }
     Ok(match name {
@@ -98,9 +99,9 @@ mod tests {
         ] {
             assert_eq!(canonical_name(typed), Ok(meant), "{typed}");
         }
-        let e = canonical_name("lur").unwrap_err();
+        let e = canonical_name("lur").unwrap_err().to_string();
         assert!(
-            e.contains("did you mean `lru`?") && e.contains("known: fifo"),
+            e.contains("did you mean `lru`?") && e.contains("one of: fifo"),
             "{e}"
         );
         // Every listed name builds.
@@ -139,7 +140,7 @@ mod tests {
 
     #[test]
     fn build_rejects_bad_input_and_lists_names() {
-        let e = build("nope", 10).err().unwrap();
+        let e = build("nope", 10).err().unwrap().to_string();
         for n in NAMES {
             assert!(e.contains(n), "{e}");
         }

@@ -96,33 +96,11 @@ impl Default for MetricsConfig {
     }
 }
 
-/// A configuration the recorder cannot use: which key, which value, and
-/// what is allowed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MetricsError {
-    pub key: String,
-    pub value: String,
-    pub allowed: String,
-}
-
-impl fmt::Display for MetricsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "metrics config: `{}` = {} is not allowed: {}",
-            self.key, self.value, self.allowed
-        )
-    }
-}
-
-impl std::error::Error for MetricsError {}
+/// A metrics config value that is not allowed (a name, an interval).
+pub type MetricsError = crate::ParamError;
 
 fn config_error(key: impl Into<String>, value: impl fmt::Debug, allowed: &str) -> MetricsError {
-    MetricsError {
-        key: key.into(),
-        value: format!("{value:?}"),
-        allowed: allowed.to_string(),
-    }
+    crate::ParamError::new(key, format!("{value:?}"), allowed)
 }
 
 /// Names become CSV fields, `scope` prefixes and VCD identifiers, so they

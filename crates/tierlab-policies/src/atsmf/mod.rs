@@ -43,7 +43,7 @@ use std::fmt::Write as _;
 
 use serde::Deserialize;
 use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, Outbox, Policy, Stores};
-use tierlab_core::{DeviceIo, NS_PER_S, Op, TimeNs};
+use tierlab_core::{DeviceIo, NS_PER_S, Op, ParamError, TimeNs};
 
 use crate::cache::ByteCount;
 use crate::extent::push_extent;
@@ -574,49 +574,57 @@ const DECISION_HEADER: &str = "time_s,period,decision,concentration_id,first_sub
 impl Atsmf {
     /// `lun_bytes`: the flash device's capacity; `memory_bytes`: the memory
     /// device's, which must hold the slots and the buffer.
-    pub fn new(p: AtsmfParams, flash_bytes: u64, memory_bytes: u64) -> Result<Self, String> {
+    pub fn new(p: AtsmfParams, flash_bytes: u64, memory_bytes: u64) -> Result<Self, ParamError> {
         let lun_bytes = lun_bytes(&p, flash_bytes);
         if p.persistent && lun_bytes == 0 {
-            return Err(format!(
-                "persistent: the flash device (device 1) holds {flash_bytes} bytes, no room for a \
-                 LUN and the {TABLE_BYTES}-byte tiering table"
+            return Err(ParamError::rooted(
+                "devices[1].capacity_bytes",
+                flash_bytes,
+                format!(
+                    "room for a LUN and the {TABLE_BYTES}-byte tiering table (`persistent` = true)"
+                ),
             ));
         }
         let sub = p.sub_lun_size_bytes.0;
         if sub < SECTOR_BYTES || sub % SECTOR_BYTES != 0 {
-            return Err(format!(
-                "sub_lun_size_bytes: {sub} is not a positive multiple of {SECTOR_BYTES}"
+            return Err(ParamError::new(
+                "sub_lun_size_bytes",
+                sub,
+                format!("a positive multiple of {SECTOR_BYTES}"),
             ));
         }
         if !(p.period_s > 0.0 && p.period_s.is_finite()) {
-            return Err(format!("period_s: {} must be positive", p.period_s));
+            return Err(ParamError::new("period_s", p.period_s, "a number > 0"));
         }
         if !(p.collect_s > 0.0 && p.collect_s <= p.period_s) {
-            return Err(format!(
-                "collect_s: {} must be in (0, period_s = {}]",
-                p.collect_s, p.period_s
+            return Err(ParamError::new(
+                "collect_s",
+                p.collect_s,
+                format!("(0, `period_s` = {}]", p.period_s),
             ));
         }
         if !(0.0..=1.0).contains(&p.share_m) || p.share_m == 0.0 {
-            return Err(format!("share_m: {} must be in (0, 1]", p.share_m));
+            return Err(ParamError::new("share_m", p.share_m, "(0, 1]"));
         }
         if p.top_n == 0 {
-            return Err("top_n: must be at least 1".into());
+            return Err(ParamError::new("top_n", 0, "at least 1"));
         }
         let chunk = p.move_chunk_bytes.0;
         if chunk == 0 || chunk % SECTOR_BYTES != 0 || chunk > u32::MAX as u64 {
-            return Err(format!(
-                "move_chunk_bytes: {chunk} must be a positive multiple of {SECTOR_BYTES} below 4 GiB"
+            return Err(ParamError::new(
+                "move_chunk_bytes",
+                chunk,
+                format!("a positive multiple of {SECTOR_BYTES} below 4 GiB"),
             ));
         }
-        if p.move_iodepth == 0 || p.max_concurrent_moves == 0 {
-            return Err("move_iodepth and max_concurrent_moves must be at least 1".into());
+        if p.move_iodepth == 0 {
+            return Err(ParamError::new("move_iodepth", 0, "at least 1"));
+        }
+        if p.max_concurrent_moves == 0 {
+            return Err(ParamError::new("max_concurrent_moves", 0, "at least 1"));
         }
         if p.demote_hold_ratio.is_nan() || p.demote_hold_ratio < 1.0 {
-            return Err(format!(
-                "demote_hold_ratio: {} must be at least 1",
-                p.demote_hold_ratio
-            ));
+            return Err(ParamError::new("demote_hold_ratio", p.demote_hold_ratio, "at least 1"));
         }
         for (k, v) in [
             ("initial_avef_us", p.initial_avef_us),
@@ -631,22 +639,25 @@ impl Atsmf {
             ("history_s", p.history_s),
         ] {
             if !(v >= 0.0 && v.is_finite()) {
-                return Err(format!("{k}: {v} must be a finite number ≥ 0"));
+                return Err(ParamError::new(k, v, "a finite number >= 0"));
             }
         }
         if p.initial_move_bytes_per_s <= 0.0 {
-            return Err(format!(
-                "initial_move_bytes_per_s: {} must be positive",
-                p.initial_move_bytes_per_s
+            return Err(ParamError::new(
+                "initial_move_bytes_per_s",
+                p.initial_move_bytes_per_s,
+                "a number > 0",
             ));
         }
         if lun_bytes == 0 {
-            return Err("the flash device (device 1) has no capacity".into());
+            return Err(ParamError::rooted("devices[1].capacity_bytes", 0, "at least 1"));
         }
         let n_subs = lun_bytes.div_ceil(sub);
         if n_subs > u32::MAX as u64 / 2 {
-            return Err(format!(
-                "{n_subs} sub-LUNs are too many; use a larger sub_lun_size_bytes"
+            return Err(ParamError::new(
+                "sub_lun_size_bytes",
+                format!("{sub} ({n_subs} sub-LUNs)"),
+                format!("a size that cuts the LUN into at most {} sub-LUNs", u32::MAX / 2),
             ));
         }
         let cap_slots = match p.memory_cap_bytes {
@@ -657,27 +668,35 @@ impl Atsmf {
         if let Some(cap) = p.memory_cap_bytes
             && cap_slots == 0
         {
-            return Err(format!(
-                "memory_cap_bytes: {} holds no sub-LUN of {sub} bytes",
-                cap.0
+            return Err(ParamError::new(
+                "memory_cap_bytes",
+                cap.0,
+                format!("at least one sub-LUN ({sub} bytes)"),
             ));
         }
         let buffer_base = cap_slots * sub;
         let needed = buffer_base + p.buffer_bytes.0;
         let buffer_min = sub * p.max_concurrent_moves as u64;
         if p.buffer_bytes.0 < buffer_min {
-            return Err(format!(
-                "buffer_bytes: {} is smaller than max_concurrent_moves ({}) sub-LUNs of {sub} \
-                 bytes; each moving sub-LUN buffers its writes in its own region",
-                p.buffer_bytes.0, p.max_concurrent_moves
+            return Err(ParamError::new(
+                "buffer_bytes",
+                p.buffer_bytes.0,
+                format!(
+                    "at least `max_concurrent_moves` ({}) sub-LUNs of {sub} bytes: each moving \
+                     sub-LUN buffers its writes in its own region",
+                    p.max_concurrent_moves
+                ),
             ));
         }
         if memory_bytes < needed {
-            return Err(format!(
-                "the memory device (device 0) holds {memory_bytes} bytes; ATSMF needs {needed} \
-                 ({cap_slots} sub-LUN slots of {sub} bytes + buffer_bytes {}): raise its \
-                 capacity_bytes or set memory_cap_bytes",
-                p.buffer_bytes.0
+            return Err(ParamError::rooted(
+                "devices[0].capacity_bytes",
+                memory_bytes,
+                format!(
+                    "at least {needed} bytes for ATSMF: {cap_slots} sub-LUN slots of {sub} bytes + \
+                     `policy.buffer_bytes` ({}); raise it or set `policy.memory_cap_bytes`",
+                    p.buffer_bytes.0
+                ),
             ));
         }
         let period_ns = (p.period_s * NS_PER_S as f64).round() as TimeNs;
@@ -689,7 +708,11 @@ impl Atsmf {
                 .iter()
                 .any(|v| v.is_nan() || *v < 0.0)
             {
-                return Err("prediction_rest_periods: every entry must be ≥ 0".into());
+                return Err(ParamError::new(
+                    "prediction_rest_periods",
+                    format!("{:?}", p.prediction_rest_periods),
+                    "entries >= 0",
+                ));
             }
             PredictionTable::fixed(p.prediction_rest_periods.clone())
         };

@@ -311,7 +311,8 @@ impl std::str::FromStr for SizeMix {
                 Some((s, w)) => (s, Some(w)),
                 None => (part, None),
             };
-            let size_bytes = parse_bytes(size)?;
+            let size_bytes = parse_bytes(size)
+                .map_err(|e| format!("size {}: expected {}", e.found, e.expected))?;
             let size_bytes = u32::try_from(size_bytes)
                 .map_err(|_| format!("size `{size}` is larger than 4 GiB"))?;
             let weight = match weight {
@@ -564,7 +565,7 @@ mod tests {
         assert_eq!(parse_bytes("64KiB"), Ok(65536));
         assert_eq!(parse_bytes("1.5g"), Ok(3 * 512 * MIB));
         assert_eq!(parse_bytes("300M"), Ok(300 * MIB));
-        assert!(parse_bytes("4KB").unwrap_err().contains("ambiguous"));
+        assert!(parse_bytes("4KB").unwrap_err().found.contains("ambiguous"));
         assert!(parse_bytes("four").is_err());
         assert!(parse_bytes("0.3k").is_err());
         assert_eq!(show_bytes(4096), "4k");

@@ -441,7 +441,7 @@ mod tests {
         let kv = KvParams::parse(["x=1"]).unwrap();
         let e = from_spec("zipf", &kv, 0).err().unwrap().to_string();
         assert!(
-            e.starts_with("unknown parameter `x` for generator `zipf`; known: count, duration_s,"),
+            e.starts_with("key `x`: expected a parameter of generator `zipf`: count, duration_s,"),
             "{e}"
         );
         let e = from_spec("hm_0", &KvParams::new(), 0)
@@ -456,7 +456,7 @@ mod tests {
         let e = from_spec("zipf", &kv, 0).err().unwrap().to_string();
         assert_eq!(
             e,
-            "parameter `theta` of generator `zipf`: expected a number, found `high`"
+            "key `theta`: expected a number (parameter of generator `zipf`), found `high`"
         );
         let kv = KvParams::parse(["weights=zipf:1,random:1"]).unwrap();
         assert!(

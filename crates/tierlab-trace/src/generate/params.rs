@@ -5,7 +5,7 @@
 use std::str::FromStr;
 
 use super::common::{SizeMix, parse_bytes};
-use crate::error::{Result, TraceError};
+use crate::error::{ParamError, Result, TraceError};
 
 /// One documented parameter: what `--list` and docs/generators.md show.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,14 +114,12 @@ impl KvParams {
         for key in self.keys() {
             if !known.iter().any(|p| p.name == key) {
                 let names: Vec<&str> = known.iter().map(|p| p.name).collect();
-                return Err(TraceError::Param {
-                    key: key.to_string(),
-                    message: format!(
-                        "unknown parameter `{key}` for generator `{generator}`{}; known: {}",
-                        crate::names::did_you_mean(key, names.iter().copied()),
-                        names.join(", ")
-                    ),
-                });
+                let hint = crate::names::did_you_mean(key, names.iter().copied());
+                return Err(TraceError::Param(ParamError::new(
+                    key,
+                    format!("an unknown parameter{hint}"),
+                    format!("a parameter of generator `{generator}`: {}", names.join(", ")),
+                )));
             }
         }
         Ok(())
@@ -144,13 +142,10 @@ pub(crate) struct KvReader<'a> {
 
 impl KvReader<'_> {
     fn fail(&self, key: &str, value: &str, expected: &str) -> TraceError {
-        TraceError::Param {
-            key: key.to_string(),
-            message: format!(
-                "parameter `{key}` of generator `{}`: expected {expected}, found `{value}`",
-                self.generator
-            ),
-        }
+        TraceError::Param(
+            ParamError::new(key, format!("`{value}`"), expected)
+                .because(format_args!("parameter of generator `{}`", self.generator)),
+        )
     }
 
     fn parse<T: FromStr>(&self, key: &str, expected: &str) -> Result<Option<T>> {
@@ -227,7 +222,7 @@ impl KvReader<'_> {
     pub fn bytes(&self, key: &str, target: &mut u64) -> Result<()> {
         if let Some(v) = self.kv.get(key) {
             *target =
-                parse_bytes(v).map_err(|e| self.fail(key, v, &format!("a byte count ({e})")))?;
+                parse_bytes(v).map_err(|e| self.fail(key, v, &e.expected))?;
         }
         Ok(())
     }
@@ -255,7 +250,7 @@ impl KvReader<'_> {
                     self.fail(
                         key,
                         v,
-                        &format!("a comma-separated list of byte counts ({e})"),
+                        &format!("a comma-separated list, each {}", e.expected),
                     )
                 })?;
         }
@@ -351,7 +346,8 @@ mod tests {
         let e = kv.check_known("zipf", &known).unwrap_err().to_string();
         assert_eq!(
             e,
-            "unknown parameter `size_bytes` for generator `zipf`; known: count, theta"
+            "key `size_bytes`: expected a parameter of generator `zipf`: count, theta, found an \
+             unknown parameter"
         );
 
         let bad = KvParams::parse(["theta=abc"]).unwrap();
@@ -362,7 +358,7 @@ mod tests {
             .to_string();
         assert_eq!(
             e,
-            "parameter `theta` of generator `zipf`: expected a number, found `abc`"
+            "key `theta`: expected a number (parameter of generator `zipf`), found `abc`"
         );
 
         assert!(
