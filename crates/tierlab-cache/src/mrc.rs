@@ -211,7 +211,11 @@ impl Shards {
     /// `rate` in (0, 1]; rounded to a multiple of 1/P.
     pub fn new(rate: f64) -> std::result::Result<Self, ParamError> {
         if !(rate > 0.0 && rate <= 1.0) {
-            return Err(ParamError::new("sample_rate", rate, "a SHARDS rate in (0, 1]"));
+            return Err(ParamError::new(
+                "sample_rate",
+                rate,
+                "a SHARDS rate in (0, 1]",
+            ));
         }
         let threshold = ((rate * SHARDS_MODULUS as f64).round() as u64).max(1);
         Ok(Shards { threshold })

@@ -14,9 +14,7 @@ use crate::policies;
 use crate::{Eviction, Key};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use tierlab_trace::{
-    DeviceTable, IoRecord, Op, ParamError, RecordStream, Result, TimeBase,
-};
+use tierlab_trace::{DeviceTable, IoRecord, Op, ParamError, RecordStream, Result, TimeBase};
 
 /// Bits of a key holding the page index; the device id sits above.
 pub const PAGE_BITS: u32 = 48;

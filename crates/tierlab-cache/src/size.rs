@@ -207,7 +207,12 @@ mod tests {
             parse_cache_size("0.01%").unwrap().pages(4096, Some(10)),
             Ok(1)
         );
-        assert!(one.pages(4096, None).unwrap_err().to_string().contains("footprint"));
+        assert!(
+            one.pages(4096, None)
+                .unwrap_err()
+                .to_string()
+                .contains("footprint")
+        );
         assert!(parse_cache_size("0%").is_err());
         assert!(parse_cache_size("150%").is_err());
         assert!(parse_cache_size("x%").is_err());

@@ -245,9 +245,7 @@ pub fn run(args: EmulateArgs) -> CliResult {
     }
     let factory_table = table.clone();
     let emu = Emulator::start(
-        Box::new(move || {
-            tierlab_stack::standard_device(&factory_table, seed).map_err(|e| e.to_string())
-        }),
+        Box::new(move || Ok(tierlab_stack::standard_device(&factory_table, seed)?)),
         backend,
         capacity,
         &args.mount,

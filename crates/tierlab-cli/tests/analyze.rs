@@ -496,7 +496,10 @@ fn analyze_bad_input_is_a_clear_error() {
     );
     fails_with(
         run(&["--cache-policy", "nope"]),
-        &["unknown cache policy `nope`", "known: fifo"],
+        &[
+            "`--cache-policy`: expected a cache policy, one of: fifo",
+            "found \"nope\"",
+        ],
     );
     fails_with(
         run(&["--sub-lun-size", "1GB"]),

@@ -32,8 +32,8 @@ fn mistyped_names_get_the_nearest_one() {
     fails_with(
         tierlab(&["cache", &t, "--policy", "lur", "--capacity", "1MiB"]),
         &[
-            "unknown cache policy `lur` (did you mean `lru`?)",
-            "known: fifo",
+            "`--policy`: expected a cache policy, one of: fifo",
+            "found \"lur\" (did you mean `lru`?)",
         ],
     );
     fails_with(
@@ -48,7 +48,7 @@ fn mistyped_names_get_the_nearest_one() {
     );
     fails_with(
         tierlab(&["trace", "gen", "zipf", "thetta=1", "--out", out]),
-        &["unknown parameter `thetta` for generator `zipf` (did you mean `theta`?)"],
+        &["found unknown parameter `thetta` (did you mean `theta`?)"],
     );
     let config = tmp.path().join("c.toml");
     std::fs::write(
@@ -59,12 +59,17 @@ fn mistyped_names_get_the_nearest_one() {
     .unwrap();
     fails_with(
         tierlab(&["sim", config.to_str().unwrap(), "--out", out]),
-        &["unknown preset `intel-p370` (did you mean `intel-p3700`?)"],
+        &[
+            "key `devices[0].preset`: expected one of: intel-p3700, intel-s3500, found \"intel-p370\" (did you mean `intel-p3700`?)",
+        ],
     );
     // Far from every name: no guess, just the list.
     fails_with(
         tierlab(&["cache", &t, "--policy", "banana", "--capacity", "1MiB"]),
-        &["unknown cache policy `banana`; known: fifo"],
+        &[
+            "`--policy`: expected a cache policy, one of: fifo",
+            "found \"banana\"\n",
+        ],
     );
 }
 
@@ -126,7 +131,7 @@ fn cache_sizes_are_bytes_like_libcachesim() {
     fails_with(
         tierlab(&["cache", &t, "--policy", "lru", "--capacity", "14514"]),
         &[
-            "--capacity: cache size 14514 bytes is not a whole number of 4096-byte pages",
+            "`--capacity`: expected a whole number of 4096-byte pages, found 14514 bytes",
             "for a page count write 14514pages",
         ],
     );

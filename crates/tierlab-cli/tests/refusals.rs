@@ -227,7 +227,10 @@ fn config_errors_speak_the_configs_terms() {
             "[[tenants]]\nname = \"a\"\nworkload = { generator = \"uniform\", params = { count = 10, bogus = 1 } }\n",
             &[],
         ),
-        &["key `tenants[0].workload.params.bogus`: unknown parameter `bogus`"],
+        &[
+            "key `tenants[0].workload.params.bogus`: expected a parameter of generator `uniform`",
+            "found unknown parameter `bogus`",
+        ],
     );
     // Switching a driver's mode with --set: the old mode's keys are named as
     // the cause, and replacing the whole table works.

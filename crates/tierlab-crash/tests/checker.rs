@@ -157,7 +157,7 @@ fn broken_cache_stack(
 ) -> Stack {
     Stack {
         build: Box::new(move || {
-            let mut c = Cache::new(&p)?;
+            let mut c = Cache::new(&p).map_err(|e| e.to_string())?;
             breaks(&mut c);
             Ok(Box::new(c) as Box<dyn Policy>)
         }),
@@ -527,7 +527,7 @@ fn the_checker_catches_each_hswd_persistence_step_removed() {
                 p.mapping = Mapping::Fully;
                 p.clean_start_pct = 60.0;
                 p.clean_stop_pct = 30.0;
-                let mut h = Hswd::new(&p, 8 << 20)?;
+                let mut h = Hswd::new(&p, 8 << 20).map_err(|e| e.to_string())?;
                 h.broken = broken;
                 Ok(Box::new(h) as Box<dyn Policy>)
             }),

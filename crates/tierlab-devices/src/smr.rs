@@ -453,6 +453,19 @@ impl SmrModel {
     }
 }
 
+/// The names of the counters this model reports (`DeviceModel::counters`):
+/// experiments look values up by these constants, so a renamed counter is a
+/// compile error, not a silent "-".
+pub mod counter {
+    pub const RMW_COUNT: &str = "rmw_count";
+    pub const RMW_BYTES: &str = "rmw_bytes";
+    pub const RMW_HOST_WRITES: &str = "rmw_host_writes";
+    pub const FULL_BAND_WRITES: &str = "full_band_writes";
+
+    /// Every name above, in the order `counters()` reports them.
+    pub const ALL: &[&str] = &[RMW_COUNT, RMW_BYTES, RMW_HOST_WRITES, FULL_BAND_WRITES];
+}
+
 impl DeviceModel for SmrModel {
     fn submit(&mut self, now_ns: TimeNs, io: DeviceIo) {
         let now_ns = now_ns.max(self.now_ns);
@@ -556,10 +569,10 @@ impl DeviceModel for SmrModel {
     fn counters(&self) -> Vec<(&'static str, f64)> {
         let c = self.counters;
         vec![
-            ("rmw_count", c.rmw_count as f64),
-            ("rmw_bytes", c.rmw_bytes as f64),
-            ("rmw_host_writes", c.rmw_host_writes as f64),
-            ("full_band_writes", c.full_band_writes as f64),
+            (counter::RMW_COUNT, c.rmw_count as f64),
+            (counter::RMW_BYTES, c.rmw_bytes as f64),
+            (counter::RMW_HOST_WRITES, c.rmw_host_writes as f64),
+            (counter::FULL_BAND_WRITES, c.full_band_writes as f64),
         ]
     }
 }

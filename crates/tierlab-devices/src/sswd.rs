@@ -1024,6 +1024,44 @@ impl SswdModel {
     }
 }
 
+/// The names of the counters this model reports (`DeviceModel::counters`):
+/// experiments look values up by these constants, so a renamed counter is a
+/// compile error, not a silent "-".
+pub mod counter {
+    pub const RMW_COUNT: &str = "rmw_count";
+    pub const RMW_BYTES: &str = "rmw_bytes";
+    pub const BYTES_PER_RMW: &str = "bytes_per_rmw";
+    pub const IDLE_RMW_COUNT: &str = "idle_rmw_count";
+    pub const CLEANED_BLOCKS: &str = "cleaned_blocks";
+    pub const LOG_APPENDS: &str = "log_appends";
+    pub const LOG_APPEND_BYTES: &str = "log_append_bytes";
+    pub const FULL_BAND_WRITES: &str = "full_band_writes";
+    pub const READ_BUFFER_BYTES: &str = "read_buffer_bytes";
+    pub const READ_LOG_BYTES: &str = "read_log_bytes";
+    pub const READ_BAND_BYTES: &str = "read_band_bytes";
+    pub const LOG_LIVE_BYTES: &str = "log_live_bytes";
+    pub const LOG_USED_BYTES: &str = "log_used_bytes";
+    pub const SMR_RMW_COUNT: &str = "smr_rmw_count";
+
+    /// Every name above, in the order `counters()` reports them.
+    pub const ALL: &[&str] = &[
+        RMW_COUNT,
+        RMW_BYTES,
+        BYTES_PER_RMW,
+        IDLE_RMW_COUNT,
+        CLEANED_BLOCKS,
+        LOG_APPENDS,
+        LOG_APPEND_BYTES,
+        FULL_BAND_WRITES,
+        READ_BUFFER_BYTES,
+        READ_LOG_BYTES,
+        READ_BAND_BYTES,
+        LOG_LIVE_BYTES,
+        LOG_USED_BYTES,
+        SMR_RMW_COUNT,
+    ];
+}
+
 impl DeviceModel for SswdModel {
     fn submit(&mut self, now_ns: TimeNs, io: DeviceIo) {
         let now_ns = now_ns.max(self.now_ns);
@@ -1118,20 +1156,29 @@ impl DeviceModel for SswdModel {
             c.rmw_bytes as f64 / c.rmw_count as f64
         };
         vec![
-            ("rmw_count", c.rmw_count as f64),
-            ("rmw_bytes", c.rmw_bytes as f64),
-            ("bytes_per_rmw", per_rmw),
-            ("idle_rmw_count", c.idle_rmw_count as f64),
-            ("cleaned_blocks", c.cleaned_blocks as f64),
-            ("log_appends", c.log_appends as f64),
-            ("log_append_bytes", c.log_append_bytes as f64),
-            ("full_band_writes", c.full_band_writes as f64),
-            ("read_buffer_bytes", c.read_buffer_bytes as f64),
-            ("read_log_bytes", c.read_log_bytes as f64),
-            ("read_band_bytes", c.read_band_bytes as f64),
-            ("log_live_bytes", (self.log_map.len() as u64 * BLOCK) as f64),
-            ("log_used_bytes", ((self.tail - self.head) * BLOCK) as f64),
-            ("smr_rmw_count", self.inner.smr_counters().rmw_count as f64),
+            (counter::RMW_COUNT, c.rmw_count as f64),
+            (counter::RMW_BYTES, c.rmw_bytes as f64),
+            (counter::BYTES_PER_RMW, per_rmw),
+            (counter::IDLE_RMW_COUNT, c.idle_rmw_count as f64),
+            (counter::CLEANED_BLOCKS, c.cleaned_blocks as f64),
+            (counter::LOG_APPENDS, c.log_appends as f64),
+            (counter::LOG_APPEND_BYTES, c.log_append_bytes as f64),
+            (counter::FULL_BAND_WRITES, c.full_band_writes as f64),
+            (counter::READ_BUFFER_BYTES, c.read_buffer_bytes as f64),
+            (counter::READ_LOG_BYTES, c.read_log_bytes as f64),
+            (counter::READ_BAND_BYTES, c.read_band_bytes as f64),
+            (
+                counter::LOG_LIVE_BYTES,
+                (self.log_map.len() as u64 * BLOCK) as f64,
+            ),
+            (
+                counter::LOG_USED_BYTES,
+                ((self.tail - self.head) * BLOCK) as f64,
+            ),
+            (
+                counter::SMR_RMW_COUNT,
+                self.inner.smr_counters().rmw_count as f64,
+            ),
         ]
     }
 }

@@ -29,7 +29,11 @@ use tierlab_core::{Completion, DeviceIo, Op, TimeNs};
 pub type Done = Box<dyn FnOnce() + Send>;
 
 /// Builds the model on the device thread (models need not be `Send`).
-pub type ModelFactory = Box<dyn FnOnce() -> Result<Box<dyn DeviceModel>, String> + Send>;
+/// Builds the model on the device thread; its error (a bad parameter, a
+/// config error) is the caller's to render.
+pub type ModelFactory = Box<
+    dyn FnOnce() -> Result<Box<dyn DeviceModel>, Box<dyn std::error::Error + Send + Sync>> + Send,
+>;
 
 struct Request {
     op: Op,
@@ -198,7 +202,7 @@ impl TimedDevice {
                         m
                     }
                     Err(e) => {
-                        let _ = built_tx.send(Err(e));
+                        let _ = built_tx.send(Err(e.to_string()));
                         return Driver::new(origin).report();
                     }
                 };
@@ -581,7 +585,7 @@ mod tests {
         assert_eq!(rx.try_iter().count(), 4);
         // After finish the handle refuses IOs (the callback is dropped).
         assert!(!h.submit(Op::Read, 0, 512, Box::new(|| panic!("ran"))));
-        let e = TimedDevice::start(Box::new(|| Err("hdd: bad key".to_string())))
+        let e = TimedDevice::start(Box::new(|| Err("hdd: bad key".into())))
             .err()
             .unwrap();
         assert_eq!(e, "hdd: bad key");

@@ -28,7 +28,7 @@ fn hdd() -> DeviceConfig {
 }
 
 fn factory(config: DeviceConfig) -> ModelFactory {
-    Box::new(move || tierlab_devices::build(&config, 1))
+    Box::new(move || Ok(tierlab_devices::build(&config, 1)?))
 }
 
 fn fuse_skip_reason() -> Option<String> {

@@ -626,10 +626,7 @@ impl Cache {
     }
 
     /// With a ready eviction policy (its capacity is the cache's in pages).
-    pub fn with_eviction(
-        p: &CacheParams,
-        evict: Box<dyn Eviction>,
-    ) -> Result<Cache, ParamError> {
+    pub fn with_eviction(p: &CacheParams, evict: Box<dyn Eviction>) -> Result<Cache, ParamError> {
         let page = p.page_size_bytes.0;
         // The tag holds 22 bits of page index: 2^22 pages of 1 KiB cover the
         // largest host IO (4 GiB).
@@ -672,7 +669,11 @@ impl Cache {
             ));
         }
         if !(p.idle_flush_ms.is_finite() && p.idle_flush_ms >= 0.0) {
-            return Err(ParamError::new("idle_flush_ms", p.idle_flush_ms, "a number >= 0"));
+            return Err(ParamError::new(
+                "idle_flush_ms",
+                p.idle_flush_ms,
+                "a number >= 0",
+            ));
         }
         if p.admission_hits == 0 {
             return Err(ParamError::new("admission_hits", 0, "at least 1"));
@@ -1840,6 +1841,86 @@ impl Cache {
     }
 }
 
+/// The names of the counters this policy reports (`Policy::counters`; the
+/// docs define each): reports and experiments look values up by these
+/// constants, so a renamed counter is a compile error, not a silent "-".
+pub mod counter {
+    pub const HOST_IOS: &str = "host_ios";
+    pub const HOST_IOS_CACHE_ONLY: &str = "host_ios_cache_only";
+    pub const MEMORY_ACCESS_RATIO: &str = "memory_access_ratio";
+    pub const READ_HITS: &str = "read_hits";
+    pub const READ_MISSES: &str = "read_misses";
+    pub const WRITE_HITS: &str = "write_hits";
+    pub const WRITE_MISSES: &str = "write_misses";
+    pub const FILLS: &str = "fills";
+    pub const BYPASSED_PAGES: &str = "bypassed_pages";
+    pub const FLUSH_IOS: &str = "flush_ios";
+    pub const FLUSH_BYTES: &str = "flush_bytes";
+    pub const DIRTY_BYTES: &str = "dirty_bytes";
+    pub const RESIDENT_BYTES: &str = "resident_bytes";
+    pub const TRIMS: &str = "trims";
+    pub const TRIMMED_PAGES: &str = "trimmed_pages";
+    pub const TRIMMED_DIRTY_PAGES: &str = "trimmed_dirty_pages";
+    pub const TRIM_KEPT_PAGES: &str = "trim_kept_pages";
+    pub const TRIM_RACED_FLUSHES: &str = "trim_raced_flushes";
+    pub const DRAIN_DIRTY_PAGES: &str = "drain_dirty_pages";
+    pub const DRAIN_EVICTING_PAGES: &str = "drain_evicting_pages";
+    pub const FLUSH_WAITS: &str = "flush_waits";
+    pub const DEVICE_ERRORS: &str = "device_errors";
+    pub const READS_RETRIED_FROM_BACKING: &str = "reads_retried_from_backing";
+    pub const WRITE_BACKS_FAILED: &str = "write_backs_failed";
+    pub const FLUSHES_FAILED: &str = "flushes_failed";
+    pub const DRAIN_ABANDONED_PAGES: &str = "drain_abandoned_pages";
+    pub const SLOT_WRITES_FAILED: &str = "slot_writes_failed";
+    pub const METADATA_COMMITS: &str = "metadata_commits";
+    pub const METADATA_WRITES: &str = "metadata_writes";
+    pub const METADATA_FORMATTED: &str = "metadata_formatted";
+    pub const RECOVERED_PAGES: &str = "recovered_pages";
+    pub const RECOVERED_PAGES_RESYNCED: &str = "recovered_pages_resynced";
+    pub const OPENED_AFTER_CLEAN_STOP: &str = "opened_after_clean_stop";
+    pub const RECOVERED_PAGES_DROPPED: &str = "recovered_pages_dropped";
+    pub const MISSES_UNCACHED_WAITING_FOR_COMMIT: &str = "misses_uncached_waiting_for_commit";
+
+    /// Every name above, in the order `counters()` reports them.
+    pub const ALL: &[&str] = &[
+        HOST_IOS,
+        HOST_IOS_CACHE_ONLY,
+        MEMORY_ACCESS_RATIO,
+        READ_HITS,
+        READ_MISSES,
+        WRITE_HITS,
+        WRITE_MISSES,
+        FILLS,
+        BYPASSED_PAGES,
+        FLUSH_IOS,
+        FLUSH_BYTES,
+        DIRTY_BYTES,
+        RESIDENT_BYTES,
+        TRIMS,
+        TRIMMED_PAGES,
+        TRIMMED_DIRTY_PAGES,
+        TRIM_KEPT_PAGES,
+        TRIM_RACED_FLUSHES,
+        DRAIN_DIRTY_PAGES,
+        DRAIN_EVICTING_PAGES,
+        FLUSH_WAITS,
+        DEVICE_ERRORS,
+        READS_RETRIED_FROM_BACKING,
+        WRITE_BACKS_FAILED,
+        FLUSHES_FAILED,
+        DRAIN_ABANDONED_PAGES,
+        SLOT_WRITES_FAILED,
+        METADATA_COMMITS,
+        METADATA_WRITES,
+        METADATA_FORMATTED,
+        RECOVERED_PAGES,
+        RECOVERED_PAGES_RESYNCED,
+        OPENED_AFTER_CLEAN_STOP,
+        RECOVERED_PAGES_DROPPED,
+        MISSES_UNCACHED_WAITING_FOR_COMMIT,
+    ];
+}
+
 impl Policy for Cache {
     fn moves_data(&self) -> bool {
         true
@@ -1859,49 +1940,58 @@ impl Policy for Cache {
     fn counters(&self) -> Vec<(&'static str, f64)> {
         let s = self.stats();
         let mut v = vec![
-            ("host_ios", s.host_ios as f64),
-            ("host_ios_cache_only", s.host_ios_cache_only as f64),
-            ("memory_access_ratio", s.memory_access_ratio()),
-            ("read_hits", s.read_hits as f64),
-            ("read_misses", s.read_misses as f64),
-            ("write_hits", s.write_hits as f64),
-            ("write_misses", s.write_misses as f64),
-            ("fills", s.fills as f64),
-            ("bypassed_pages", s.bypassed_pages as f64),
-            ("flush_ios", s.flush_ios as f64),
-            ("flush_bytes", s.flush_bytes as f64),
-            ("dirty_bytes", s.dirty_bytes as f64),
-            ("resident_bytes", (self.map.len() as u64 * self.page) as f64),
-            ("trims", s.trims as f64),
-            ("trimmed_pages", s.trimmed_pages as f64),
-            ("trimmed_dirty_pages", s.trimmed_dirty_pages as f64),
-            ("trim_kept_pages", s.trim_kept_pages as f64),
-            ("trim_raced_flushes", s.trim_raced_flushes as f64),
-            ("drain_dirty_pages", s.drain_dirty_pages as f64),
-            ("drain_evicting_pages", s.drain_evicting_pages as f64),
-            ("flush_waits", s.flush_waits as f64),
-            ("device_errors", s.device_errors as f64),
+            (counter::HOST_IOS, s.host_ios as f64),
+            (counter::HOST_IOS_CACHE_ONLY, s.host_ios_cache_only as f64),
+            (counter::MEMORY_ACCESS_RATIO, s.memory_access_ratio()),
+            (counter::READ_HITS, s.read_hits as f64),
+            (counter::READ_MISSES, s.read_misses as f64),
+            (counter::WRITE_HITS, s.write_hits as f64),
+            (counter::WRITE_MISSES, s.write_misses as f64),
+            (counter::FILLS, s.fills as f64),
+            (counter::BYPASSED_PAGES, s.bypassed_pages as f64),
+            (counter::FLUSH_IOS, s.flush_ios as f64),
+            (counter::FLUSH_BYTES, s.flush_bytes as f64),
+            (counter::DIRTY_BYTES, s.dirty_bytes as f64),
             (
-                "reads_retried_from_backing",
+                counter::RESIDENT_BYTES,
+                (self.map.len() as u64 * self.page) as f64,
+            ),
+            (counter::TRIMS, s.trims as f64),
+            (counter::TRIMMED_PAGES, s.trimmed_pages as f64),
+            (counter::TRIMMED_DIRTY_PAGES, s.trimmed_dirty_pages as f64),
+            (counter::TRIM_KEPT_PAGES, s.trim_kept_pages as f64),
+            (counter::TRIM_RACED_FLUSHES, s.trim_raced_flushes as f64),
+            (counter::DRAIN_DIRTY_PAGES, s.drain_dirty_pages as f64),
+            (counter::DRAIN_EVICTING_PAGES, s.drain_evicting_pages as f64),
+            (counter::FLUSH_WAITS, s.flush_waits as f64),
+            (counter::DEVICE_ERRORS, s.device_errors as f64),
+            (
+                counter::READS_RETRIED_FROM_BACKING,
                 s.reads_retried_from_backing as f64,
             ),
-            ("write_backs_failed", s.write_backs_failed as f64),
-            ("flushes_failed", s.flushes_failed as f64),
-            ("drain_abandoned_pages", s.drain_abandoned_pages as f64),
-            ("slot_writes_failed", s.slot_writes_failed as f64),
+            (counter::WRITE_BACKS_FAILED, s.write_backs_failed as f64),
+            (counter::FLUSHES_FAILED, s.flushes_failed as f64),
+            (
+                counter::DRAIN_ABANDONED_PAGES,
+                s.drain_abandoned_pages as f64,
+            ),
+            (counter::SLOT_WRITES_FAILED, s.slot_writes_failed as f64),
         ];
         if let Some(m) = &self.persist {
             let p = m.stats;
             v.extend([
-                ("metadata_commits", m.table.commits as f64),
-                ("metadata_writes", p.metadata_writes as f64),
-                ("metadata_formatted", p.formatted as f64),
-                ("recovered_pages", p.recovered_pages as f64),
-                ("recovered_pages_resynced", p.resynced_pages as f64),
-                ("opened_after_clean_stop", p.opened_clean as f64),
-                ("recovered_pages_dropped", p.recovered_pages_dropped as f64),
+                (counter::METADATA_COMMITS, m.table.commits as f64),
+                (counter::METADATA_WRITES, p.metadata_writes as f64),
+                (counter::METADATA_FORMATTED, p.formatted as f64),
+                (counter::RECOVERED_PAGES, p.recovered_pages as f64),
+                (counter::RECOVERED_PAGES_RESYNCED, p.resynced_pages as f64),
+                (counter::OPENED_AFTER_CLEAN_STOP, p.opened_clean as f64),
                 (
-                    "misses_uncached_waiting_for_commit",
+                    counter::RECOVERED_PAGES_DROPPED,
+                    p.recovered_pages_dropped as f64,
+                ),
+                (
+                    counter::MISSES_UNCACHED_WAITING_FOR_COMMIT,
                     p.misses_uncached_waiting_for_commit as f64,
                 ),
             ]);

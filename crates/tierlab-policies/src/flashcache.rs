@@ -203,7 +203,11 @@ pub fn new(p: &FlashcacheParams) -> Result<Cache, ParamError> {
         ));
     }
     if p.associativity == 0 || p.associativity > 1 << 20 {
-        return Err(ParamError::new("associativity", p.associativity, "1 ..= 2^20"));
+        return Err(ParamError::new(
+            "associativity",
+            p.associativity,
+            "1 ..= 2^20",
+        ));
     }
     let set_bytes = block * p.associativity;
     let num_sets = p.capacity_bytes.0 / set_bytes;
@@ -218,7 +222,11 @@ pub fn new(p: &FlashcacheParams) -> Result<Cache, ParamError> {
         ));
     }
     if !(p.dirty_thresh_pct.is_finite() && (0.0..=100.0).contains(&p.dirty_thresh_pct)) {
-        return Err(ParamError::new("dirty_thresh_pct", p.dirty_thresh_pct, "0 ..= 100"));
+        return Err(ParamError::new(
+            "dirty_thresh_pct",
+            p.dirty_thresh_pct,
+            "0 ..= 100",
+        ));
     }
     let mut params = CacheParams::with_capacity(num_sets * set_bytes);
     params.page_size_bytes = ByteCount(block);

@@ -364,7 +364,10 @@ impl Layout {
         {
             return Err(ParamError::new(
                 "clean_stop_pct",
-                format!("{} (with `clean_start_pct` = {})", p.clean_stop_pct, p.clean_start_pct),
+                format!(
+                    "{} (with `clean_start_pct` = {})",
+                    p.clean_stop_pct, p.clean_start_pct
+                ),
                 "0 < `clean_stop_pct` <= `clean_start_pct` <= 100",
             ));
         }
@@ -379,7 +382,11 @@ impl Layout {
             ));
         }
         if !(p.idle_clean_ms.is_finite() && p.idle_clean_ms >= 0.0) {
-            return Err(ParamError::new("idle_clean_ms", p.idle_clean_ms, "a number >= 0"));
+            return Err(ParamError::new(
+                "idle_clean_ms",
+                p.idle_clean_ms,
+                "a number >= 0",
+            ));
         }
         let blocks = blocks_per_set * sets;
         // Header + entry pages, each in two copies (hswd_meta).
@@ -1890,6 +1897,98 @@ impl Hswd {
     }
 }
 
+/// The names of the counters this policy reports (`Policy::counters`; the
+/// docs define each): reports and experiments look values up by these
+/// constants, so a renamed counter is a compile error, not a silent "-".
+pub mod counter {
+    pub const HOST_IOS: &str = "host_ios";
+    pub const COMPLETED_IOS: &str = "completed_ios";
+    pub const READ_HITS: &str = "read_hits";
+    pub const READ_MISSES: &str = "read_misses";
+    pub const READ_RCACHE: &str = "read_rcache";
+    pub const WRITE_HITS: &str = "write_hits";
+    pub const WRITE_MISSES: &str = "write_misses";
+    pub const WRITE_HIT_RATIO: &str = "write_hit_ratio";
+    pub const WRITE_STALLS: &str = "write_stalls";
+    pub const WRITES_HELD: &str = "writes_held";
+    pub const LONGEST_STALL_RMWS: &str = "longest_stall_rmws";
+    pub const LONGEST_STALL_OWN_SET_RMWS: &str = "longest_stall_own_set_rmws";
+    pub const RMW_COUNT: &str = "rmw_count";
+    pub const RMW_CLEANED_BYTES: &str = "rmw_cleaned_bytes";
+    pub const CLEANED_BYTES_PER_RMW: &str = "cleaned_bytes_per_rmw";
+    pub const RMW_IO_BYTES: &str = "rmw_io_bytes";
+    pub const RMW_EMPTY: &str = "rmw_empty";
+    pub const IDLE_RMW_COUNT: &str = "idle_rmw_count";
+    pub const METADATA_WRITES: &str = "metadata_writes";
+    pub const METADATA_BYTES: &str = "metadata_bytes";
+    pub const COMMITS: &str = "commits";
+    pub const DEVICE_FLUSHES: &str = "device_flushes";
+    pub const RECOVERED_BLOCKS: &str = "recovered_blocks";
+    pub const JOURNAL_REPLAYS: &str = "journal_replays";
+    pub const FORMATTED: &str = "formatted";
+    pub const RMW_BAND_READ_BLOCKS: &str = "rmw_band_read_blocks";
+    pub const RMW_BAND_WRITE_BLOCKS: &str = "rmw_band_write_blocks";
+    pub const RMW_REWRITTEN_BLOCKS: &str = "rmw_rewritten_blocks";
+    pub const RMW_HELD_WRITES: &str = "rmw_held_writes";
+    pub const TRIMS: &str = "trims";
+    pub const TRIMMED_BLOCKS: &str = "trimmed_blocks";
+    pub const TRIM_KEPT_BLOCKS: &str = "trim_kept_blocks";
+    pub const TRIMS_DEFERRED: &str = "trims_deferred";
+    pub const DRAIN_CACHED_BLOCKS: &str = "drain_cached_blocks";
+    pub const DRAIN_DURING_RMW: &str = "drain_during_rmw";
+    pub const DEVICE_ERRORS: &str = "device_errors";
+    pub const HOST_IOS_FAILED: &str = "host_ios_failed";
+    pub const FAILED_FIRST_WRITES_DROPPED: &str = "failed_first_writes_dropped";
+    pub const CACHED_BYTES: &str = "cached_bytes";
+    pub const MEAN_LATENCY_MS: &str = "mean_latency_ms";
+    pub const MAX_LATENCY_MS: &str = "max_latency_ms";
+
+    /// Every name above, in the order `counters()` reports them.
+    pub const ALL: &[&str] = &[
+        HOST_IOS,
+        COMPLETED_IOS,
+        READ_HITS,
+        READ_MISSES,
+        READ_RCACHE,
+        WRITE_HITS,
+        WRITE_MISSES,
+        WRITE_HIT_RATIO,
+        WRITE_STALLS,
+        WRITES_HELD,
+        LONGEST_STALL_RMWS,
+        LONGEST_STALL_OWN_SET_RMWS,
+        RMW_COUNT,
+        RMW_CLEANED_BYTES,
+        CLEANED_BYTES_PER_RMW,
+        RMW_IO_BYTES,
+        RMW_EMPTY,
+        IDLE_RMW_COUNT,
+        METADATA_WRITES,
+        METADATA_BYTES,
+        COMMITS,
+        DEVICE_FLUSHES,
+        RECOVERED_BLOCKS,
+        JOURNAL_REPLAYS,
+        FORMATTED,
+        RMW_BAND_READ_BLOCKS,
+        RMW_BAND_WRITE_BLOCKS,
+        RMW_REWRITTEN_BLOCKS,
+        RMW_HELD_WRITES,
+        TRIMS,
+        TRIMMED_BLOCKS,
+        TRIM_KEPT_BLOCKS,
+        TRIMS_DEFERRED,
+        DRAIN_CACHED_BLOCKS,
+        DRAIN_DURING_RMW,
+        DEVICE_ERRORS,
+        HOST_IOS_FAILED,
+        FAILED_FIRST_WRITES_DROPPED,
+        CACHED_BYTES,
+        MEAN_LATENCY_MS,
+        MAX_LATENCY_MS,
+    ];
+}
+
 impl Policy for Hswd {
     fn name(&self) -> &str {
         "hswd"
@@ -1910,63 +2009,69 @@ impl Policy for Hswd {
         };
         let per = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
         vec![
-            ("host_ios", s.host_ios as f64),
-            ("completed_ios", s.completed_ios as f64),
-            ("read_hits", s.read_hits as f64),
-            ("read_misses", s.read_misses as f64),
-            ("read_rcache", s.read_rcache as f64),
-            ("write_hits", s.write_hits as f64),
-            ("write_misses", s.write_misses as f64),
-            ("write_hit_ratio", ratio(s.write_hits, s.write_misses)),
-            ("write_stalls", s.write_stalls as f64),
-            ("writes_held", s.writes_held as f64),
-            ("longest_stall_rmws", s.longest_stall_rmws as f64),
+            (counter::HOST_IOS, s.host_ios as f64),
+            (counter::COMPLETED_IOS, s.completed_ios as f64),
+            (counter::READ_HITS, s.read_hits as f64),
+            (counter::READ_MISSES, s.read_misses as f64),
+            (counter::READ_RCACHE, s.read_rcache as f64),
+            (counter::WRITE_HITS, s.write_hits as f64),
+            (counter::WRITE_MISSES, s.write_misses as f64),
             (
-                "longest_stall_own_set_rmws",
+                counter::WRITE_HIT_RATIO,
+                ratio(s.write_hits, s.write_misses),
+            ),
+            (counter::WRITE_STALLS, s.write_stalls as f64),
+            (counter::WRITES_HELD, s.writes_held as f64),
+            (counter::LONGEST_STALL_RMWS, s.longest_stall_rmws as f64),
+            (
+                counter::LONGEST_STALL_OWN_SET_RMWS,
                 s.longest_stall_own_set_rmws as f64,
             ),
-            ("rmw_count", s.rmw_count as f64),
-            ("rmw_cleaned_bytes", s.rmw_cleaned_bytes as f64),
+            (counter::RMW_COUNT, s.rmw_count as f64),
+            (counter::RMW_CLEANED_BYTES, s.rmw_cleaned_bytes as f64),
             (
-                "cleaned_bytes_per_rmw",
+                counter::CLEANED_BYTES_PER_RMW,
                 per(s.rmw_cleaned_bytes, s.rmw_count),
             ),
-            ("rmw_io_bytes", s.rmw_io_bytes as f64),
-            ("rmw_empty", s.rmw_empty as f64),
-            ("idle_rmw_count", s.idle_rmw_count as f64),
-            ("metadata_writes", s.metadata_writes as f64),
-            ("metadata_bytes", s.metadata_bytes as f64),
-            ("commits", s.commits as f64),
-            ("device_flushes", s.device_flushes as f64),
-            ("recovered_blocks", s.recovered_blocks as f64),
-            ("journal_replays", s.journal_replays as f64),
-            ("formatted", s.formatted as f64),
-            ("rmw_band_read_blocks", s.rmw_band_read_blocks as f64),
-            ("rmw_band_write_blocks", s.rmw_band_write_blocks as f64),
-            ("rmw_rewritten_blocks", s.rmw_rewritten_blocks as f64),
-            ("rmw_held_writes", s.rmw_held_writes as f64),
-            ("trims", s.trims as f64),
-            ("trimmed_blocks", s.trimmed_blocks as f64),
-            ("trim_kept_blocks", s.trim_kept_blocks as f64),
-            ("trims_deferred", s.trims_deferred as f64),
-            ("drain_cached_blocks", s.drain_cached_blocks as f64),
-            ("drain_during_rmw", s.drain_during_rmw as f64),
-            ("device_errors", s.device_errors as f64),
-            ("host_ios_failed", s.host_ios_failed as f64),
+            (counter::RMW_IO_BYTES, s.rmw_io_bytes as f64),
+            (counter::RMW_EMPTY, s.rmw_empty as f64),
+            (counter::IDLE_RMW_COUNT, s.idle_rmw_count as f64),
+            (counter::METADATA_WRITES, s.metadata_writes as f64),
+            (counter::METADATA_BYTES, s.metadata_bytes as f64),
+            (counter::COMMITS, s.commits as f64),
+            (counter::DEVICE_FLUSHES, s.device_flushes as f64),
+            (counter::RECOVERED_BLOCKS, s.recovered_blocks as f64),
+            (counter::JOURNAL_REPLAYS, s.journal_replays as f64),
+            (counter::FORMATTED, s.formatted as f64),
+            (counter::RMW_BAND_READ_BLOCKS, s.rmw_band_read_blocks as f64),
             (
-                "failed_first_writes_dropped",
+                counter::RMW_BAND_WRITE_BLOCKS,
+                s.rmw_band_write_blocks as f64,
+            ),
+            (counter::RMW_REWRITTEN_BLOCKS, s.rmw_rewritten_blocks as f64),
+            (counter::RMW_HELD_WRITES, s.rmw_held_writes as f64),
+            (counter::TRIMS, s.trims as f64),
+            (counter::TRIMMED_BLOCKS, s.trimmed_blocks as f64),
+            (counter::TRIM_KEPT_BLOCKS, s.trim_kept_blocks as f64),
+            (counter::TRIMS_DEFERRED, s.trims_deferred as f64),
+            (counter::DRAIN_CACHED_BLOCKS, s.drain_cached_blocks as f64),
+            (counter::DRAIN_DURING_RMW, s.drain_during_rmw as f64),
+            (counter::DEVICE_ERRORS, s.device_errors as f64),
+            (counter::HOST_IOS_FAILED, s.host_ios_failed as f64),
+            (
+                counter::FAILED_FIRST_WRITES_DROPPED,
                 s.failed_first_writes_dropped as f64,
             ),
-            ("cached_bytes", s.cached_bytes as f64),
+            (counter::CACHED_BYTES, s.cached_bytes as f64),
             (
-                "mean_latency_ms",
+                counter::MEAN_LATENCY_MS,
                 if s.completed_ios == 0 {
                     0.0
                 } else {
                     (s.latency_sum_ns as f64 / s.completed_ios as f64).round() / 1e6
                 },
             ),
-            ("max_latency_ms", s.latency_max_ns as f64 / 1e6),
+            (counter::MAX_LATENCY_MS, s.latency_max_ns as f64 / 1e6),
         ]
     }
 

@@ -41,13 +41,9 @@ impl Linear {
                     "a device of at least one byte",
                 ));
             }
-            let end = starts
-                .last()
-                .unwrap()
-                .checked_add(*size)
-                .ok_or_else(|| {
-                    ParamError::new("devices", "a total size above 2^64 bytes", "less in total")
-                })?;
+            let end = starts.last().unwrap().checked_add(*size).ok_or_else(|| {
+                ParamError::new("devices", "a total size above 2^64 bytes", "less in total")
+            })?;
             starts.push(end);
         }
         Ok(Linear {

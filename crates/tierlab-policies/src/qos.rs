@@ -165,7 +165,11 @@ impl BusyRateParams {
             true,
         )?;
         if self.saturation_window_samples == 0 {
-            return Err(ParamError::new("saturation_window_samples", 0, "at least 1"));
+            return Err(ParamError::new(
+                "saturation_window_samples",
+                0,
+                "at least 1",
+            ));
         }
         if self.saturation_trigger_samples == 0
             || self.saturation_trigger_samples > self.saturation_window_samples
@@ -679,6 +683,62 @@ impl BusyRateQos {
     }
 }
 
+/// The names of the counters this policy reports (`Policy::counters`; the
+/// docs define each): reports and experiments look values up by these
+/// constants, so a renamed counter is a compile error, not a silent "-".
+pub mod counter {
+    pub const SAMPLES: &str = "samples";
+    pub const SAMPLE_TIME_S: &str = "sample_time_s";
+    pub const UTIL_PCT: &str = "util_pct";
+    pub const IOPS: &str = "iops";
+    pub const A_IOPS: &str = "a_iops";
+    pub const B_IOPS: &str = "b_iops";
+    pub const A_TARGET_IOPS: &str = "a_target_iops";
+    pub const BUSY_PCT_PER_IOPS: &str = "busy_pct_per_iops";
+    pub const SATURATED: &str = "saturated";
+    pub const BPI_LEVEL: &str = "bpi_level";
+    pub const BPI_DEVIATION: &str = "bpi_deviation";
+    pub const SATURATED_IN_WINDOW: &str = "saturated_in_window";
+    pub const SATURATED_SAMPLES_TOTAL: &str = "saturated_samples_total";
+    pub const TARGET_BUSY_PCT: &str = "target_busy_pct";
+    pub const EVENT: &str = "event";
+    pub const EXTRA_CUT_IOPS: &str = "extra_cut_iops";
+    pub const B_CAP_IOPS: &str = "b_cap_iops";
+    pub const X_LOWERINGS: &str = "x_lowerings";
+    pub const X_RESETS_LOW_UTIL: &str = "x_resets_low_util";
+    pub const X_RESETS_BPI_CHANGE: &str = "x_resets_bpi_change";
+    pub const LAST_LOWERING_C_BUSY_PCT_PER_IOPS: &str = "last_lowering_c_busy_pct_per_iops";
+    pub const LAST_LOWERING_D_BUSY_PCT_PER_IOPS: &str = "last_lowering_d_busy_pct_per_iops";
+    pub const LAST_LOWERING_C_TOTAL_IOPS: &str = "last_lowering_c_total_iops";
+
+    /// Every name above, in the order `counters()` reports them.
+    pub const ALL: &[&str] = &[
+        SAMPLES,
+        SAMPLE_TIME_S,
+        UTIL_PCT,
+        IOPS,
+        A_IOPS,
+        B_IOPS,
+        A_TARGET_IOPS,
+        BUSY_PCT_PER_IOPS,
+        SATURATED,
+        BPI_LEVEL,
+        BPI_DEVIATION,
+        SATURATED_IN_WINDOW,
+        SATURATED_SAMPLES_TOTAL,
+        TARGET_BUSY_PCT,
+        EVENT,
+        EXTRA_CUT_IOPS,
+        B_CAP_IOPS,
+        X_LOWERINGS,
+        X_RESETS_LOW_UTIL,
+        X_RESETS_BPI_CHANGE,
+        LAST_LOWERING_C_BUSY_PCT_PER_IOPS,
+        LAST_LOWERING_D_BUSY_PCT_PER_IOPS,
+        LAST_LOWERING_C_TOTAL_IOPS,
+    ];
+}
+
 impl Policy for BusyRateQos {
     fn name(&self) -> &str {
         "busy-rate-qos"
@@ -823,47 +883,53 @@ impl Policy for BusyRateQos {
             })
             .unwrap_or((0.0, 0.0, 0.0));
         vec![
-            ("samples", self.log.len() as f64),
+            (counter::SAMPLES, self.log.len() as f64),
             (
-                "sample_time_s",
+                counter::SAMPLE_TIME_S,
                 get(&|d| d.input.time_ns as f64 / NS_PER_S as f64),
             ),
-            ("util_pct", get(&|d| d.util_pct)),
-            ("iops", get(&|d| d.input.total_iops)),
-            ("a_iops", get(&|d| d.input.a_iops)),
-            ("b_iops", get(&|d| d.input.b_iops)),
-            ("a_target_iops", get(&|d| d.input.a_target_iops)),
+            (counter::UTIL_PCT, get(&|d| d.util_pct)),
+            (counter::IOPS, get(&|d| d.input.total_iops)),
+            (counter::A_IOPS, get(&|d| d.input.a_iops)),
+            (counter::B_IOPS, get(&|d| d.input.b_iops)),
+            (counter::A_TARGET_IOPS, get(&|d| d.input.a_target_iops)),
             (
-                "busy_pct_per_iops",
+                counter::BUSY_PCT_PER_IOPS,
                 get(&|d| d.busy_pct_per_iops.unwrap_or(0.0)),
             ),
-            ("saturated", get(&|d| d.saturated as u8 as f64)),
-            ("bpi_level", get(&|d| d.bpi_level.unwrap_or(0.0))),
-            ("bpi_deviation", get(&|d| d.bpi_deviation.unwrap_or(0.0))),
+            (counter::SATURATED, get(&|d| d.saturated as u8 as f64)),
+            (counter::BPI_LEVEL, get(&|d| d.bpi_level.unwrap_or(0.0))),
             (
-                "saturated_in_window",
+                counter::BPI_DEVIATION,
+                get(&|d| d.bpi_deviation.unwrap_or(0.0)),
+            ),
+            (
+                counter::SATURATED_IN_WINDOW,
                 get(&|d| d.saturated_in_window as f64),
             ),
             (
-                "saturated_samples_total",
+                counter::SATURATED_SAMPLES_TOTAL,
                 self.controller.saturated_total() as f64,
             ),
-            ("target_busy_pct", self.controller.target_busy_pct()),
-            ("event", get(&|d| d.event.code() as f64)),
-            ("extra_cut_iops", get(&|d| d.extra_cut_iops)),
-            ("b_cap_iops", self.controller.b_cap_iops().unwrap_or(0.0)),
-            ("x_lowerings", self.controller.lowerings() as f64),
+            (counter::TARGET_BUSY_PCT, self.controller.target_busy_pct()),
+            (counter::EVENT, get(&|d| d.event.code() as f64)),
+            (counter::EXTRA_CUT_IOPS, get(&|d| d.extra_cut_iops)),
             (
-                "x_resets_low_util",
+                counter::B_CAP_IOPS,
+                self.controller.b_cap_iops().unwrap_or(0.0),
+            ),
+            (counter::X_LOWERINGS, self.controller.lowerings() as f64),
+            (
+                counter::X_RESETS_LOW_UTIL,
                 self.controller.resets_low_util() as f64,
             ),
             (
-                "x_resets_bpi_change",
+                counter::X_RESETS_BPI_CHANGE,
                 self.controller.resets_bpi_change() as f64,
             ),
-            ("last_lowering_c_busy_pct_per_iops", c),
-            ("last_lowering_d_busy_pct_per_iops", d),
-            ("last_lowering_c_total_iops", big_c),
+            (counter::LAST_LOWERING_C_BUSY_PCT_PER_IOPS, c),
+            (counter::LAST_LOWERING_D_BUSY_PCT_PER_IOPS, d),
+            (counter::LAST_LOWERING_C_TOTAL_IOPS, big_c),
         ]
     }
 }

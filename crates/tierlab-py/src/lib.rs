@@ -981,11 +981,12 @@ fn cache_sim_json(
         let mut reader = TraceReader::open(&path, &options)?;
         tierlab_cache::size::footprint_pages(&mut reader, page_bytes)
     };
-    let pages = tierlab_cache::size::sizes_in_pages(&capacities, page_bytes, footprint)
-        .map_err(|e| match e {
+    let pages = tierlab_cache::size::sizes_in_pages(&capacities, page_bytes, footprint).map_err(
+        |e| match e {
             tierlab_trace::TraceError::Param(p) => param_err(p.with_key("capacities")),
             e => to_py_err(e),
-        })?;
+        },
+    )?;
     let configs = tierlab_cache::sim::grid(&policies, &pages, page_bytes).map_err(param_err)?;
     let results = py
         .detach(move || {
@@ -1070,8 +1071,7 @@ fn serve_start(
 ) -> PyResult<Served> {
     let (config, base) = match (path, text, json) {
         (Some(p), None, None) => {
-            let (c, _) = tierlab_stack::StackConfig::load(&p, &overrides)
-                .map_err(config_err)?;
+            let (c, _) = tierlab_stack::StackConfig::load(&p, &overrides).map_err(config_err)?;
             let base = p.parent().map(PathBuf::from).unwrap_or_default();
             (c, base)
         }

@@ -43,6 +43,8 @@ use tierlab_devices::raid::{
     striped_piece,
 };
 
+use tierlab_core::ParamError;
+
 use crate::backend::Backend;
 use crate::raid_bitmap::{Bitmap, Geometry, Opened};
 
@@ -151,7 +153,7 @@ impl RaidBackend {
         stripe_unit_bytes: u64,
         read_policy: ReadPolicy,
         members: Vec<RaidMember>,
-    ) -> Result<RaidBackend, String> {
+    ) -> Result<RaidBackend, ParamError> {
         let n = members.len();
         let failed: Vec<usize> = (0..n)
             .filter(|&i| matches!(members[i], RaidMember::Failed { .. }))
@@ -163,8 +165,7 @@ impl RaidBackend {
             failed_members: failed,
             members: vec![(); n],
         }
-        .validate_shape()
-        .map_err(|e| e.to_string())?;
+        .validate_shape()?;
         let min_member_bytes = members
             .iter()
             .filter_map(|m| match m {
@@ -173,8 +174,7 @@ impl RaidBackend {
             })
             .min()
             .unwrap_or(0);
-        let capacity_bytes = array_capacity_bytes(level, stripe_unit_bytes, n, min_member_bytes)
-            .map_err(|e| e.to_string())?;
+        let capacity_bytes = array_capacity_bytes(level, stripe_unit_bytes, n, min_member_bytes)?;
         let group_size = match level {
             RaidLevel::Raid0 | RaidLevel::Raid5 => 1,
             RaidLevel::Raid1 => n,
@@ -224,19 +224,21 @@ impl RaidBackend {
 
     /// The geometry a write-intent bitmap of `chunk_bytes` regions has
     /// over this array, or why it cannot have one.
-    pub fn bitmap_geometry(&self, chunk_bytes: u64) -> Result<Geometry, String> {
+    /// Keys in errors are relative to the array's table.
+    pub fn bitmap_geometry(&self, chunk_bytes: u64) -> Result<Geometry, ParamError> {
         if self.level == RaidLevel::Raid0 {
-            return Err(
-                "raid0 keeps no redundancy, so it has nothing for a write-intent \
-                        bitmap to resynchronise; remove `bitmap`"
-                    .into(),
-            );
+            return Err(ParamError::new(
+                "bitmap",
+                "a bitmap on raid0",
+                "no bitmap: raid0 keeps no redundancy, so it has nothing for a write-intent \
+                 bitmap to resynchronise",
+            ));
         }
         if chunk_bytes == 0 || chunk_bytes % self.unit != 0 {
-            return Err(format!(
-                "bitmap_chunk_bytes is {chunk_bytes}; it must be a positive multiple of \
-                 stripe_unit_bytes ({})",
-                self.unit
+            return Err(ParamError::new(
+                "bitmap_chunk_bytes",
+                chunk_bytes,
+                format!("a positive multiple of `stripe_unit_bytes` ({})", self.unit),
             ));
         }
         Ok(Geometry {
@@ -257,7 +259,9 @@ impl RaidBackend {
         chunk_bytes: u64,
         broken_skip_flush: bool,
     ) -> Result<RaidBackend, String> {
-        let geo = self.bitmap_geometry(chunk_bytes)?;
+        let geo = self
+            .bitmap_geometry(chunk_bytes)
+            .map_err(|e| e.to_string())?;
         let Opened { mut bitmap, dirty } = Bitmap::open(geo, store)?;
         bitmap.broken_skip_flush = broken_skip_flush;
         if !dirty.is_empty() {
@@ -857,7 +861,7 @@ pub fn open_with(
         .map_err(|e| format!("key `{at}`: raid: {}", e.to_string().trim_end()))?;
     params
         .validate_shape()
-        .map_err(|e| format!("key `{at}`: {e}"))?;
+        .map_err(|e| e.within(at).to_string())?;
     let mut members = Vec::with_capacity(params.members.len());
     for (k, m) in params.members.iter().enumerate() {
         let mat = format!("{at}.members[{k}]");
@@ -881,7 +885,7 @@ pub fn open_with(
         params.read_policy,
         members,
     )
-    .map_err(|e| format!("key `{at}`: {e}"))?;
+    .map_err(|e| e.within(at).to_string())?;
     let bitmap = match bitmap {
         None if chunk.is_some() => {
             return Err(format!(
@@ -906,7 +910,7 @@ pub fn open_with(
     let bat = format!("{at}.bitmap");
     let geo = array
         .bitmap_geometry(chunk)
-        .map_err(|e| format!("key `{bat}`: {e}"))?;
+        .map_err(|e| e.within(at).to_string())?;
     let store = open_bitmap(&bitmap, &bat, geo.store_bytes())?;
     array
         .with_bitmap(store, chunk, false)
@@ -1342,7 +1346,8 @@ mod tests {
         )
         .err()
         .unwrap();
-        assert!(e.contains("raid5 needs at least 3"), "{e}");
+        assert_eq!(e.key(), "members");
+        assert_eq!(e.expected, "at least 3 devices for raid5");
         let e = RaidBackend::new(
             RaidLevel::Raid5,
             4096,
@@ -1351,7 +1356,7 @@ mod tests {
         )
         .err()
         .unwrap();
-        assert!(e.contains("at most 1 failed member"), "{e}");
+        assert!(e.expected.contains("at most 1 failed member"), "{e}");
         // A failed member's configured size counts; IOs past the end fail.
         let members = vec![
             RaidMember::Store(Box::new(RamBackend::new(1 << 20))),

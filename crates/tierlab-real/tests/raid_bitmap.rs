@@ -254,7 +254,8 @@ fn bitmap_configs_that_cannot_work_are_refused_with_the_key() {
     let cases = [
         (
             "bitmap = \"b\"\nbitmap_chunk_bytes = 1000\n",
-            "multiple of stripe_unit_bytes",
+            "key `devices[0].bitmap_chunk_bytes`: expected a positive multiple of \
+             `stripe_unit_bytes` (16384), found 1000",
         ),
         ("bitmap_chunk_bytes = 65536\n", "given without `bitmap`"),
         ("bitmap = 3\n", "devices[0].bitmap`: 3 is not a path"),
@@ -280,5 +281,8 @@ fn bitmap_configs_that_cannot_work_are_refused_with_the_key() {
     ))
     .unwrap();
     let e = open(&raid0, "devices[0]", d).err().unwrap();
-    assert!(e.contains("raid0 keeps no redundancy"), "{e}");
+    assert!(
+        e.contains("key `devices[0].bitmap`") && e.contains("raid0 keeps no redundancy"),
+        "{e}"
+    );
 }

@@ -372,13 +372,16 @@ fn bad_raid_configs_are_refused_with_clear_errors() {
     // The simulator's shape rules.
     let e = fail(raid_device("raid5", 16 * KIB, 2, &[]));
     assert!(
-        e.contains("devices[0]") && e.contains("raid5 needs at least 3 devices"),
+        e.contains("key `devices[0].members`: expected at least 3 devices for raid5"),
         "{e}"
     );
     let e = fail(raid_device("raid5", 16 * KIB, 4, &[0, 1]));
     assert!(e.contains("at most 1 failed member"), "{e}");
     let e = fail(raid_device("raid5", 1000, 3, &[]));
-    assert!(e.contains("`stripe_unit_bytes` = 1000"), "{e}");
+    assert!(
+        e.contains("key `devices[0].stripe_unit_bytes`") && e.contains("found 1000"),
+        "{e}"
+    );
     // Unknown keys, listed by the simulator's parser.
     let e = fail(raid_device("raid5", 16 * KIB, 3, &[]).replace("level =", "levle ="));
     assert!(e.contains("devices[0]") && e.contains("levle"), "{e}");

@@ -90,8 +90,7 @@ pub fn workload(
                 })?;
                 kv.push(format!("{k}={text}"));
             }
-            let kv = KvParams::parse(kv)
-                .map_err(|e| ConfigError::trace(key("params"), e))?;
+            let kv = KvParams::parse(kv).map_err(|e| ConfigError::trace(key("params"), e))?;
             // Each tenant draws from its own stream of the run's seed.
             let tenant_seed = seed ^ (0x9E37_79B9_7F4A_7C15u64.wrapping_mul(index as u64 + 1));
             tierlab_trace::generate::from_spec(generator, &kv, tenant_seed).map_err(|e| match e {

@@ -8,9 +8,7 @@ use tierlab_trace::spread::SpreadMode;
 
 use serde::Deserialize;
 
-pub use tierlab_stack::config::{
-    Bytes, ConfigError, ConfigErrorKind, ParamError, apply_overrides,
-};
+pub use tierlab_stack::config::{Bytes, ConfigError, ConfigErrorKind, ParamError, apply_overrides};
 pub use tierlab_stack::policies::PolicySpec as PolicyConfig;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -437,7 +435,7 @@ iops_cap = 50
     fn errors_name_the_key_and_what_is_allowed() {
         let e = parse(&BASE.replace("iodepth = 4", "iodepht = 4"), "t.toml", &[])
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(e.contains("t.toml") && e.contains("iodepht"), "{e}");
         let e = parse(
             &BASE.replace("iops_cap = 50", "iops_cap = -1"),
@@ -445,29 +443,31 @@ iops_cap = 50
             &[],
         )
         .unwrap_err()
-        .0;
+        .to_string();
         assert!(
             e.contains("key `tenants[0].iops_cap`") && e.contains("-1"),
             "{e}"
         );
         let e = parse(&BASE.replace("\"1MiB\"", "\"1MB\""), "t.toml", &[])
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(
             e.contains("tenants[0].driver") && e.contains("ambiguous"),
             "{e}"
         );
         let e = parse(&format!("{BASE}\nbogus = 1\n"), "t.toml", &[])
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(e.contains("bogus"), "{e}");
         let e = parse(BASE, "t.toml", &["tenants.3.iops_cap=5".into()])
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(e.contains("index 3 is out of range"), "{e}");
-        let e = parse(BASE, "t.toml", &["nonsense".into()]).unwrap_err().0;
+        let e = parse(BASE, "t.toml", &["nonsense".into()])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("KEY=VALUE"), "{e}");
-        let e = parse("seed = [", "t.toml", &[]).unwrap_err().0;
+        let e = parse("seed = [", "t.toml", &[]).unwrap_err().to_string();
         assert!(e.starts_with("t.toml: "), "{e}");
         let e = parse(
             &BASE.replace("mode = \"closed\"", "mode = \"sideways\""),
@@ -475,7 +475,7 @@ iops_cap = 50
             &[],
         )
         .unwrap_err()
-        .0;
+        .to_string();
         assert!(e.contains("sideways") && e.contains("open"), "{e}");
     }
 }

@@ -114,7 +114,11 @@ impl Tenant {
         if let Some(r) = region
             && r.size_bytes < 4096
         {
-            return Err(ParamError::new("region.size_bytes", r.size_bytes, "at least 4096"));
+            return Err(ParamError::new(
+                "region.size_bytes",
+                r.size_bytes,
+                "at least 4096",
+            ));
         }
         Ok(Tenant {
             name,
@@ -191,7 +195,11 @@ impl Tenant {
             ));
         }
         if let Some((_, v)) = schedule.iter().find(|(_, v)| !(v.is_finite() && *v > 0.0)) {
-            return Err(ParamError::new("iops_schedule", format!("{v} IOPS"), "IOPS > 0"));
+            return Err(ParamError::new(
+                "iops_schedule",
+                format!("{v} IOPS"),
+                "IOPS > 0",
+            ));
         }
         self.iops_schedule = schedule;
         Ok(self)

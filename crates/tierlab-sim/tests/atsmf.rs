@@ -319,7 +319,7 @@ fn bad_configs_are_clear_errors() {
     let cfg = config::parse(&text, "test", &[]).unwrap();
     let e = run::run(&cfg, dir.path()).err().unwrap().to_string();
     assert!(
-        e.contains("memory device") && e.contains("memory_cap_bytes"),
+        e.contains("key `devices[0].capacity_bytes`") && e.contains("memory_cap_bytes"),
         "{e}"
     );
     let text = config_text(&trace, "share_m = 1.5");

@@ -346,14 +346,18 @@ fn runs_are_deterministic() {
 
 #[test]
 fn bad_driver_parameters_are_errors() {
-    for (mode, cap) in [
-        (DriverMode::OpenLoop { speed: 0.0 }, None),
-        (DriverMode::ClosedLoop { iodepth: 0 }, None),
-        (DriverMode::OpenLoop { speed: 1.0 }, Some(-5.0)),
+    for (mode, cap, key) in [
+        (DriverMode::OpenLoop { speed: 0.0 }, None, "driver.speed"),
+        (
+            DriverMode::ClosedLoop { iodepth: 0 },
+            None,
+            "driver.iodepth",
+        ),
+        (DriverMode::OpenLoop { speed: 1.0 }, Some(-5.0), "iops_cap"),
     ] {
         let e = Tenant::new("x", records(&[0]), mode, StopAfter::default(), None, cap)
             .err()
             .unwrap();
-        assert!(e.starts_with("tenant x:"), "{e}");
+        assert_eq!(e.key(), key, "{e}");
     }
 }

@@ -118,7 +118,7 @@ iops_window_offset_s = 0.5
             &[],
         )
         .unwrap_err()
-        .0;
+        .to_string();
         assert!(
             e.contains("tenants[0].iops_window_offset_s")
                 && e.contains(bad)
@@ -192,7 +192,7 @@ fn bad_schedules_and_qos_configs_are_clear_errors() {
         parse(&ONE_TENANT.replace(from, to), "t.toml", &[])
             .map(|_| ())
             .unwrap_err()
-            .0
+            .to_string()
     };
     let e = bad("from_s = 2.5", "from_s = 0.5");
     assert!(
@@ -212,10 +212,10 @@ fn bad_schedules_and_qos_configs_are_clear_errors() {
             "{}\n[[tenants]]\nname = \"B\"\nworkload = {{ generator = \"uniform\", params = {{ count = 10 }} }}\ndriver = {{ mode = \"closed\", iodepth = 1 }}\n[policy]\nkind = \"busy-rate-qos\"\n{policy}",
             ONE_TENANT
         );
-        let config = parse(&text, "t.toml", &[]).map_err(|e| e.0)?;
+        let config = parse(&text, "t.toml", &[]).map_err(|e| e.to_string())?;
         tierlab_sim::build::build(&config, Path::new("."))
             .map(|_| ())
-            .map_err(|e| e.0)
+            .map_err(|e| e.to_string())
     };
     assert_eq!(
         qos("guaranteed_tenant = \"A\"\nthrottled_tenant = \"B\""),
@@ -230,7 +230,7 @@ fn bad_schedules_and_qos_configs_are_clear_errors() {
     );
     let e = qos("guaranteed_tenant = \"B\"\nthrottled_tenant = \"A\"").unwrap_err();
     assert!(
-        e.contains("policy.guaranteed_iops") && e.contains("neither"),
+        e.contains("policy.guaranteed_iops") && e.contains("`iops_cap` or `iops_schedule`"),
         "{e}"
     );
     let e = qos(

@@ -95,7 +95,10 @@ impl ConfigError {
     /// A serde_path_to_error failure under `prefix` (`policy`,
     /// `devices[0]`): a value our own checks refused comes back as the
     /// `ParamError` it was; anything else is the deserializer's message.
-    pub fn from_serde<E: std::fmt::Display>(prefix: &str, e: serde_path_to_error::Error<E>) -> Self {
+    pub fn from_serde<E: std::fmt::Display>(
+        prefix: &str,
+        e: serde_path_to_error::Error<E>,
+    ) -> Self {
         let path = e.path().to_string();
         let key = match (prefix, path.as_str()) {
             (p, ".") => p.to_string(),

@@ -74,8 +74,7 @@ pub fn build_models(
         .iter()
         .enumerate()
         .map(|(i, d)| {
-            standard_device(d, device_seed(seed, i))
-                .map_err(|e| e.within(&format!("devices[{i}]")))
+            standard_device(d, device_seed(seed, i)).map_err(|e| e.within(&format!("devices[{i}]")))
         })
         .collect()
 }

@@ -139,7 +139,7 @@ interval_s = 0.5
             &["policy.capacity_bytes=\"4MB\"".into()],
         )
         .unwrap_err()
-            .to_string();
+        .to_string();
         assert!(e.contains("t.toml: key `policy.capacity_bytes`"), "{e}");
         let e = StackConfig::parse(RUN_CONFIG, "t.toml", &["policy.kind=cahce".into()])
             .unwrap_err()

@@ -315,7 +315,11 @@ fn need_devices(ctx: &StackContext, n: usize, what: &str) -> Result<(), ConfigEr
     if ok {
         Ok(())
     } else {
-        Err(ConfigError::value("devices", format!("{found} devices"), what))
+        Err(ConfigError::value(
+            "devices",
+            format!("{found} devices"),
+            what,
+        ))
     }
 }
 
@@ -492,6 +496,66 @@ fn build_qos(t: &toml::Table, ctx: &StackContext) -> Result<Box<dyn Policy>, Con
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every counter a registered policy reports has a typed name
+    /// (`counter::ALL` of its module), once: experiments look counters up
+    /// by those constants, so a counter added without one, or a name
+    /// reported twice, fails here.
+    #[test]
+    fn every_reported_counter_has_a_typed_name() {
+        let ctx = StackContext {
+            devices: ["fast", "slow"]
+                .map(|n| DeviceSpec {
+                    name: n.into(),
+                    capacity_bytes: 64 << 20,
+                    table: toml::Table::new(),
+                })
+                .into(),
+            tenants: ["A", "B"]
+                .map(|n| TenantSpec {
+                    name: n.into(),
+                    ..Default::default()
+                })
+                .into(),
+        };
+        let typed: &[(&str, &[&str])] = &[
+            ("cache", cache::counter::ALL),
+            ("flashcache", cache::counter::ALL),
+            ("atsmf", atsmf::counter::ALL),
+            ("hswd", hswd::counter::ALL),
+            ("busy-rate-qos", qos::counter::ALL),
+        ];
+        for (kind, all) in typed {
+            let mut seen = std::collections::HashSet::new();
+            assert!(
+                all.iter().all(|n| seen.insert(*n)),
+                "{kind}: a name twice in ALL"
+            );
+        }
+        for r in POLICIES {
+            let params: toml::Table = toml::from_str(r.example).unwrap();
+            let policy = (r.build)(&params, &ctx).unwrap();
+            let reported: Vec<&str> = policy.counters().iter().map(|c| c.0).collect();
+            let all = typed
+                .iter()
+                .find(|(k, _)| *k == r.kind)
+                .map_or(&[][..], |t| t.1);
+            for name in &reported {
+                assert!(
+                    all.contains(name),
+                    "{}: counter `{name}` has no typed name",
+                    r.kind
+                );
+            }
+            let distinct: std::collections::HashSet<_> = reported.iter().collect();
+            assert_eq!(
+                distinct.len(),
+                reported.len(),
+                "{}: a counter twice",
+                r.kind
+            );
+        }
+    }
 
     fn spec(text: &str) -> PolicySpec {
         let t: toml::Table = toml::from_str(text).unwrap();

@@ -65,10 +65,18 @@ pub struct ParamError {
 }
 
 impl ParamError {
-    pub fn new(key: impl Into<String>, found: impl fmt::Display, expected: impl Into<String>) -> Self {
+    pub fn new(
+        key: impl Into<String>,
+        found: impl fmt::Display,
+        expected: impl Into<String>,
+    ) -> Self {
         let key = key.into();
         ParamError {
-            key: if key.is_empty() { Vec::new() } else { vec![key] },
+            key: if key.is_empty() {
+                Vec::new()
+            } else {
+                vec![key]
+            },
             rooted: false,
             found: found.to_string(),
             expected: expected.into(),
@@ -77,7 +85,11 @@ impl ParamError {
 
     /// An error about a key outside the caller's table, named by its full
     /// path from the config's root (`devices[0].capacity_bytes`).
-    pub fn rooted(key: impl Into<String>, found: impl fmt::Display, expected: impl Into<String>) -> Self {
+    pub fn rooted(
+        key: impl Into<String>,
+        found: impl fmt::Display,
+        expected: impl Into<String>,
+    ) -> Self {
         ParamError {
             rooted: true,
             ..ParamError::new(key, found, expected)
@@ -106,7 +118,11 @@ impl ParamError {
     ) -> ParamError {
         let hint = crate::names::did_you_mean(found, known.clone());
         let list: Vec<&str> = known.into_iter().collect();
-        ParamError::new(key, format!("{found:?}{hint}"), format!("one of: {}", list.join(", ")))
+        ParamError::new(
+            key,
+            format!("{found:?}{hint}"),
+            format!("one of: {}", list.join(", ")),
+        )
     }
 
     /// The same error one level down: `e.within("devices[1]")` turns key
@@ -123,7 +139,11 @@ impl ParamError {
     /// config's `eviction`.
     pub fn with_key(mut self, key: impl Into<String>) -> Self {
         let key = key.into();
-        self.key = if key.is_empty() { Vec::new() } else { vec![key] };
+        self.key = if key.is_empty() {
+            Vec::new()
+        } else {
+            vec![key]
+        };
         self
     }
 
@@ -160,7 +180,9 @@ impl ParamError {
             None => ("", text),
         };
         let rest = rest.strip_prefix("expected ")?;
-        let (expected, found) = rest.rsplit_once(", found ")?;
+        // `expected` is ours and never says ", found "; `found` is the
+        // user's text and may.
+        let (expected, found) = rest.split_once(", found ")?;
         let segments = split_key_path(key);
         Some(ParamError {
             key: segments,
@@ -287,9 +309,7 @@ impl fmt::Display for TraceError {
                 write!(f, "cannot write {format}: {message}")
             }
             TraceError::Param(e) => write!(f, "{e}"),
-            TraceError::Invalid(message) => {
-                f.write_str(message)
-            }
+            TraceError::Invalid(message) => f.write_str(message),
         }
     }
 }
@@ -310,3 +330,65 @@ impl From<ParamError> for TraceError {
 }
 
 pub type Result<T, E = TraceError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_param_error_names_its_key_path_as_the_user_wrote_it() {
+        let e = ParamError::new("rpm", 100, "3600 ..= 20000")
+            .within("members[2]")
+            .within("devices[0]");
+        assert_eq!(e.key(), "devices[0].members[2].rpm");
+        assert_eq!(
+            e.to_string(),
+            "key `devices[0].members[2].rpm`: expected 3600 ..= 20000, found 100"
+        );
+        // A key blamed from elsewhere keeps its full path.
+        let e =
+            ParamError::rooted("devices[0].capacity_bytes", 4096, "at least 8192").within("policy");
+        assert_eq!(e.key(), "devices[0].capacity_bytes");
+        // A flag is named as a flag; a bare value has no key.
+        assert_eq!(
+            ParamError::new("--policy", "\"x\"", "one of: lru").to_string(),
+            "`--policy`: expected one of: lru, found \"x\""
+        );
+        assert_eq!(
+            ParamError::new("", 0, "at least 1").to_string(),
+            "expected at least 1, found 0"
+        );
+        assert_eq!(
+            ParamError::new("", 0, "at least 1").within("top_n").key(),
+            "top_n"
+        );
+        assert_eq!(
+            ParamError::new("x", 1, "2").because("a reason").expected,
+            "2 (a reason)"
+        );
+    }
+
+    /// What crosses serde as text comes back as the error it was.
+    #[test]
+    fn display_reads_back() {
+        for e in [
+            ParamError::new("rpm", 100, "3600 ..= 20000").within("members[2]"),
+            ParamError::new("", "\"4KB, found in a file\"", "a binary unit"),
+            ParamError::unknown_name("preset", "intel-p370", ["intel-p3700", "intel-s3500"]),
+        ] {
+            assert_eq!(
+                ParamError::parse_display(&e.to_string()),
+                Some(e.clone()),
+                "{e}"
+            );
+        }
+        assert_eq!(
+            ParamError::parse_display("unknown field `x`, expected one of `a`"),
+            None
+        );
+        assert_eq!(
+            ParamError::parse_display("invalid type: string, expected u64"),
+            None
+        );
+    }
+}

@@ -51,10 +51,7 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, ParamError> {
             return Err(bad(" (too many decimals)"));
         }
         let denom = 10u128.pow(frac_part.len() as u32);
-        let numer = frac_part
-            .parse::<u128>()
-            .map_err(|_| bad(""))?
-            << shift;
+        let numer = frac_part.parse::<u128>().map_err(|_| bad(""))? << shift;
         if numer % denom != 0 {
             return Err(bad(" (not a whole number of bytes)"));
         }
@@ -98,7 +95,12 @@ mod tests {
         assert_eq!(parse_size_bytes("1.5g").unwrap(), 3 << 29);
         assert_eq!(parse_size_bytes("14514").unwrap(), 14514);
         assert_eq!(parse_size_bytes("1_000_000").unwrap(), 1_000_000);
-        assert!(parse_size_bytes("800GB").unwrap_err().found.contains("ambiguous"));
+        assert!(
+            parse_size_bytes("800GB")
+                .unwrap_err()
+                .found
+                .contains("ambiguous")
+        );
         assert!(parse_size_bytes("1.1B").is_err());
         assert!(parse_size_bytes("12 parsecs").is_err());
         assert!(parse_size_bytes("").is_err());

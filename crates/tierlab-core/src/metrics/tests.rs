@@ -1112,19 +1112,19 @@ fn bad_config_names_key_value_and_what_is_allowed() {
         ..Default::default()
     })
     .unwrap_err();
-    assert_eq!(err.key, "interval_ns");
+    assert_eq!(err.key(), "interval_ns");
     let err = Recorder::new(config(&["ok", "a b"], &[], 1, 1)).unwrap_err();
     assert_eq!(
-        (err.key.as_str(), err.value.as_str()),
+        (err.key().as_str(), err.found.as_str()),
         ("device_names[1]", "\"a b\"")
     );
     assert!(err.to_string().contains("ASCII letters"), "{err}");
     let err = Recorder::new(config(&["x", "x"], &[], 1, 1)).unwrap_err();
-    assert_eq!(err.allowed, "names must be unique");
+    assert_eq!(err.expected, "names must be unique");
     let err = Recorder::new(config(&[], &["t,1"], 1, 1)).unwrap_err();
-    assert_eq!(err.key, "tier_names[0]");
+    assert_eq!(err.key(), "tier_names[0]");
     let err = Recorder::new(config(&[], &[], MAX_SCOPES + 1, 1)).unwrap_err();
-    assert_eq!(err.key, "tenants");
+    assert_eq!(err.key(), "tenants");
 }
 
 #[test]

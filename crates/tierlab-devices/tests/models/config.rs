@@ -120,7 +120,9 @@ fn unknown_models_and_presets_list_the_known_ones() {
     assert!(err.contains("`memory`, `ssd`, `hdd`"), "{err}");
     let err = parse("model = \"ssd\"\npreset = \"intel-p4800x\"\n").unwrap_err();
     assert!(
-        err.contains("key `preset`: expected one of: intel-p3700, intel-s3500, found \"intel-p4800x\""),
+        err.contains(
+            "key `preset`: expected one of: intel-p3700, intel-s3500, found \"intel-p4800x\""
+        ),
         "{err}"
     );
     // One typo away: the nearest preset is named.
@@ -141,7 +143,10 @@ fn bad_values_are_rejected_after_the_merge() {
         "{err}"
     );
     let err = parse("model = \"ssd\"\ngc_slowdown = -1.0\n").unwrap_err();
-    assert!(err.contains("key `gc_slowdown`: expected 0 ..= 100, found -1"), "{err}");
+    assert!(
+        err.contains("key `gc_slowdown`: expected 0 ..= 100, found -1"),
+        "{err}"
+    );
     let err = parse("model = \"hdd\"\nscheduler = \"elevator\"\n").unwrap_err();
     assert!(err.contains("unknown variant `elevator`"), "{err}");
     assert!(err.contains("expected `fifo` or `sstf`"), "{err}");

@@ -584,10 +584,15 @@ fn bad_flash_ssd_configs_name_the_key_the_value_and_what_is_allowed() {
             .to_string()
     };
     let e = err("queue_depth = 64");
-    assert!(e.contains("key `queue_depth`") && e.contains("found 64") && e.contains("NCQ"), "{e}");
+    assert!(
+        e.contains("key `queue_depth`") && e.contains("found 64") && e.contains("NCQ"),
+        "{e}"
+    );
     let e = err("page_bytes = 5000");
     assert!(
-        e.contains("key `page_bytes`") && e.contains("found 5000") && e.contains("multiple of 4096"),
+        e.contains("key `page_bytes`")
+            && e.contains("found 5000")
+            && e.contains("multiple of 4096"),
         "{e}"
     );
     let e = err("over_provisioning_percent = 0.5");

@@ -261,3 +261,18 @@ fn configs_name_bad_keys_and_values() {
     assert!(e.contains("disk") && e.contains("rpm"), "{e}");
     assert!(build(&DeviceConfig::Sswd(SswdParams::default()), 1).is_ok());
 }
+
+/// Every counter the SMR models report has a typed name (`counter::ALL`),
+/// in the order reported: experiments look counters up by those constants.
+#[test]
+fn counters_are_named_by_their_constants() {
+    let smr = build(&DeviceConfig::Smr(SmrParams::default()), 1).unwrap();
+    let sswd = build(&DeviceConfig::Sswd(SswdParams::default()), 1).unwrap();
+    for (model, all) in [
+        (&smr, tierlab_devices::smr::counter::ALL),
+        (&sswd, tierlab_devices::sswd::counter::ALL),
+    ] {
+        let reported: Vec<&str> = model.counters().iter().map(|c| c.0).collect();
+        assert_eq!(reported, all);
+    }
+}

@@ -325,12 +325,7 @@ fn sensitivity(
         format!("mean_active = {}", paper::SENSITIVITY_MEAN_ACTIVE),
         format!("active{}", paper::SENSITIVITY_MEAN_ACTIVE),
     )?;
-    peak_by_mean_active.push((
-        paper::SENSITIVITY_MEAN_ACTIVE,
-        summary["run"]["policy_counters"]["peak_memory_bytes"]
-            .as_u64()
-            .unwrap_or(0),
-    ));
+    peak_by_mean_active.push((paper::SENSITIVITY_MEAN_ACTIVE, peak_memory_bytes(&summary)?));
     by_share.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut csv = String::from(
         "workload,concentration_share,mean_active,atsmf_mem_access_ratio,atsmf_peak_mem_bytes\n",
@@ -707,6 +702,15 @@ fn row(workload: &str, system: &'static str, s: &Value, flash_rt_ms: f64, peak: 
 }
 
 /// `time_s,memory_bytes` from ATSMF's policy series.
+/// ATSMF's peak memory from a run's summary.json: an error, not a silent 0,
+/// when the counter is missing (a renamed counter, a run of another policy).
+fn peak_memory_bytes(summary: &Value) -> ExpResult<u64> {
+    let name = tierlab_policies::atsmf::counter::PEAK_MEMORY_BYTES;
+    summary["run"]["policy_counters"][name]
+        .as_u64()
+        .ok_or_else(|| format!("summary.json: run.policy_counters has no `{name}`").into())
+}
+
 fn memory_series(run_dir: &Path) -> ExpResult<Vec<(f64, f64)>> {
     let text = std::fs::read_to_string(run_dir.join("policy_series.csv"))?;
     let mut lines = text.lines();
@@ -858,9 +862,7 @@ pub fn run(args: AtsmfArgs) -> ExpResult {
             .unwrap_or(f64::NAN)
             / 1e3;
         let atsmf = run_one(dir, w, "atsmf", args.seed, 0)?;
-        let peak = atsmf.summary["run"]["policy_counters"]["peak_memory_bytes"]
-            .as_u64()
-            .unwrap_or(0);
+        let peak = peak_memory_bytes(&atsmf.summary)?;
         // The caches get ATSMF's peak memory, as the paper sized FlashCache
         // (at least one sub-LUN's worth when ATSMF moved nothing).
         let cache_bytes = peak.max(w.scale.sub_lun_bytes);

@@ -29,6 +29,8 @@ use std::time::Instant;
 use clap::Args;
 use tierlab_core::device::DeviceState;
 use tierlab_core::{Op, TimeNs};
+use tierlab_devices::{smr, sswd};
+use tierlab_policies::hswd;
 use tierlab_sim::Observer;
 
 use crate::ExpResult;
@@ -203,10 +205,12 @@ fn run_one(spec: Spec, dir: &Path) -> ExpResult<Row> {
         .last()
         .map(|d| d.counters())
         .unwrap_or_default();
-    let rmw_count = counter(&policy, "rmw_count").or_else(|| counter(&device, "rmw_count"));
-    let write_hit_ratio = counter(&policy, "write_hit_ratio").or_else(|| {
-        let hits = counter(&policy, "write_hits")?;
-        let misses = counter(&policy, "write_misses")?;
+    let rmw_count = counter(&policy, hswd::counter::RMW_COUNT)
+        .or_else(|| counter(&device, sswd::counter::RMW_COUNT))
+        .or_else(|| counter(&device, smr::counter::RMW_COUNT));
+    let write_hit_ratio = counter(&policy, hswd::counter::WRITE_HIT_RATIO).or_else(|| {
+        let hits = counter(&policy, hswd::counter::WRITE_HITS)?;
+        let misses = counter(&policy, hswd::counter::WRITE_MISSES)?;
         (hits + misses > 0.0).then(|| hits / (hits + misses))
     });
     let ios = obs.ios.max(1) as f64;

@@ -149,25 +149,26 @@ fn run_config(config: &SimConfig) -> ExpResult<EvalRun> {
     let params = controller_params(config)?;
     let result = crate::progress::run_sim(config, Path::new("."), "qos")?;
     let names = &result.counter_names;
+    use tierlab_policies::qos::counter as C;
     let col = |k: &str| {
         names
             .iter()
             .position(|n| *n == k)
             .ok_or_else(|| format!("the busy-rate-qos policy has no counter {k:?}"))
     };
-    let (c_level, c_dev) = (col("bpi_level")?, col("bpi_deviation")?);
+    let (c_level, c_dev) = (col(C::BPI_LEVEL)?, col(C::BPI_DEVIATION)?);
     let (c_samples, c_time, c_a, c_b, c_cap, c_util, c_bpi, c_sat, c_sat_total, c_x, c_event) = (
-        col("samples")?,
-        col("sample_time_s")?,
-        col("a_iops")?,
-        col("b_iops")?,
-        col("b_cap_iops")?,
-        col("util_pct")?,
-        col("busy_pct_per_iops")?,
-        col("saturated")?,
-        col("saturated_samples_total")?,
-        col("target_busy_pct")?,
-        col("event")?,
+        col(C::SAMPLES)?,
+        col(C::SAMPLE_TIME_S)?,
+        col(C::A_IOPS)?,
+        col(C::B_IOPS)?,
+        col(C::B_CAP_IOPS)?,
+        col(C::UTIL_PCT)?,
+        col(C::BUSY_PCT_PER_IOPS)?,
+        col(C::SATURATED)?,
+        col(C::SATURATED_SAMPLES_TOTAL)?,
+        col(C::TARGET_BUSY_PCT)?,
+        col(C::EVENT)?,
     );
     let interval_s = params.controller.sample_interval_s;
     let a_schedule = own_schedule(config, &params.guaranteed_tenant);

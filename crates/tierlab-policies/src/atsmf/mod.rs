@@ -624,7 +624,11 @@ impl Atsmf {
             return Err(ParamError::new("max_concurrent_moves", 0, "at least 1"));
         }
         if p.demote_hold_ratio.is_nan() || p.demote_hold_ratio < 1.0 {
-            return Err(ParamError::new("demote_hold_ratio", p.demote_hold_ratio, "at least 1"));
+            return Err(ParamError::new(
+                "demote_hold_ratio",
+                p.demote_hold_ratio,
+                "at least 1",
+            ));
         }
         for (k, v) in [
             ("initial_avef_us", p.initial_avef_us),
@@ -650,14 +654,21 @@ impl Atsmf {
             ));
         }
         if lun_bytes == 0 {
-            return Err(ParamError::rooted("devices[1].capacity_bytes", 0, "at least 1"));
+            return Err(ParamError::rooted(
+                "devices[1].capacity_bytes",
+                0,
+                "at least 1",
+            ));
         }
         let n_subs = lun_bytes.div_ceil(sub);
         if n_subs > u32::MAX as u64 / 2 {
             return Err(ParamError::new(
                 "sub_lun_size_bytes",
                 format!("{sub} ({n_subs} sub-LUNs)"),
-                format!("a size that cuts the LUN into at most {} sub-LUNs", u32::MAX / 2),
+                format!(
+                    "a size that cuts the LUN into at most {} sub-LUNs",
+                    u32::MAX / 2
+                ),
             ));
         }
         let cap_slots = match p.memory_cap_bytes {
@@ -1953,6 +1964,82 @@ fn take_runs(bits: &mut [u64]) -> Vec<(u64, u64)> {
     runs
 }
 
+/// The names of the counters this policy reports (`Policy::counters`; the
+/// docs define each): reports and experiments look values up by these
+/// constants, so a renamed counter is a compile error, not a silent "-".
+pub mod counter {
+    pub const MEMORY_BYTES: &str = "memory_bytes";
+    pub const PEAK_MEMORY_BYTES: &str = "peak_memory_bytes";
+    pub const SUB_LUNS_IN_MEMORY: &str = "sub_luns_in_memory";
+    pub const PROMOTIONS: &str = "promotions";
+    pub const DEMOTIONS: &str = "demotions";
+    pub const MOVED_BYTES: &str = "moved_bytes";
+    pub const MOVES_QUEUED: &str = "moves_queued";
+    pub const MEMORY_IOS: &str = "memory_ios";
+    pub const FLASH_IOS: &str = "flash_ios";
+    pub const BUFFERED_WRITES: &str = "buffered_writes";
+    pub const TRIMS: &str = "trims";
+    pub const TRIMS_DURING_MOVE: &str = "trims_during_move";
+    pub const DRAIN_MEMORY_SUB_LUNS: &str = "drain_memory_sub_luns";
+    pub const DRAIN_MOVING_SUB_LUNS: &str = "drain_moving_sub_luns";
+    pub const DRAIN_CANCELLED_PROMOTIONS: &str = "drain_cancelled_promotions";
+    pub const PERIODS: &str = "periods";
+    pub const CONCENTRATIONS: &str = "concentrations";
+    pub const JUDGMENTS: &str = "judgments";
+    pub const DEFERRED: &str = "deferred";
+    pub const DEMOTIONS_HELD: &str = "demotions_held";
+    pub const FLUSH_WAITS: &str = "flush_waits";
+    pub const FLUSH_BACK_ROUNDS: &str = "flush_back_rounds";
+    pub const FLUSH_BACK_BYTES: &str = "flush_back_bytes";
+    pub const DEVICE_ERRORS: &str = "device_errors";
+    pub const HOST_IOS_FAILED: &str = "host_ios_failed";
+    pub const AVEF_US: &str = "avef_us";
+    pub const AVEF_WITH_MG_US: &str = "avef_with_mg_us";
+    pub const AVEM_US: &str = "avem_us";
+    pub const AVE_MG_TIME_S: &str = "ave_mg_time_s";
+    pub const TIERING_TABLE_WRITES: &str = "tiering_table_writes";
+    pub const TIERING_TABLE_TRUNCATED_SUB_LUNS: &str = "tiering_table_truncated_sub_luns";
+    pub const WARM_PROMOTED_SUB_LUNS: &str = "warm_promoted_sub_luns";
+    pub const WARM_PROMOTED_BYTES: &str = "warm_promoted_bytes";
+
+    /// Every name above, in the order `counters()` reports them.
+    pub const ALL: &[&str] = &[
+        MEMORY_BYTES,
+        PEAK_MEMORY_BYTES,
+        SUB_LUNS_IN_MEMORY,
+        PROMOTIONS,
+        DEMOTIONS,
+        MOVED_BYTES,
+        MOVES_QUEUED,
+        MEMORY_IOS,
+        FLASH_IOS,
+        BUFFERED_WRITES,
+        TRIMS,
+        TRIMS_DURING_MOVE,
+        DRAIN_MEMORY_SUB_LUNS,
+        DRAIN_MOVING_SUB_LUNS,
+        DRAIN_CANCELLED_PROMOTIONS,
+        PERIODS,
+        CONCENTRATIONS,
+        JUDGMENTS,
+        DEFERRED,
+        DEMOTIONS_HELD,
+        FLUSH_WAITS,
+        FLUSH_BACK_ROUNDS,
+        FLUSH_BACK_BYTES,
+        DEVICE_ERRORS,
+        HOST_IOS_FAILED,
+        AVEF_US,
+        AVEF_WITH_MG_US,
+        AVEM_US,
+        AVE_MG_TIME_S,
+        TIERING_TABLE_WRITES,
+        TIERING_TABLE_TRUNCATED_SUB_LUNS,
+        WARM_PROMOTED_SUB_LUNS,
+        WARM_PROMOTED_BYTES,
+    ];
+}
+
 impl Policy for Atsmf {
     fn name(&self) -> &str {
         "atsmf"
@@ -2221,45 +2308,57 @@ impl Policy for Atsmf {
         let s = &self.stats;
         let m = self.measured();
         let mut v = vec![
-            ("memory_bytes", self.memory_bytes() as f64),
-            ("peak_memory_bytes", s.peak_memory_bytes as f64),
-            ("sub_luns_in_memory", self.sub_luns_in_memory().len() as f64),
-            ("promotions", s.promotions as f64),
-            ("demotions", s.demotions as f64),
-            ("moved_bytes", s.moved_bytes as f64),
-            ("moves_queued", self.queue.len() as f64),
-            ("memory_ios", s.memory_ios as f64),
-            ("flash_ios", s.flash_ios as f64),
-            ("buffered_writes", s.buffered_writes as f64),
-            ("trims", s.trims as f64),
-            ("trims_during_move", s.trims_during_move as f64),
-            ("drain_memory_sub_luns", s.drain_memory_sub_luns as f64),
-            ("drain_moving_sub_luns", s.drain_moving_sub_luns as f64),
+            (counter::MEMORY_BYTES, self.memory_bytes() as f64),
+            (counter::PEAK_MEMORY_BYTES, s.peak_memory_bytes as f64),
             (
-                "drain_cancelled_promotions",
+                counter::SUB_LUNS_IN_MEMORY,
+                self.sub_luns_in_memory().len() as f64,
+            ),
+            (counter::PROMOTIONS, s.promotions as f64),
+            (counter::DEMOTIONS, s.demotions as f64),
+            (counter::MOVED_BYTES, s.moved_bytes as f64),
+            (counter::MOVES_QUEUED, self.queue.len() as f64),
+            (counter::MEMORY_IOS, s.memory_ios as f64),
+            (counter::FLASH_IOS, s.flash_ios as f64),
+            (counter::BUFFERED_WRITES, s.buffered_writes as f64),
+            (counter::TRIMS, s.trims as f64),
+            (counter::TRIMS_DURING_MOVE, s.trims_during_move as f64),
+            (
+                counter::DRAIN_MEMORY_SUB_LUNS,
+                s.drain_memory_sub_luns as f64,
+            ),
+            (
+                counter::DRAIN_MOVING_SUB_LUNS,
+                s.drain_moving_sub_luns as f64,
+            ),
+            (
+                counter::DRAIN_CANCELLED_PROMOTIONS,
                 s.drain_cancelled_promotions as f64,
             ),
-            ("periods", s.periods as f64),
-            ("concentrations", self.tracker.current().len() as f64),
-            ("judgments", s.judgments as f64),
-            ("deferred", s.deferred as f64),
-            ("demotions_held", s.demotions_held as f64),
-            ("flush_waits", s.flush_waits as f64),
-            ("flush_back_rounds", s.flush_back_rounds as f64),
-            ("flush_back_bytes", s.flush_back_bytes as f64),
-            ("device_errors", s.device_errors as f64),
-            ("host_ios_failed", s.host_ios_failed as f64),
-            ("avef_us", m.avef_us),
-            ("avef_with_mg_us", m.avef_with_mg_us),
-            ("avem_us", m.avem_us),
-            ("ave_mg_time_s", m.ave_mg_time_s),
+            (counter::PERIODS, s.periods as f64),
+            (counter::CONCENTRATIONS, self.tracker.current().len() as f64),
+            (counter::JUDGMENTS, s.judgments as f64),
+            (counter::DEFERRED, s.deferred as f64),
+            (counter::DEMOTIONS_HELD, s.demotions_held as f64),
+            (counter::FLUSH_WAITS, s.flush_waits as f64),
+            (counter::FLUSH_BACK_ROUNDS, s.flush_back_rounds as f64),
+            (counter::FLUSH_BACK_BYTES, s.flush_back_bytes as f64),
+            (counter::DEVICE_ERRORS, s.device_errors as f64),
+            (counter::HOST_IOS_FAILED, s.host_ios_failed as f64),
+            (counter::AVEF_US, m.avef_us),
+            (counter::AVEF_WITH_MG_US, m.avef_with_mg_us),
+            (counter::AVEM_US, m.avem_us),
+            (counter::AVE_MG_TIME_S, m.ave_mg_time_s),
         ];
         if let Some(t) = &self.table {
             v.extend([
-                ("tiering_table_writes", t.writes as f64),
-                ("tiering_table_truncated_sub_luns", t.truncated as f64),
-                ("warm_promoted_sub_luns", t.warm_sub_luns as f64),
-                ("warm_promoted_bytes", t.warm_bytes as f64),
+                (counter::TIERING_TABLE_WRITES, t.writes as f64),
+                (
+                    counter::TIERING_TABLE_TRUNCATED_SUB_LUNS,
+                    t.truncated as f64,
+                ),
+                (counter::WARM_PROMOTED_SUB_LUNS, t.warm_sub_luns as f64),
+                (counter::WARM_PROMOTED_BYTES, t.warm_bytes as f64),
             ]);
         }
         v

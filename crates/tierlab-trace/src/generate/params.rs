@@ -117,8 +117,11 @@ impl KvParams {
                 let hint = crate::names::did_you_mean(key, names.iter().copied());
                 return Err(TraceError::Param(ParamError::new(
                     key,
-                    format!("an unknown parameter{hint}"),
-                    format!("a parameter of generator `{generator}`: {}", names.join(", ")),
+                    format!("unknown parameter `{key}`{hint}"),
+                    format!(
+                        "a parameter of generator `{generator}`: {}",
+                        names.join(", ")
+                    ),
                 )));
             }
         }
@@ -221,8 +224,7 @@ impl KvReader<'_> {
 
     pub fn bytes(&self, key: &str, target: &mut u64) -> Result<()> {
         if let Some(v) = self.kv.get(key) {
-            *target =
-                parse_bytes(v).map_err(|e| self.fail(key, v, &e.expected))?;
+            *target = parse_bytes(v).map_err(|e| self.fail(key, v, &e.expected))?;
         }
         Ok(())
     }
@@ -346,8 +348,8 @@ mod tests {
         let e = kv.check_known("zipf", &known).unwrap_err().to_string();
         assert_eq!(
             e,
-            "key `size_bytes`: expected a parameter of generator `zipf`: count, theta, found an \
-             unknown parameter"
+            "key `size_bytes`: expected a parameter of generator `zipf`: count, theta, found \
+             unknown parameter `size_bytes`"
         );
 
         let bad = KvParams::parse(["theta=abc"]).unwrap();

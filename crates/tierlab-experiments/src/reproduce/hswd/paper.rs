@@ -9,6 +9,8 @@
 //! (writes wait for the cleaning they start), `systems-variants` (the SSWD with a log as small as
 //! HSWD's PCache; hm_0 without its reads) and `systems-25iops`.
 
+use tierlab_policies::hswd;
+
 use super::{MIB, Row};
 use crate::reproduce::paper_vs_ours::{Comparison, TOLERANCE, claim, numeric};
 
@@ -216,8 +218,8 @@ fn mapping(rows: &[Row], out: &mut Vec<Comparison>) {
                 in_rmws(set),
                 SET_MAX_S,
                 in_rmws(fully),
-                counter(set, "longest_stall_rmws"),
-                counter(set, "longest_stall_own_set_rmws"),
+                counter(set, hswd::counter::LONGEST_STALL_RMWS),
+                counter(set, hswd::counter::LONGEST_STALL_OWN_SET_RMWS),
             );
             if let Some(v) = stalled_first {
                 why.push_str(&format!(
@@ -227,8 +229,8 @@ fn mapping(rows: &[Row], out: &mut Vec<Comparison>) {
                      lies between the two orders (the paper does not say which its module \
                      followed)",
                     in_rmws(v),
-                    counter(v, "longest_stall_rmws"),
-                    counter(v, "longest_stall_own_set_rmws"),
+                    counter(v, hswd::counter::LONGEST_STALL_RMWS),
+                    counter(v, hswd::counter::LONGEST_STALL_OWN_SET_RMWS),
                     v.max_latency_ms / 1e3,
                 ));
             } else {
@@ -324,7 +326,7 @@ fn policies(rows: &[Row], scale: u64, out: &mut Vec<Comparison>) {
             let read_share = sum(&|r| r.obs.read_ios as f64) / sum(&|r| r.obs.ios as f64);
             let read_time_share = sum(&|r| r.obs.read_latency_sum_ns as f64)
                 / sum(&|r| r.obs.latency_sum_ns as f64);
-            let read_hits = |r: &Row| r.policy_counter("read_hits").unwrap_or(f64::NAN);
+            let read_hits = |r: &Row| r.policy_counter(hswd::counter::READ_HITS).unwrap_or(f64::NAN);
             let most_vs_fifo_hits = base.iter().map(|t| read_hits(t[2])).sum::<f64>()
                 / base.iter().map(|t| read_hits(t[0])).sum::<f64>();
             let write_ms: Vec<f64> = base
