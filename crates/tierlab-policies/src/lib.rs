@@ -5,6 +5,7 @@ pub mod atsmf;
 pub mod cache;
 pub mod extent;
 pub mod flashcache;
+pub mod host_sched;
 pub mod hswd;
 pub mod hswd_meta;
 pub mod linear;

@@ -46,6 +46,8 @@ use serde::Deserialize;
 use tierlab_core::policy::{Action, BufRef, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, NS_PER_S, Op, TimeNs};
 
+use crate::host_sched::{Cfq, CfqStats, HostSchedulerParams, QueuePer};
+
 /// Consecutive settled samples that must all differ from the
 /// busy_pct_per_iops level by `reset_bpi_change` (in the same direction)
 /// to reset X: one sample off is a spike, two are a new level.
@@ -575,6 +577,10 @@ pub struct QosParams {
     pub guaranteed_iops: Option<f64>,
     #[serde(default)]
     pub controller: BusyRateParams,
+    /// A host IO scheduler between the tenants and device 0
+    /// ([`crate::host_sched`]); none by default (every IO goes straight on).
+    #[serde(default)]
+    pub host_scheduler: Option<HostSchedulerParams>,
 }
 
 /// A's guarantee over time: (from time, IOPS), sorted; 0 before the first.
@@ -586,6 +592,11 @@ fn schedule_at(schedule: &[(TimeNs, f64)], t: TimeNs) -> f64 {
 }
 
 const SAMPLE_TIMER: u64 = 1;
+/// The host scheduler's wake-up (the end of an idle wait).
+const HOST_SCHED_TIMER: u64 = 2;
+
+/// An IO held by the host scheduler: its slot (the device tag) and what to send.
+type HeldIo = (usize, DeviceIo, Option<BufRef>);
 
 /// The controller as a simulator policy over device 0 (see the module docs).
 pub struct BusyRateQos {
@@ -608,6 +619,20 @@ pub struct BusyRateQos {
     pending: Vec<(u64, u32)>,
     free: Vec<usize>,
     log: Vec<Decision>,
+    /// The host scheduler, if any (`with_host_scheduler`); IOs it holds
+    /// count as in flight for `%util`, as Linux counts a request from its
+    /// insertion into the elevator.
+    host: Option<Cfq<HeldIo>>,
+    /// Wake-up instants asked of the executor and not yet due.
+    host_timers: Vec<TimeNs>,
+    host_out: Vec<(u32, HeldIo)>,
+    /// The scheduler queue of each IO (indexed by slot).
+    host_queue_of: Vec<u32>,
+    /// `queue_per = "thread"`: per tenant, its threads' queues with nothing
+    /// outstanding, the most recently freed last; queues made so far.
+    host_free_threads: Vec<Vec<u32>>,
+    host_queues: u32,
+    host_queue_per: QueuePer,
 }
 
 impl BusyRateQos {
@@ -653,7 +678,58 @@ impl BusyRateQos {
             pending: Vec::new(),
             free: Vec::new(),
             log: Vec::new(),
+            host: None,
+            host_timers: Vec::new(),
+            host_out: Vec::new(),
+            host_queue_of: Vec::new(),
+            host_free_threads: Vec::new(),
+            host_queues: 0,
+            host_queue_per: QueuePer::Tenant,
         })
+    }
+
+    /// Puts a host IO scheduler between the tenants and device 0.
+    pub fn with_host_scheduler(
+        mut self,
+        params: &HostSchedulerParams,
+    ) -> Result<BusyRateQos, String> {
+        match params {
+            HostSchedulerParams::Cfq(p) => {
+                self.host = Some(Cfq::new(p)?);
+                self.host_queue_per = p.queue_per;
+            }
+        }
+        Ok(self)
+    }
+
+    /// The host scheduler's counters, if there is one.
+    pub fn host_scheduler_stats(&self) -> Option<CfqStats> {
+        self.host.as_ref().map(|h| h.stats())
+    }
+
+    fn send(out: &mut Outbox, slot: usize, io: DeviceIo, buf: Option<BufRef>) {
+        out.device_ios.push((0, io));
+        if let Some(buf) = buf {
+            out.data_for(0, slot as u64, buf);
+        }
+    }
+
+    /// Sends what the host scheduler releases now; asks for a wake-up if it idles.
+    fn host_dispatch(&mut self, now_ns: TimeNs, out: &mut Outbox) {
+        let Some(host) = self.host.as_mut() else {
+            return;
+        };
+        let wake = host.dispatch(now_ns, &mut self.host_out);
+        for (_, (slot, io, buf)) in self.host_out.drain(..) {
+            Self::send(out, slot, io, buf);
+        }
+        self.host_timers.retain(|&t| t > now_ns);
+        if let Some(t) = wake
+            && !self.host_timers.contains(&t)
+        {
+            self.host_timers.push(t);
+            out.timers.push((t, HOST_SCHED_TIMER));
+        }
     }
 
     /// Every sample and decision so far, in order (about 200 bytes each).
@@ -700,23 +776,41 @@ impl Policy for BusyRateQos {
         }
         self.in_flight += 1;
         self.arrivals += 1;
-        out.device_ios.push((
-            0,
-            DeviceIo {
-                tag: slot as u64,
-                op: io.op,
-                offset_bytes: io.offset_bytes,
-                size_bytes: io.size_bytes,
-            },
-        ));
+        let device_io = DeviceIo {
+            tag: slot as u64,
+            op: io.op,
+            offset_bytes: io.offset_bytes,
+            size_bytes: io.size_bytes,
+        };
         // A pass-through: the host buffer is the device IO's buffer (trims
         // and flushes carry no data).
-        if matches!(io.op, Op::Read | Op::Write) {
-            let buf = BufRef::Host {
-                host_id: io.id,
-                offset_bytes: 0,
-            };
-            out.data_for(0, slot as u64, buf);
+        let buf = matches!(io.op, Op::Read | Op::Write).then_some(BufRef::Host {
+            host_id: io.id,
+            offset_bytes: 0,
+        });
+        match self.host.as_mut() {
+            None => Self::send(out, slot, device_io, buf),
+            Some(host) => {
+                let queue = match self.host_queue_per {
+                    QueuePer::Tenant => io.tenant,
+                    QueuePer::Thread => {
+                        let t = io.tenant as usize;
+                        if self.host_free_threads.len() <= t {
+                            self.host_free_threads.resize(t + 1, Vec::new());
+                        }
+                        self.host_free_threads[t].pop().unwrap_or_else(|| {
+                            self.host_queues += 1;
+                            self.host_queues - 1
+                        })
+                    }
+                };
+                if self.host_queue_of.len() <= slot {
+                    self.host_queue_of.resize(slot + 1, 0);
+                }
+                self.host_queue_of[slot] = queue;
+                host.enqueue(queue, (slot, device_io, buf));
+                self.host_dispatch(now_ns, out);
+            }
         }
         debug_assert_eq!(
             self.in_flight as usize,
@@ -755,9 +849,21 @@ impl Policy for BusyRateQos {
             self.completed_b += 1;
         }
         out.complete.push((id, 0));
+        if let Some(host) = self.host.as_mut() {
+            let queue = self.host_queue_of[slot];
+            host.completed(queue);
+            if self.host_queue_per == QueuePer::Thread {
+                self.host_free_threads[tenant as usize].push(queue);
+            }
+            self.host_dispatch(now_ns, out);
+        }
     }
 
     fn on_timer(&mut self, now_ns: TimeNs, timer_id: u64, out: &mut Outbox) {
+        if timer_id == HOST_SCHED_TIMER {
+            self.host_dispatch(now_ns, out);
+            return;
+        }
         if timer_id != SAMPLE_TIMER {
             return;
         }
@@ -817,7 +923,7 @@ impl Policy for BusyRateQos {
                 _ => None,
             })
             .unwrap_or((0.0, 0.0, 0.0));
-        vec![
+        let mut counters = vec![
             ("samples", self.log.len() as f64),
             (
                 "sample_time_s",
@@ -859,7 +965,19 @@ impl Policy for BusyRateQos {
             ("last_lowering_c_busy_pct_per_iops", c),
             ("last_lowering_d_busy_pct_per_iops", d),
             ("last_lowering_c_total_iops", big_c),
-        ]
+        ];
+        // Only with a host scheduler, so runs without one keep their columns.
+        if let Some(h) = &self.host {
+            let s = h.stats();
+            counters.extend([
+                ("host_slices", s.slices as f64),
+                ("host_slices_expired", s.slices_expired as f64),
+                ("host_idle_waits", s.idle_waits as f64),
+                ("host_idle_timeouts", s.idle_timeouts as f64),
+                ("host_waiting_ios", h.waiting() as f64),
+            ]);
+        }
+        counters
     }
 }
 
