@@ -1462,4 +1462,50 @@ mod tests {
         assert!(out.timers.is_empty(), "idle: no timer keeps the run alive");
         assert!(BusyRateQos::new(BusyRateParams::default(), 1, 1, vec![]).is_err());
     }
+
+    /// With the host scheduler, an IO it holds counts as in flight (Linux
+    /// counts a request from its insertion into the elevator): A's IO
+    /// [0, 10) ms, then CFQ idles for A until 18 ms with B's IO held, B's
+    /// runs [18, 30) ms: io_ticks 30 ms of 100, not 22.
+    #[test]
+    fn policy_counts_ios_the_host_scheduler_holds_as_busy() {
+        let params = BusyRateParams {
+            sample_interval_s: 0.1,
+            ..Default::default()
+        };
+        let ms = 1_000_000;
+        let cfq = HostSchedulerParams::Cfq(crate::host_sched::CfqParams {
+            quantum: 1,
+            ..Default::default()
+        });
+        let mut p = BusyRateQos::new(params, 0, 1, vec![(0, 20.0)])
+            .unwrap()
+            .with_host_scheduler(&cfq)
+            .unwrap();
+        let mut out = Outbox::default();
+        p.on_host_io(0, host(7, 0), &mut out);
+        p.on_host_io(0, host(8, 1), &mut out);
+        assert_eq!(out.device_ios.len(), 1, "B's IO waits for A's turn");
+        let tag_a = out.device_ios[0].1.tag;
+        out.clear();
+        p.on_device_completion(10 * ms, 0, tag_a, &mut out);
+        assert_eq!(out.complete, vec![(7, 0)]);
+        assert!(out.device_ios.is_empty(), "idling for A");
+        assert_eq!(out.timers, vec![(18 * ms, HOST_SCHED_TIMER)]);
+        out.clear();
+        p.on_timer(18 * ms, HOST_SCHED_TIMER, &mut out);
+        assert_eq!(out.device_ios.len(), 1);
+        let tag_b = out.device_ios[0].1.tag;
+        p.on_device_completion(30 * ms, 0, tag_b, &mut out);
+        assert_eq!(out.complete, vec![(8, 0)]);
+        out.clear();
+        p.on_timer(100 * ms, SAMPLE_TIMER, &mut out);
+        let d = p.decisions()[0];
+        assert!(close(d.util_pct, 30.0), "{d:?}");
+        assert!(close(d.input.total_iops, 20.0));
+        let counters = p.counters();
+        let get = |k: &str| counters.iter().find(|(n, _)| *n == k).unwrap().1;
+        assert_eq!((get("host_slices"), get("host_idle_timeouts")), (2.0, 1.0));
+        assert!(p.is_drained());
+    }
 }
