@@ -12,7 +12,9 @@
 //!   IO through to device 0, measures that device the way iostat does
 //!   (io_ticks = time with at least one IO outstanding; IOPS = completions
 //!   per second), samples on a timer and caps tenant B with
-//!   `Action::CapTenant`.
+//!   `Action::CapTenant`. Optionally a host IO scheduler
+//!   ([`crate::host_sched`]) or page-cache write-back
+//!   ([`crate::writeback`]) sits between the tenants and the device.
 //!
 //! The control law, every sample (units: `%util` in percent, so
 //! `busy_pct_per_iops` is percentage points of `%util` per IOPS):
@@ -47,6 +49,7 @@ use tierlab_core::policy::{Action, BufRef, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, NS_PER_S, Op, TimeNs};
 
 use crate::host_sched::{Cfq, CfqStats, HostSchedulerParams, QueuePer};
+use crate::writeback::{Writeback, WritebackParams};
 
 /// Consecutive settled samples that must all differ from the
 /// busy_pct_per_iops level by `reset_bpi_change` (in the same direction)
@@ -581,6 +584,10 @@ pub struct QosParams {
     /// ([`crate::host_sched`]); none by default (every IO goes straight on).
     #[serde(default)]
     pub host_scheduler: Option<HostSchedulerParams>,
+    /// Host page-cache write-back of the tenants' writes
+    /// ([`crate::writeback`]); none by default. Not with `host_scheduler`.
+    #[serde(default)]
+    pub writeback: Option<WritebackParams>,
 }
 
 /// A's guarantee over time: (from time, IOPS), sorted; 0 before the first.
@@ -594,6 +601,11 @@ fn schedule_at(schedule: &[(TimeNs, f64)], t: TimeNs) -> f64 {
 const SAMPLE_TIMER: u64 = 1;
 /// The host scheduler's wake-up (the end of an idle wait).
 const HOST_SCHED_TIMER: u64 = 2;
+
+/// The write-back's periodic wake-up.
+const WRITEBACK_TIMER: u64 = 3;
+/// `pending`'s host id of a write-back write (no host IO behind it).
+const FLUSH_ID: u64 = u64::MAX;
 
 /// An IO held by the host scheduler: its slot (the device tag) and what to send.
 type HeldIo = (usize, DeviceIo, Option<BufRef>);
@@ -633,6 +645,11 @@ pub struct BusyRateQos {
     host_free_threads: Vec<Vec<u32>>,
     host_queues: u32,
     host_queue_per: QueuePer,
+    /// Page-cache write-back, if any (`with_writeback`).
+    wb: Option<Writeback>,
+    wb_interval_ns: TimeNs,
+    wb_timer_set: bool,
+    wb_out: Vec<(u64, u32)>,
 }
 
 impl BusyRateQos {
@@ -685,7 +702,69 @@ impl BusyRateQos {
             host_free_threads: Vec::new(),
             host_queues: 0,
             host_queue_per: QueuePer::Tenant,
+            wb: None,
+            wb_interval_ns: 1,
+            wb_timer_set: false,
+            wb_out: Vec::new(),
         })
+    }
+
+    /// Puts page-cache write-back between the tenants' writes and device 0.
+    pub fn with_writeback(mut self, params: &WritebackParams) -> Result<BusyRateQos, String> {
+        if self.host.is_some() {
+            return Err(
+                "busy-rate qos: writeback and host_scheduler together are not modelled".into(),
+            );
+        }
+        self.wb = Some(Writeback::new(params)?);
+        self.wb_interval_ns = params.interval_ns();
+        Ok(self)
+    }
+
+    fn new_slot(&mut self, id: u64, tenant: u32) -> usize {
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.pending.push((0, 0));
+                self.pending.len() - 1
+            }
+        };
+        self.pending[slot] = (id, tenant);
+        slot
+    }
+
+    /// Sends the write-back writes due now (counted in flight, as iostat
+    /// sees them) and keeps its timer going while anything is dirty.
+    fn writeback_flush(&mut self, now_ns: TimeNs, out: &mut Outbox) {
+        let Some(wb) = self.wb.as_mut() else {
+            return;
+        };
+        wb.next_flushes(now_ns, &mut self.wb_out);
+        let busy = wb.busy();
+        let flushes = std::mem::take(&mut self.wb_out);
+        for &(offset_bytes, size_bytes) in &flushes {
+            let slot = self.new_slot(FLUSH_ID, u32::MAX);
+            if self.in_flight == 0 {
+                self.busy_since_ns = now_ns;
+            }
+            self.in_flight += 1;
+            out.device_ios.push((
+                0,
+                DeviceIo {
+                    tag: slot as u64,
+                    op: Op::Write,
+                    offset_bytes,
+                    size_bytes,
+                },
+            ));
+        }
+        self.wb_out = flushes;
+        self.wb_out.clear();
+        if busy && !self.wb_timer_set {
+            self.wb_timer_set = true;
+            let next = (now_ns / self.wb_interval_ns + 1) * self.wb_interval_ns;
+            out.timers.push((next, WRITEBACK_TIMER));
+        }
     }
 
     /// Puts a host IO scheduler between the tenants and device 0.
@@ -693,6 +772,11 @@ impl BusyRateQos {
         mut self,
         params: &HostSchedulerParams,
     ) -> Result<BusyRateQos, String> {
+        if self.wb.is_some() {
+            return Err(
+                "busy-rate qos: writeback and host_scheduler together are not modelled".into(),
+            );
+        }
         match params {
             HostSchedulerParams::Cfq(p) => {
                 self.host = Some(Cfq::new(p)?);
@@ -763,14 +847,23 @@ impl Policy for BusyRateQos {
         if !self.timer_set {
             self.set_timer(now_ns, out);
         }
-        let slot = match self.free.pop() {
-            Some(s) => s,
-            None => {
-                self.pending.push((0, 0));
-                self.pending.len() - 1
+        if io.op == Op::Write
+            && let Some(wb) = self.wb.as_mut()
+            && wb.absorb(now_ns, io.offset_bytes, io.size_bytes)
+        {
+            // Copied into the page cache: done for the tenant, unseen by
+            // iostat until written back.
+            self.arrivals += 1;
+            if io.tenant == self.guaranteed {
+                self.completed_a += 1;
+            } else if io.tenant == self.throttled {
+                self.completed_b += 1;
             }
-        };
-        self.pending[slot] = (io.id, io.tenant);
+            out.complete.push((io.id, 0));
+            self.writeback_flush(now_ns, out);
+            return;
+        }
+        let slot = self.new_slot(io.id, io.tenant);
         if self.in_flight == 0 {
             self.busy_since_ns = now_ns;
         }
@@ -821,13 +914,14 @@ impl Policy for BusyRateQos {
     /// Nothing in flight (a pass-through holds no data of its own; the
     /// default `locate`, device 0 at the same offset, is exact).
     fn is_drained(&self) -> bool {
-        self.in_flight == 0
+        self.in_flight == 0 && self.wb.as_ref().is_none_or(|w| !w.busy())
     }
 
     /// Runs in the real executor (`tierlab run`): B's cap is tierlab's own
     /// per-tenant token bucket, `%util` the policy's own busy time.
     fn moves_data(&self) -> bool {
-        true
+        // Write-back writes carry no host buffer: simulation only.
+        self.wb.is_none()
     }
 
     fn on_device_completion(&mut self, now_ns: TimeNs, _device: usize, tag: u64, out: &mut Outbox) {
@@ -843,6 +937,13 @@ impl Policy for BusyRateQos {
             self.io_ticks_ns += now_ns - self.busy_since_ns;
         }
         self.completed += 1;
+        if id == FLUSH_ID {
+            if let Some(wb) = self.wb.as_mut() {
+                wb.flushed();
+            }
+            self.writeback_flush(now_ns, out);
+            return;
+        }
         if tenant == self.guaranteed {
             self.completed_a += 1;
         } else if tenant == self.throttled {
@@ -862,6 +963,14 @@ impl Policy for BusyRateQos {
     fn on_timer(&mut self, now_ns: TimeNs, timer_id: u64, out: &mut Outbox) {
         if timer_id == HOST_SCHED_TIMER {
             self.host_dispatch(now_ns, out);
+            return;
+        }
+        if timer_id == WRITEBACK_TIMER {
+            self.wb_timer_set = false;
+            if let Some(wb) = self.wb.as_mut() {
+                wb.tick(now_ns);
+            }
+            self.writeback_flush(now_ns, out);
             return;
         }
         if timer_id != SAMPLE_TIMER {
@@ -975,6 +1084,17 @@ impl Policy for BusyRateQos {
                 ("host_idle_waits", s.idle_waits as f64),
                 ("host_idle_timeouts", s.idle_timeouts as f64),
                 ("host_waiting_ios", h.waiting() as f64),
+            ]);
+        }
+        if let Some(w) = &self.wb {
+            let s = w.stats();
+            counters.extend([
+                ("wb_dirty_bytes", w.dirty_bytes() as f64),
+                ("wb_in_flight", f64::from(w.in_flight())),
+                ("wb_absorbed", s.absorbed as f64),
+                ("wb_passed_through", s.passed_through as f64),
+                ("wb_flushed", s.flushed as f64),
+                ("wb_periodic_passes", s.periodic_passes as f64),
             ]);
         }
         counters

@@ -466,6 +466,10 @@ fn build_qos(t: &toml::Table, ctx: &StackContext) -> Result<Box<dyn Policy>, Con
             Some(h) => p.with_host_scheduler(h),
             None => Ok(p),
         })
+        .and_then(|p| match &params.writeback {
+            Some(w) => p.with_writeback(w),
+            None => Ok(p),
+        })
         .map(|p| Box::new(p) as Box<dyn Policy>)
         .map_err(policy_err)
 }
