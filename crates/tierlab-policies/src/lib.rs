@@ -5,11 +5,13 @@ pub mod atsmf;
 pub mod cache;
 pub mod extent;
 pub mod flashcache;
+pub mod host_sched;
 pub mod hswd;
 pub mod hswd_meta;
 pub mod linear;
 pub mod qos;
 pub mod slot_meta;
+pub mod writeback;
 
 pub use linear::Linear;
 pub use tierlab_core::policy::Passthrough;

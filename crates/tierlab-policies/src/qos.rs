@@ -12,7 +12,9 @@
 //!   IO through to device 0, measures that device the way iostat does
 //!   (io_ticks = time with at least one IO outstanding; IOPS = completions
 //!   per second), samples on a timer and caps tenant B with
-//!   `Action::CapTenant`.
+//!   `Action::CapTenant`. Optionally a host IO scheduler
+//!   ([`crate::host_sched`]) or page-cache write-back
+//!   ([`crate::writeback`]) sits between the tenants and the device.
 //!
 //! The control law, every sample (units: `%util` in percent, so
 //! `busy_pct_per_iops` is percentage points of `%util` per IOPS):
@@ -45,6 +47,9 @@ use std::collections::VecDeque;
 use serde::Deserialize;
 use tierlab_core::policy::{Action, BufRef, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, NS_PER_S, Op, ParamError, TimeNs};
+
+use crate::host_sched::{Cfq, CfqStats, HostSchedulerParams, QueuePer};
+use crate::writeback::{Writeback, WritebackParams};
 
 /// Consecutive settled samples that must all differ from the
 /// busy_pct_per_iops level by `reset_bpi_change` (in the same direction)
@@ -579,6 +584,14 @@ pub struct QosParams {
     pub guaranteed_iops: Option<f64>,
     #[serde(default)]
     pub controller: BusyRateParams,
+    /// A host IO scheduler between the tenants and device 0
+    /// ([`crate::host_sched`]); none by default (every IO goes straight on).
+    #[serde(default)]
+    pub host_scheduler: Option<HostSchedulerParams>,
+    /// Host page-cache write-back of the tenants' writes
+    /// ([`crate::writeback`]); none by default. Not with `host_scheduler`.
+    #[serde(default)]
+    pub writeback: Option<WritebackParams>,
 }
 
 /// A's guarantee over time: (from time, IOPS), sorted; 0 before the first.
@@ -590,6 +603,16 @@ fn schedule_at(schedule: &[(TimeNs, f64)], t: TimeNs) -> f64 {
 }
 
 const SAMPLE_TIMER: u64 = 1;
+/// The host scheduler's wake-up (the end of an idle wait).
+const HOST_SCHED_TIMER: u64 = 2;
+
+/// The write-back's periodic wake-up.
+const WRITEBACK_TIMER: u64 = 3;
+/// `pending`'s host id of a write-back write (no host IO behind it).
+const FLUSH_ID: u64 = u64::MAX;
+
+/// An IO held by the host scheduler: its slot (the device tag) and what to send.
+type HeldIo = (usize, DeviceIo, Option<BufRef>);
 
 /// The controller as a simulator policy over device 0 (see the module docs).
 pub struct BusyRateQos {
@@ -612,6 +635,25 @@ pub struct BusyRateQos {
     pending: Vec<(u64, u32)>,
     free: Vec<usize>,
     log: Vec<Decision>,
+    /// The host scheduler, if any (`with_host_scheduler`); IOs it holds
+    /// count as in flight for `%util`, as Linux counts a request from its
+    /// insertion into the elevator.
+    host: Option<Cfq<HeldIo>>,
+    /// Wake-up instants asked of the executor and not yet due.
+    host_timers: Vec<TimeNs>,
+    host_out: Vec<(u32, HeldIo)>,
+    /// The scheduler queue of each IO (indexed by slot).
+    host_queue_of: Vec<u32>,
+    /// `queue_per = "thread"`: per tenant, its threads' queues with nothing
+    /// outstanding, the most recently freed last; queues made so far.
+    host_free_threads: Vec<Vec<u32>>,
+    host_queues: u32,
+    host_queue_per: QueuePer,
+    /// Page-cache write-back, if any (`with_writeback`).
+    wb: Option<Writeback>,
+    wb_interval_ns: TimeNs,
+    wb_timer_set: bool,
+    wb_out: Vec<(u64, u32)>,
 }
 
 impl BusyRateQos {
@@ -662,7 +704,129 @@ impl BusyRateQos {
             pending: Vec::new(),
             free: Vec::new(),
             log: Vec::new(),
+            host: None,
+            host_timers: Vec::new(),
+            host_out: Vec::new(),
+            host_queue_of: Vec::new(),
+            host_free_threads: Vec::new(),
+            host_queues: 0,
+            host_queue_per: QueuePer::Tenant,
+            wb: None,
+            wb_interval_ns: 1,
+            wb_timer_set: false,
+            wb_out: Vec::new(),
         })
+    }
+
+    /// Puts page-cache write-back between the tenants' writes and device 0.
+    pub fn with_writeback(mut self, params: &WritebackParams) -> Result<BusyRateQos, ParamError> {
+        if self.host.is_some() {
+            return Err(ParamError::new(
+                "writeback",
+                "a write-back table next to `host_scheduler`",
+                "one of the two: both together are not modelled",
+            ));
+        }
+        self.wb = Some(Writeback::new(params).map_err(|e| e.within("writeback"))?);
+        self.wb_interval_ns = params.interval_ns();
+        Ok(self)
+    }
+
+    fn new_slot(&mut self, id: u64, tenant: u32) -> usize {
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.pending.push((0, 0));
+                self.pending.len() - 1
+            }
+        };
+        self.pending[slot] = (id, tenant);
+        slot
+    }
+
+    /// Sends the write-back writes due now (counted in flight, as iostat
+    /// sees them) and keeps its timer going while anything is dirty.
+    fn writeback_flush(&mut self, now_ns: TimeNs, out: &mut Outbox) {
+        let Some(wb) = self.wb.as_mut() else {
+            return;
+        };
+        wb.next_flushes(now_ns, &mut self.wb_out);
+        let busy = wb.busy();
+        let flushes = std::mem::take(&mut self.wb_out);
+        for &(offset_bytes, size_bytes) in &flushes {
+            let slot = self.new_slot(FLUSH_ID, u32::MAX);
+            if self.in_flight == 0 {
+                self.busy_since_ns = now_ns;
+            }
+            self.in_flight += 1;
+            out.device_ios.push((
+                0,
+                DeviceIo {
+                    tag: slot as u64,
+                    op: Op::Write,
+                    offset_bytes,
+                    size_bytes,
+                },
+            ));
+        }
+        self.wb_out = flushes;
+        self.wb_out.clear();
+        if busy && !self.wb_timer_set {
+            self.wb_timer_set = true;
+            let next = (now_ns / self.wb_interval_ns + 1) * self.wb_interval_ns;
+            out.timers.push((next, WRITEBACK_TIMER));
+        }
+    }
+
+    /// Puts a host IO scheduler between the tenants and device 0.
+    pub fn with_host_scheduler(
+        mut self,
+        params: &HostSchedulerParams,
+    ) -> Result<BusyRateQos, ParamError> {
+        if self.wb.is_some() {
+            return Err(ParamError::new(
+                "host_scheduler",
+                "a host scheduler next to `writeback`",
+                "one of the two: both together are not modelled",
+            ));
+        }
+        match params {
+            HostSchedulerParams::Cfq(p) => {
+                self.host = Some(Cfq::new(p).map_err(|e| e.within("host_scheduler"))?);
+                self.host_queue_per = p.queue_per;
+            }
+        }
+        Ok(self)
+    }
+
+    /// The host scheduler's counters, if there is one.
+    pub fn host_scheduler_stats(&self) -> Option<CfqStats> {
+        self.host.as_ref().map(|h| h.stats())
+    }
+
+    fn send(out: &mut Outbox, slot: usize, io: DeviceIo, buf: Option<BufRef>) {
+        out.device_ios.push((0, io));
+        if let Some(buf) = buf {
+            out.data_for(0, slot as u64, buf);
+        }
+    }
+
+    /// Sends what the host scheduler releases now; asks for a wake-up if it idles.
+    fn host_dispatch(&mut self, now_ns: TimeNs, out: &mut Outbox) {
+        let Some(host) = self.host.as_mut() else {
+            return;
+        };
+        let wake = host.dispatch(now_ns, &mut self.host_out);
+        for (_, (slot, io, buf)) in self.host_out.drain(..) {
+            Self::send(out, slot, io, buf);
+        }
+        self.host_timers.retain(|&t| t > now_ns);
+        if let Some(t) = wake
+            && !self.host_timers.contains(&t)
+        {
+            self.host_timers.push(t);
+            out.timers.push((t, HOST_SCHED_TIMER));
+        }
     }
 
     /// Every sample and decision so far, in order (about 200 bytes each).
@@ -710,6 +874,18 @@ pub mod counter {
     pub const LAST_LOWERING_C_BUSY_PCT_PER_IOPS: &str = "last_lowering_c_busy_pct_per_iops";
     pub const LAST_LOWERING_D_BUSY_PCT_PER_IOPS: &str = "last_lowering_d_busy_pct_per_iops";
     pub const LAST_LOWERING_C_TOTAL_IOPS: &str = "last_lowering_c_total_iops";
+    // Only with a host scheduler (`host_*`) or write-back (`wb_*`).
+    pub const HOST_SLICES: &str = "host_slices";
+    pub const HOST_SLICES_EXPIRED: &str = "host_slices_expired";
+    pub const HOST_IDLE_WAITS: &str = "host_idle_waits";
+    pub const HOST_IDLE_TIMEOUTS: &str = "host_idle_timeouts";
+    pub const HOST_WAITING_IOS: &str = "host_waiting_ios";
+    pub const WB_DIRTY_BYTES: &str = "wb_dirty_bytes";
+    pub const WB_IN_FLIGHT: &str = "wb_in_flight";
+    pub const WB_ABSORBED: &str = "wb_absorbed";
+    pub const WB_PASSED_THROUGH: &str = "wb_passed_through";
+    pub const WB_FLUSHED: &str = "wb_flushed";
+    pub const WB_PERIODIC_PASSES: &str = "wb_periodic_passes";
 
     /// Every name above, in the order `counters()` reports them.
     pub const ALL: &[&str] = &[
@@ -736,6 +912,17 @@ pub mod counter {
         LAST_LOWERING_C_BUSY_PCT_PER_IOPS,
         LAST_LOWERING_D_BUSY_PCT_PER_IOPS,
         LAST_LOWERING_C_TOTAL_IOPS,
+        HOST_SLICES,
+        HOST_SLICES_EXPIRED,
+        HOST_IDLE_WAITS,
+        HOST_IDLE_TIMEOUTS,
+        HOST_WAITING_IOS,
+        WB_DIRTY_BYTES,
+        WB_IN_FLIGHT,
+        WB_ABSORBED,
+        WB_PASSED_THROUGH,
+        WB_FLUSHED,
+        WB_PERIODIC_PASSES,
     ];
 }
 
@@ -752,36 +939,63 @@ impl Policy for BusyRateQos {
         if !self.timer_set {
             self.set_timer(now_ns, out);
         }
-        let slot = match self.free.pop() {
-            Some(s) => s,
-            None => {
-                self.pending.push((0, 0));
-                self.pending.len() - 1
+        if io.op == Op::Write
+            && let Some(wb) = self.wb.as_mut()
+            && wb.absorb(now_ns, io.offset_bytes, io.size_bytes)
+        {
+            // Copied into the page cache: done for the tenant, unseen by
+            // iostat until written back.
+            self.arrivals += 1;
+            if io.tenant == self.guaranteed {
+                self.completed_a += 1;
+            } else if io.tenant == self.throttled {
+                self.completed_b += 1;
             }
-        };
-        self.pending[slot] = (io.id, io.tenant);
+            out.complete.push((io.id, 0));
+            self.writeback_flush(now_ns, out);
+            return;
+        }
+        let slot = self.new_slot(io.id, io.tenant);
         if self.in_flight == 0 {
             self.busy_since_ns = now_ns;
         }
         self.in_flight += 1;
         self.arrivals += 1;
-        out.device_ios.push((
-            0,
-            DeviceIo {
-                tag: slot as u64,
-                op: io.op,
-                offset_bytes: io.offset_bytes,
-                size_bytes: io.size_bytes,
-            },
-        ));
+        let device_io = DeviceIo {
+            tag: slot as u64,
+            op: io.op,
+            offset_bytes: io.offset_bytes,
+            size_bytes: io.size_bytes,
+        };
         // A pass-through: the host buffer is the device IO's buffer (trims
         // and flushes carry no data).
-        if matches!(io.op, Op::Read | Op::Write) {
-            let buf = BufRef::Host {
-                host_id: io.id,
-                offset_bytes: 0,
-            };
-            out.data_for(0, slot as u64, buf);
+        let buf = matches!(io.op, Op::Read | Op::Write).then_some(BufRef::Host {
+            host_id: io.id,
+            offset_bytes: 0,
+        });
+        match self.host.as_mut() {
+            None => Self::send(out, slot, device_io, buf),
+            Some(host) => {
+                let queue = match self.host_queue_per {
+                    QueuePer::Tenant => io.tenant,
+                    QueuePer::Thread => {
+                        let t = io.tenant as usize;
+                        if self.host_free_threads.len() <= t {
+                            self.host_free_threads.resize(t + 1, Vec::new());
+                        }
+                        self.host_free_threads[t].pop().unwrap_or_else(|| {
+                            self.host_queues += 1;
+                            self.host_queues - 1
+                        })
+                    }
+                };
+                if self.host_queue_of.len() <= slot {
+                    self.host_queue_of.resize(slot + 1, 0);
+                }
+                self.host_queue_of[slot] = queue;
+                host.enqueue(queue, (slot, device_io, buf));
+                self.host_dispatch(now_ns, out);
+            }
         }
         debug_assert_eq!(
             self.in_flight as usize,
@@ -792,13 +1006,14 @@ impl Policy for BusyRateQos {
     /// Nothing in flight (a pass-through holds no data of its own; the
     /// default `locate`, device 0 at the same offset, is exact).
     fn is_drained(&self) -> bool {
-        self.in_flight == 0
+        self.in_flight == 0 && self.wb.as_ref().is_none_or(|w| !w.busy())
     }
 
     /// Runs in the real executor (`tierlab run`): B's cap is tierlab's own
     /// per-tenant token bucket, `%util` the policy's own busy time.
     fn moves_data(&self) -> bool {
-        true
+        // Write-back writes carry no host buffer: simulation only.
+        self.wb.is_none()
     }
 
     fn on_device_completion(&mut self, now_ns: TimeNs, _device: usize, tag: u64, out: &mut Outbox) {
@@ -814,15 +1029,42 @@ impl Policy for BusyRateQos {
             self.io_ticks_ns += now_ns - self.busy_since_ns;
         }
         self.completed += 1;
+        if id == FLUSH_ID {
+            if let Some(wb) = self.wb.as_mut() {
+                wb.flushed();
+            }
+            self.writeback_flush(now_ns, out);
+            return;
+        }
         if tenant == self.guaranteed {
             self.completed_a += 1;
         } else if tenant == self.throttled {
             self.completed_b += 1;
         }
         out.complete.push((id, 0));
+        if let Some(host) = self.host.as_mut() {
+            let queue = self.host_queue_of[slot];
+            host.completed(queue);
+            if self.host_queue_per == QueuePer::Thread {
+                self.host_free_threads[tenant as usize].push(queue);
+            }
+            self.host_dispatch(now_ns, out);
+        }
     }
 
     fn on_timer(&mut self, now_ns: TimeNs, timer_id: u64, out: &mut Outbox) {
+        if timer_id == HOST_SCHED_TIMER {
+            self.host_dispatch(now_ns, out);
+            return;
+        }
+        if timer_id == WRITEBACK_TIMER {
+            self.wb_timer_set = false;
+            if let Some(wb) = self.wb.as_mut() {
+                wb.tick(now_ns);
+            }
+            self.writeback_flush(now_ns, out);
+            return;
+        }
         if timer_id != SAMPLE_TIMER {
             return;
         }
@@ -882,7 +1124,7 @@ impl Policy for BusyRateQos {
                 _ => None,
             })
             .unwrap_or((0.0, 0.0, 0.0));
-        vec![
+        let mut counters = vec![
             (counter::SAMPLES, self.log.len() as f64),
             (
                 counter::SAMPLE_TIME_S,
@@ -930,7 +1172,30 @@ impl Policy for BusyRateQos {
             (counter::LAST_LOWERING_C_BUSY_PCT_PER_IOPS, c),
             (counter::LAST_LOWERING_D_BUSY_PCT_PER_IOPS, d),
             (counter::LAST_LOWERING_C_TOTAL_IOPS, big_c),
-        ]
+        ];
+        // Only with a host scheduler, so runs without one keep their columns.
+        if let Some(h) = &self.host {
+            let s = h.stats();
+            counters.extend([
+                (counter::HOST_SLICES, s.slices as f64),
+                (counter::HOST_SLICES_EXPIRED, s.slices_expired as f64),
+                (counter::HOST_IDLE_WAITS, s.idle_waits as f64),
+                (counter::HOST_IDLE_TIMEOUTS, s.idle_timeouts as f64),
+                (counter::HOST_WAITING_IOS, h.waiting() as f64),
+            ]);
+        }
+        if let Some(w) = &self.wb {
+            let s = w.stats();
+            counters.extend([
+                (counter::WB_DIRTY_BYTES, w.dirty_bytes() as f64),
+                (counter::WB_IN_FLIGHT, f64::from(w.in_flight())),
+                (counter::WB_ABSORBED, s.absorbed as f64),
+                (counter::WB_PASSED_THROUGH, s.passed_through as f64),
+                (counter::WB_FLUSHED, s.flushed as f64),
+                (counter::WB_PERIODIC_PASSES, s.periodic_passes as f64),
+            ]);
+        }
+        counters
     }
 }
 
@@ -1414,5 +1679,51 @@ mod tests {
         p.on_timer(300 * ms, SAMPLE_TIMER, &mut out);
         assert!(out.timers.is_empty(), "idle: no timer keeps the run alive");
         assert!(BusyRateQos::new(BusyRateParams::default(), 1, 1, vec![]).is_err());
+    }
+
+    /// With the host scheduler, an IO it holds counts as in flight (Linux
+    /// counts a request from its insertion into the elevator): A's IO
+    /// [0, 10) ms, then CFQ idles for A until 18 ms with B's IO held, B's
+    /// runs [18, 30) ms: io_ticks 30 ms of 100, not 22.
+    #[test]
+    fn policy_counts_ios_the_host_scheduler_holds_as_busy() {
+        let params = BusyRateParams {
+            sample_interval_s: 0.1,
+            ..Default::default()
+        };
+        let ms = 1_000_000;
+        let cfq = HostSchedulerParams::Cfq(crate::host_sched::CfqParams {
+            quantum: 1,
+            ..Default::default()
+        });
+        let mut p = BusyRateQos::new(params, 0, 1, vec![(0, 20.0)])
+            .unwrap()
+            .with_host_scheduler(&cfq)
+            .unwrap();
+        let mut out = Outbox::default();
+        p.on_host_io(0, host(7, 0), &mut out);
+        p.on_host_io(0, host(8, 1), &mut out);
+        assert_eq!(out.device_ios.len(), 1, "B's IO waits for A's turn");
+        let tag_a = out.device_ios[0].1.tag;
+        out.clear();
+        p.on_device_completion(10 * ms, 0, tag_a, &mut out);
+        assert_eq!(out.complete, vec![(7, 0)]);
+        assert!(out.device_ios.is_empty(), "idling for A");
+        assert_eq!(out.timers, vec![(18 * ms, HOST_SCHED_TIMER)]);
+        out.clear();
+        p.on_timer(18 * ms, HOST_SCHED_TIMER, &mut out);
+        assert_eq!(out.device_ios.len(), 1);
+        let tag_b = out.device_ios[0].1.tag;
+        p.on_device_completion(30 * ms, 0, tag_b, &mut out);
+        assert_eq!(out.complete, vec![(8, 0)]);
+        out.clear();
+        p.on_timer(100 * ms, SAMPLE_TIMER, &mut out);
+        let d = p.decisions()[0];
+        assert!(close(d.util_pct, 30.0), "{d:?}");
+        assert!(close(d.input.total_iops, 20.0));
+        let counters = p.counters();
+        let get = |k: &str| counters.iter().find(|(n, _)| *n == k).unwrap().1;
+        assert_eq!((get("host_slices"), get("host_idle_timeouts")), (2.0, 1.0));
+        assert!(p.is_drained());
     }
 }

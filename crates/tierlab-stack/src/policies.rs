@@ -489,6 +489,14 @@ fn build_qos(t: &toml::Table, ctx: &StackContext) -> Result<Box<dyn Policy>, Con
         }
     };
     qos::BusyRateQos::new(params.controller.clone(), a as u32, b as u32, guarantee)
+        .and_then(|p| match &params.host_scheduler {
+            Some(h) => p.with_host_scheduler(h),
+            None => Ok(p),
+        })
+        .and_then(|p| match &params.writeback {
+            Some(w) => p.with_writeback(w),
+            None => Ok(p),
+        })
         .map(|p| Box::new(p) as Box<dyn Policy>)
         .map_err(policy_err)
 }
