@@ -310,9 +310,9 @@ def test_a_share_of_the_footprint(zipf_trace):
 
 
 def test_errors(zipf_trace):
-    with pytest.raises(ValueError, match="unknown cache policy `lur` \\(did you mean `lru`\\?\\)"):
+    with pytest.raises(ValueError, match="found \"lur\" \\(did you mean `lru`\\?\\)"):
         tierlab.cache_sim(zipf_trace, "lur", "1MiB")
-    with pytest.raises(ValueError, match="not a whole number of 4096-byte pages"):
+    with pytest.raises(ValueError, match="expected a whole number of 4096-byte pages"):
         tierlab.cache_sim(zipf_trace, "lru", "6k")
     # An old-style page count is bytes now, and the error says how to write pages.
     with pytest.raises(ValueError, match="for a page count write 14514pages"):
@@ -350,7 +350,7 @@ def test_cli_json_matches_python(tierlab_exe, zipf_trace):
     bad = subprocess.run(
         [tierlab_exe, "cache", str(zipf_trace), "-p", "lru", "-c", "6k"], capture_output=True, text=True
     )
-    assert bad.returncode == 1 and "not a whole number of 4096-byte pages" in bad.stderr
+    assert bad.returncode == 1 and "expected a whole number of 4096-byte pages" in bad.stderr
 
 
 def test_cli_mrc_equals_libcachesim_lru(libcachesim, tierlab_exe, tmp_path, zipf_trace):

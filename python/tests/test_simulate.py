@@ -559,3 +559,55 @@ def test_raid1_reads_scale_with_members() -> None:
         alone = tierlab.simulate(single, set={"output.timeline": False})
         ratio = mirror.summary["iops"] / alone.summary["iops"]
         assert ratio == pytest.approx(n, rel=0.05), (path.name, ratio)
+
+
+# --- typed errors --------------------------------------------------------------
+
+
+def test_a_bad_value_raises_param_error_with_key_found_expected() -> None:
+    """ParamError names the key as written in the config (through nested
+    tables), what was there and what is allowed; it is a ConfigError and a
+    ValueError, so older handlers still catch it."""
+    with pytest.raises(tierlab.ParamError) as e:
+        tierlab.simulate(NVME_ZIPF, set=["tenants.0.driver.speed=-1"])
+    assert (e.value.key, e.value.found, e.value.expected) == (
+        "tenants[0].driver.speed",
+        "-1",
+        "a number > 0",
+    )
+    assert isinstance(e.value, tierlab.ConfigError) and isinstance(e.value, ValueError)
+    config = load_toml(NVME_ZIPF)
+    config["devices"][0]["read_latency_ns"] = 0
+    with pytest.raises(tierlab.ParamError) as e:
+        tierlab.simulate(config)
+    assert e.value.key == "devices[0].read_latency_ns"
+    assert e.value.found == "0" and e.value.expected.startswith("1 ..= ")
+    assert str(e.value).startswith("key `devices[0].read_latency_ns`: expected 1 ..= ")
+    # A schema error (an unknown key) is a ConfigError with its key, not a ParamError.
+    config = load_toml(NVME_ZIPF)
+    config["tenants"][0]["driver"]["sped"] = 2.0
+    with pytest.raises(tierlab.ConfigError) as e:
+        tierlab.simulate(config)
+    assert not isinstance(e.value, tierlab.ParamError)
+    assert e.value.key == "tenants[0].driver"
+
+
+def test_a_missing_trace_is_a_config_error_caused_by_file_not_found(tmp_path: Path) -> None:
+    config = load_toml(NVME_ZIPF)
+    config["tenants"][0]["workload"] = {"trace": str(tmp_path / "nope.csv")}
+    with pytest.raises(tierlab.ConfigError) as e:
+        tierlab.simulate(config)
+    assert e.value.key == "tenants[0].workload.trace"
+    assert isinstance(e.value.__cause__, FileNotFoundError)
+
+
+def test_cache_sim_bad_arguments_are_param_errors(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("128166385295514663,hm,0,Read,4096,4096,100\n")
+    with pytest.raises(tierlab.ParamError) as e:
+        tierlab.cache_sim(trace, "lur", "1MiB")
+    assert e.value.key == "policies" and "did you mean `lru`" in e.value.found
+    with pytest.raises(tierlab.ParamError) as e:
+        tierlab.cache_sim(trace, "lru", "6k")
+    assert e.value.key == "capacities"
+    assert e.value.expected == "a whole number of 4096-byte pages"

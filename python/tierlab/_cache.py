@@ -97,10 +97,13 @@ def cache_sim(
 
     Raises
     ------
-    ValueError
-        An unknown policy (with the nearest name), a capacity that is not
-        a whole number of pages (a bare int is bytes), a page size that is
-        not a whole number of 512-byte sectors; :class:`TraceError` for malformed trace content.
+    ParamError
+        (a ``ValueError``) An unknown policy (with the nearest name), a
+        capacity that is not a whole number of pages (a bare int is bytes),
+        a page size that is not a whole number of 512-byte sectors; ``key``
+        is ``policies``, ``capacities`` or ``page_size``.
+    TraceError
+        Malformed trace content.
     """
     import pandas as pd
 

@@ -62,17 +62,22 @@ create_exception!(
 );
 
 /// The Python exception for a config error: `ParamError` (with `key`,
-/// `found`, `expected`) for a bad value, the trace's own exception for a
-/// trace the config names, an `OSError` for an unreadable file, else
-/// `ConfigError` (with `key` when the error is about one). The message is
-/// the CLI's.
+/// `found`, `expected`) for a bad value, an `OSError` for an unreadable
+/// config file, else `ConfigError` (with `key` when the error is about
+/// one; a trace the config names that cannot be read is its `__cause__`,
+/// as the `OSError` or `TraceError` reading it directly raises). The
+/// message is the CLI's.
 fn config_err(e: SimConfigError) -> PyErr {
     use tierlab_sim::config::ConfigErrorKind;
     let message = e.to_string();
     let key = e.key_path();
     let err = match &e.kind {
         ConfigErrorKind::Param(p) => return param_err_with(p, message),
-        ConfigErrorKind::Trace { error, .. } => trace_err(error, message),
+        ConfigErrorKind::Trace { error, .. } => {
+            let err = ConfigError::new_err(message);
+            Python::attach(|py| err.set_cause(py, Some(trace_err(error, error.to_string()))));
+            err
+        }
         ConfigErrorKind::Io(io) => return os_error(io.kind(), message),
         _ => ConfigError::new_err(message),
     };

@@ -106,7 +106,8 @@ impl ConfigError {
             (pre, p) if p.starts_with('[') => format!("{pre}{p}"),
             (pre, p) => format!("{pre}.{p}"),
         };
-        let message = e.inner().to_string();
+        // toml ends its messages with a newline.
+        let message = e.inner().to_string().trim_end().to_string();
         match ParamError::parse_display(&message) {
             Some(inner) => ConfigError::param(inner.within(key)),
             None => ConfigError::key(key, message),
