@@ -780,6 +780,16 @@ fn spread(runs: &[Value], key: &str) -> Value {
     json!({"min": min, "mean": v.iter().sum::<f64>() / v.len() as f64, "max": max, "runs": v.len()})
 }
 
+/// The index in `config.tenants` of the tenant the controller throttles.
+fn throttled_index(e: &Evaluation, config: &SimConfig) -> ExpResult<usize> {
+    let b = controller_params(config)?.throttled_tenant;
+    config
+        .tenants
+        .iter()
+        .position(|t| t.name == b)
+        .ok_or_else(|| format!("{}: no tenant {b:?}", e.path).into())
+}
+
 /// Evaluation 1 with a mechanism the calibrated configs leave out (seed
 /// as configured; docs/fidelity.md has them over seeds): a CFQ-like host
 /// IO scheduler in front of the array, one queue per tenant and one per
@@ -789,12 +799,7 @@ fn spread(runs: &[Value], key: &str) -> Value {
 fn eval1_variants() -> ExpResult<Vec<Value>> {
     let e = &EVALUATIONS[0];
     let base = parse_eval(e, &[])?;
-    let b = controller_params(&base)?.throttled_tenant;
-    let index = base
-        .tenants
-        .iter()
-        .position(|t| t.name == b)
-        .ok_or_else(|| format!("{}: no tenant {b:?}", e.path))?;
+    let index = throttled_index(e, &base)?;
     let cfq = "policy.host_scheduler.kind=\"cfq\"".to_string();
     let variants = [
         (
@@ -971,13 +976,7 @@ pub fn run(args: QosArgs) -> ExpResult {
     }
     ablation.extend(eval1_variants()?);
     for e in &EVALUATIONS {
-        let base = parse_eval(e, &[])?;
-        let b = controller_params(&base)?.throttled_tenant;
-        let index = base
-            .tenants
-            .iter()
-            .position(|t| t.name == b)
-            .ok_or_else(|| format!("{}: no tenant {b:?}", e.path))?;
+        let index = throttled_index(e, &parse_eval(e, &[])?)?;
         let config = parse_eval(e, &[format!("tenants.{index}.iops_window_offset_s=0.0")])?;
         let run = run_config(&config)?;
         let mut a = analyse(&run);
