@@ -39,6 +39,32 @@ impl InputArgs {
         };
         Ok(TraceReader::open(&self.input, &options)?)
     }
+
+    /// Cache sizes `texts` as pages ([`tierlab_cache::size::sizes_in_pages`]);
+    /// a share of the footprint costs a first pass over the input (so not
+    /// from stdin). `what` names the option in errors.
+    pub fn capacity_pages(
+        &self,
+        texts: &[String],
+        what: &str,
+        page_size: u32,
+    ) -> ExpResult<Vec<u64>> {
+        let footprint = || {
+            if self.input.as_os_str() == "-" {
+                return Err(
+                    "a share of the footprint needs a first pass over the trace, and stdin \
+                        cannot be read twice; give bytes or pages"
+                        .to_string(),
+                );
+            }
+            let mut reader = self.open().map_err(|e| e.to_string())?;
+            tierlab_cache::size::footprint_pages(&mut reader, page_size).map_err(|e| e.to_string())
+        };
+        Ok(
+            tierlab_cache::size::sizes_in_pages(texts, page_size, footprint)
+                .map_err(|e| format!("{what}: {e}"))?,
+        )
+    }
 }
 
 /// Reports records skipped under --skip-bad, so nothing is dropped silently.
