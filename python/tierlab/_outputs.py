@@ -2,10 +2,11 @@
 as Python objects: every CSV a DataFrame, summary.json a dict, every run a
 :class:`~tierlab.SimResult`.
 
-The commands themselves are the Rust CLI, run in this process with the GIL
-released (:func:`tierlab.run_cli`); this module only builds their argument
-lists (checking them first, so a mistake is a clear Python error) and reads
-what they wrote.
+:func:`reproduce` calls the reproductions in Rust (tierlab-experiments,
+through ``_native.reproduce``) with the GIL released; the analyses still
+run the Rust CLI in this process (:func:`tierlab.run_cli`). This module
+checks the options first (so a mistake is a clear Python error) and reads
+what was written.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from . import _native
 from ._cli import run_cli
 from ._sim import SimResult, load_run
 
@@ -273,16 +275,18 @@ def reproduce(
     """
     if system not in SYSTEMS:
         raise ValueError(f"unknown system {system!r}; expected one of {', '.join(SYSTEMS)}")
-    args = ["reproduce", system, "--out", os.fspath(out)]
-    if quick:
-        args.append("--quick")
+    options: dict[str, Any] = {}
+    if seed is not None and int(seed) < 0:
+        raise ValueError(f"reproduce({system!r}): seed: {seed} is not a whole number >= 0")
     names = [only] if isinstance(only, str) else list(only or [])
     if system == "qos":
         for name, value in (("only", only), ("traces", traces), ("seed", seed), ("scale", scale)):
             if value is not None:
                 raise ValueError(f"reproduce('qos'): `{name}` is not an option of qos (it takes quick, seeds)")
         if seeds is not None:
-            args += ["--seeds", str(int(seeds))]
+            if not 1 <= int(seeds) <= 100:
+                raise ValueError(f"reproduce('qos'): seeds: {seeds} is not in 1..=100")
+            options["seeds"] = int(seeds)
     elif system == "raid":
         for name, value in (("only", only), ("seeds", seeds), ("scale", scale)):
             if value is not None:
@@ -290,31 +294,30 @@ def reproduce(
                     f"reproduce('raid'): `{name}` is not an option of raid (it takes quick, seed, traces)"
                 )
         if seed is not None:
-            args += ["--seed", str(int(seed))]
+            options["seed"] = int(seed)
         if traces is not None:
             if not isinstance(traces, (str, os.PathLike)):
                 raise ValueError("reproduce('raid'): traces must be the folder of the public traces")
-            args += ["--traces", os.fspath(traces)]
+            options["traces_dir"] = os.fspath(traces)
     else:
         if seeds is not None:
             raise ValueError(f"reproduce({system!r}): `seeds` is an option of qos only")
         if seed is not None:
-            args += ["--seed", str(int(seed))]
+            options["seed"] = int(seed)
         if scale is not None and system != "atsmf":
             raise ValueError(f"reproduce({system!r}): `scale` is an option of atsmf only")
         if system == "atsmf":
             if scale is not None:
                 if scale not in ("paper", "auto"):
                     raise ValueError(f"scale: {scale!r} is not 'paper' or 'auto'")
-                args += ["--scale", scale]
+                options["scale"] = scale
             known = _atsmf_workloads()
             for n in names:
                 if n != "none" and n not in known:
                     raise ValueError(f"only: unknown workload {n!r}; known: {', '.join(known)} (or 'none')")
             if traces is not None and not isinstance(traces, Mapping):
                 raise ValueError("reproduce('atsmf'): traces must be a dict {NAME: 'PATH[@START_MIN-END_MIN]'}")
-            for name, path in (traces or {}).items():
-                args += ["--trace", f"{name}={os.fspath(path)}"]
+            options["traces"] = [f"{name}={os.fspath(path)}" for name, path in (traces or {}).items()]
         else:
             allowed = ("mapping", "policies", "systems")
             for n in names:
@@ -322,13 +325,19 @@ def reproduce(
                     raise ValueError(f"only: unknown experiment {n!r}; expected {', '.join(allowed)}")
             if isinstance(traces, Mapping):
                 raise ValueError("reproduce('hswd'): traces must be a list of paths")
-            for path in traces or []:
-                args += ["--trace", os.fspath(path)]
-        if names:
-            args += ["--only", ",".join(names)]
-    log = run_command(args, verbose=verbose)
+            options["traces"] = [os.fspath(path) for path in traces or []]
+        options["only"] = names
+    with _captured(verbose) as captured:
+        try:
+            _native.reproduce(system, os.fspath(out), quick=quick, quiet=not verbose, **options)
+        except RuntimeError as e:
+            failure = str(e)
+        else:
+            failure = None
+    if failure is not None:
+        raise CommandError(f"tierlab reproduce {system}: {failure}")
     outputs = load_outputs(out)
-    outputs.log = log
+    outputs.log = captured["stdout"]
     if report:
         from .report import write_report
 

@@ -395,6 +395,96 @@ pub fn shards_mrc(
     Ok(s.miss_ratios())
 }
 
+/// How a curve is computed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MrcMethod {
+    /// Exact, by LRU stack distances (LRU only).
+    ExactLru,
+    /// SHARDS-sampled at this spatial rate (0 < rate <= 1), any policy.
+    Shards { rate: f64 },
+}
+
+/// One point of a miss-ratio curve (`tierlab cache --mrc`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct MrcPoint {
+    pub policy: String,
+    /// `exact` (LRU stack distances) or `shards` (sampled estimate).
+    pub method: &'static str,
+    pub sampling_rate: f64,
+    pub capacity_pages: u64,
+    pub page_size_bytes: u32,
+    pub requests: u64,
+    pub io_requests: u64,
+    /// Exact, or `miss_ratio × requests` rounded for SHARDS.
+    pub misses: u64,
+    pub miss_ratio: f64,
+}
+
+/// The miss ratios of `policy` (a canonical name) at every size in
+/// `sizes_pages` from one pass over `stream`, its requests split into pages
+/// of `page_size` bytes (docs/cache.md).
+pub fn curve(
+    stream: &mut dyn RecordStream,
+    policy: &str,
+    method: MrcMethod,
+    sizes_pages: &[u64],
+    page_size: u32,
+) -> Result<Vec<MrcPoint>> {
+    let mut io_requests = 0u64;
+    let mut requests = 0u64;
+    let (mut lru, mut sampled) = match method {
+        MrcMethod::ExactLru => {
+            if policy != "lru" {
+                return Err(TraceError::Invalid(format!(
+                    "an exact one-pass curve exists only for LRU, not {policy:?}"
+                )));
+            }
+            (Some(LruMrc::new()), None)
+        }
+        MrcMethod::Shards { rate } => (None, Some(ShardsSim::new(policy, sizes_pages, rate)?)),
+    };
+    while let Some(rec) = stream.next_record()? {
+        let mut any = false;
+        for key in record_pages(&rec, page_size) {
+            match (&mut lru, &mut sampled) {
+                (Some(m), _) => m.access(key),
+                (_, Some(s)) => s.access(key),
+                _ => {}
+            }
+            requests += 1;
+            any = true;
+        }
+        io_requests += any as u64;
+    }
+    let ratios: Vec<f64> = match (&lru, &sampled) {
+        (Some(m), _) => sizes_pages.iter().map(|&c| m.miss_ratio_at(c)).collect(),
+        (_, Some(s)) => s.miss_ratios(),
+        _ => Vec::new(),
+    };
+    let (method_name, sampling_rate) = match method {
+        MrcMethod::ExactLru => ("exact", 1.0),
+        MrcMethod::Shards { rate } => ("shards", rate),
+    };
+    Ok(sizes_pages
+        .iter()
+        .zip(ratios)
+        .map(|(&capacity_pages, miss_ratio)| MrcPoint {
+            policy: policy.to_string(),
+            method: method_name,
+            sampling_rate,
+            capacity_pages,
+            page_size_bytes: page_size,
+            requests,
+            io_requests,
+            misses: match &lru {
+                Some(m) => m.misses_at(capacity_pages),
+                None => (miss_ratio * requests as f64).round() as u64,
+            },
+            miss_ratio,
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

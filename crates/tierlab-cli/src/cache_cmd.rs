@@ -1,11 +1,12 @@
 //! `tierlab cache`: cache-only hit-ratio studies (no timing). Every
 //! policy × capacity pair is simulated in one pass over the trace; requests
 //! are split into pages and every page reference is a lookup that inserts
-//! on a miss (libCacheSim's semantics, see docs/metrics.md).
+//! on a miss (libCacheSim's semantics, see docs/metrics.md). The runs are
+//! `tierlab_cache::{sim, mrc}`; this file parses and prints.
 
 use clap::Args;
+use tierlab_cache::mrc::{self, MrcMethod, MrcPoint};
 use tierlab_cache::sim::{self, CacheSimResult};
-use tierlab_trace::RecordStream;
 use tierlab_trace::units::format_size_bytes;
 
 use crate::CliResult;
@@ -55,35 +56,6 @@ pub struct CacheArgs {
     pub json: bool,
 }
 
-/// `texts` as pages ([`tierlab_cache::size::sizes_in_pages`]); a share of
-/// the footprint costs a first pass over `input`.
-fn capacity_pages(
-    texts: &[String],
-    what: &str,
-    page_size: u32,
-    input: &InputArgs,
-) -> CliResult<Vec<u64>> {
-    let footprint = || {
-        if input.input.as_os_str() == "-" {
-            return Err(tierlab_trace::TraceError::Invalid(
-                "a share of the footprint needs a first pass over the trace, and stdin \
-                 cannot be read twice; give bytes or pages"
-                    .to_string(),
-            ));
-        }
-        let mut reader = input
-            .open()
-            .map_err(|e| tierlab_trace::TraceError::Invalid(e.to_string()))?;
-        tierlab_cache::size::footprint_pages(&mut reader, page_size)
-    };
-    Ok(
-        tierlab_cache::size::sizes_in_pages(texts, page_size, footprint).map_err(|e| match e {
-            tierlab_trace::TraceError::Param(p) => p.with_key(what).to_string(),
-            e => format!("{what}: {e}"),
-        })?,
-    )
-}
-
 fn ratio(misses: u64, requests: u64) -> String {
     if requests == 0 {
         "-".to_string()
@@ -113,83 +85,28 @@ fn print_table(results: &[CacheSimResult]) {
     }
 }
 
-/// One point of a miss-ratio curve.
-#[derive(serde::Serialize)]
-pub struct MrcPoint {
-    pub policy: String,
-    /// `exact` (LRU stack distances) or `shards` (sampled estimate).
-    pub method: &'static str,
-    pub sampling_rate: f64,
-    pub capacity_pages: u64,
-    pub page_size_bytes: u32,
-    pub requests: u64,
-    pub io_requests: u64,
-    /// Exact, or `miss_ratio × requests` rounded for SHARDS.
-    pub misses: u64,
-    pub miss_ratio: f64,
+/// The curve's method from the options: exact for LRU unless a
+/// sampling rate is given.
+fn mrc_method(policy: &str, shards_rate: Option<f64>) -> CliResult<MrcMethod> {
+    match (policy == "lru", shards_rate) {
+        (true, None) => Ok(MrcMethod::ExactLru),
+        (_, Some(rate)) => Ok(MrcMethod::Shards { rate }),
+        (false, None) => Err(format!(
+            "an exact one-pass curve exists only for LRU; for {policy:?} give --shards-rate (e.g. 0.01)"
+        )
+        .into()),
+    }
 }
 
-/// Miss ratios at every size in `--mrc` from one pass: exact for LRU by
-/// stack distance, SHARDS-sampled otherwise (docs/cache.md).
+/// Miss ratios at every size in `--mrc` from one pass (docs/cache.md).
 fn run_mrc(args: &CacheArgs, page_size: u32) -> CliResult<Vec<MrcPoint>> {
     let policy = check_policy(&args.mrc_policy)?;
-    let sizes = capacity_pages(&args.mrc, "--mrc", page_size, &args.input)?;
+    let sizes = args.input.capacity_pages(&args.mrc, "--mrc", page_size)?;
     let mut reader = args.input.open()?;
-    let mut io_requests = 0u64;
-    let mut requests = 0u64;
-    let exact = policy == "lru" && args.shards_rate.is_none();
-    let mut lru = exact.then(tierlab_cache::mrc::LruMrc::new);
-    let mut sampled = match (exact, args.shards_rate) {
-        (true, _) => None,
-        (false, Some(rate)) => Some(tierlab_cache::mrc::ShardsSim::new(&policy, &sizes, rate)?),
-        (false, None) => {
-            return Err(format!(
-                "an exact one-pass curve exists only for LRU; for {policy:?} give --shards-rate (e.g. 0.01)"
-            )
-            .into());
-        }
-    };
-    while let Some(rec) = reader.next_record()? {
-        let mut any = false;
-        for key in sim::record_pages(&rec, page_size) {
-            match (&mut lru, &mut sampled) {
-                (Some(m), _) => m.access(key),
-                (_, Some(s)) => s.access(key),
-                _ => {}
-            }
-            requests += 1;
-            any = true;
-        }
-        io_requests += any as u64;
-    }
+    let method = mrc_method(&policy, args.shards_rate)?;
+    let points = mrc::curve(&mut reader, &policy, method, &sizes, page_size)?;
     report_skipped(&reader);
-    let ratios: Vec<f64> = match (&lru, &sampled) {
-        (Some(m), _) => sizes.iter().map(|&c| m.miss_ratio_at(c)).collect(),
-        (_, Some(s)) => s.miss_ratios(),
-        _ => Vec::new(),
-    };
-    Ok(sizes
-        .iter()
-        .zip(ratios)
-        .map(|(&capacity_pages, miss_ratio)| MrcPoint {
-            policy: policy.clone(),
-            method: if exact { "exact" } else { "shards" },
-            sampling_rate: if exact {
-                1.0
-            } else {
-                args.shards_rate.unwrap_or(1.0)
-            },
-            capacity_pages,
-            page_size_bytes: page_size,
-            requests,
-            io_requests,
-            misses: match &lru {
-                Some(m) => m.misses_at(capacity_pages),
-                None => (miss_ratio * requests as f64).round() as u64,
-            },
-            miss_ratio,
-        })
-        .collect())
+    Ok(points)
 }
 
 pub fn run(args: CacheArgs) -> CliResult {
@@ -227,7 +144,9 @@ pub fn run(args: CacheArgs) -> CliResult {
     for p in &args.policy {
         check_policy(p)?;
     }
-    let pages = capacity_pages(&args.capacity, "--capacity", page_size, &args.input)?;
+    let pages = args
+        .input
+        .capacity_pages(&args.capacity, "--capacity", page_size)?;
     let configs = sim::grid(&args.policy, &pages, page_size)?;
     let mut reader = args.input.open()?;
     let results = sim::run(&mut reader, &configs)?;

@@ -126,11 +126,8 @@ pub fn run(args: CrashcheckArgs) -> CliResult {
         );
     }
     if let Some(dir) = &args.out {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let path = dir.join("crashcheck.json");
-        let json = report_json(&args, &report, &replay_base);
-        std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let config = args.config.display().to_string();
+        tierlab_crash::output::write_report_json(dir, &config, args.seed, &report, &replay_base)?;
     }
     if !report.violations.is_empty() {
         return Err(format!(
@@ -208,35 +205,4 @@ fn replay_command(a: &CrashcheckArgs) -> String {
         c.push_str(&format!(" --set {s}"));
     }
     c
-}
-
-fn report_json(a: &CrashcheckArgs, r: &Report, replay: &str) -> serde_json::Value {
-    serde_json::json!({
-        "config": a.config.display().to_string(),
-        "policy": r.policy,
-        "seed": a.seed,
-        "host_writes": r.host_writes,
-        "host_flushes": r.host_flushes,
-        "device_writes": r.device_writes,
-        "device_flushes": r.device_flushes,
-        "log_events": r.log_events,
-        "crash_points": r.crash_points,
-        "states": r.states(),
-        "states_by_kind": StateKind::ALL.iter().zip(r.states_by_kind).map(|(k, n)| (k.as_str().to_string(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
-        "sectors_checked": r.sectors_checked,
-        "degraded_reads": r.degraded_reads,
-        "host_ios_failed": r.host_ios_failed,
-        "stopped_at_error": r.stopped_at_error,
-        "violations": r.violations.iter().map(|v| serde_json::json!({
-            "crash_point": v.crash_point,
-            "kind": v.kind.as_str(),
-            "state_seed": v.state_seed,
-            "sector": v.sector,
-            "message": v.message,
-            "unflushed_writes": v.unflushed_writes,
-            "writes_applied": v.writes_applied,
-            "torn": v.torn,
-            "replay": format!("{replay} --replay {}:{}", v.crash_point, v.kind.as_str()),
-        })).collect::<Vec<_>>(),
-    })
 }

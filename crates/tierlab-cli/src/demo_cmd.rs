@@ -1,206 +1,39 @@
-//! `tierlab demo --out DIR`: the one-minute tour, on data tierlab makes
-//! itself. Generate an IO-concentration workload resembling an MSR window
-//! (the ATSMF paper's setting), write it in the native and fio formats,
-//! show — from the records and the planted ground truth — how much IO lands
-//! in how little of the LUN (the property sub-LUN tiering exploits), then
-//! replay that very file through flash only, ATSMF, FlashCache and ARC
-//! (`tierlab reproduce atsmf --trace`, into DIR/compare). The Python
-//! package's `tierlab demo` also writes DIR/report.html.
+//! `tierlab demo --out DIR`: prints what `tierlab_experiments::demo` found
+//! (the options are its `DemoArgs`).
 
-use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::PathBuf;
-
-use clap::Args;
-use serde_json::json;
-use tierlab_trace::generate::{Concentration, GeneratorParams, KvParams, resolve, write_truth_csv};
-use tierlab_trace::writer::{WriteOptions, write_trace};
-use tierlab_trace::{Format, RecordStream, stats};
+use tierlab_experiments::demo::{self, DemoArgs};
 
 use crate::CliResult;
 
-#[derive(Args)]
-pub struct DemoArgs {
-    /// Output directory (created).
-    #[arg(long)]
-    pub out: PathBuf,
-    /// The IO-concentration preset to generate (see `tierlab trace gen --list`).
-    /// The default, MSR src1_1's window, is read-mostly: a page cache gains
-    /// little there and sub-LUN tiering a lot, the paper's point (on the
-    /// write-heavy src1_0 a write-back cache absorbs the writes instead).
-    #[arg(long, default_value = "atsmf.src1_1")]
-    pub preset: String,
-    /// Seed of the generator.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Length of the workload in minutes (default: a quarter of the
-    /// preset's, as `reproduce atsmf --quick`).
-    #[arg(long)]
-    pub minutes: Option<f64>,
-    /// Only the workload and its analysis, not the four-system comparison.
-    #[arg(long)]
-    pub no_compare: bool,
-}
-
 pub fn run(args: DemoArgs) -> CliResult {
-    std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
-    let GeneratorParams::IoConcentration(full) = resolve(&args.preset, &KvParams::new())? else {
-        return Err(format!(
-            "{} is not an IO-concentration preset (see `tierlab trace gen --list`)",
-            args.preset
-        )
-        .into());
-    };
-    let duration_s = match args.minutes {
-        Some(m) if m.is_finite() && m > 0.0 => m * 60.0,
-        Some(m) => return Err(format!("--minutes {m}: must be a positive number").into()),
-        None => full.duration_s / 4.0,
-    };
-    let params = KvParams::parse([format!("duration_s={duration_s}")])?;
-    let GeneratorParams::IoConcentration(p) = resolve(&args.preset, &params)? else {
-        unreachable!("the same preset");
-    };
-    let spec = GeneratorParams::IoConcentration(p.clone());
-    let native = args.out.join("workload.tlt");
-    let iolog = args.out.join("workload.iolog");
-    let truth_csv = args.out.join("concentrations.csv");
-
-    // 1. The workload, in native form (numpy-mappable) and as a fio replay log.
-    let written = write_trace(
-        &mut *spec.build(args.seed)?,
-        &native,
-        Format::Native,
-        &WriteOptions::default(),
-    )?;
-    let fio_target = args.out.join("fio-target.dat");
-    write_trace(
-        &mut tierlab_trace::open(&native)?,
-        &iolog,
-        Format::FioIolog,
-        &WriteOptions {
-            fio_filename: Some(fio_target.display().to_string()),
-        },
-    )?;
-    let trace_stats = stats::compute(&mut tierlab_trace::open(&native)?)?;
-
-    // 2. The planted concentrations (ground truth).
-    let schedule = tierlab_trace::generate::IoConcentrationGen::ground_truth(&p, args.seed)?;
-    let planted: Vec<Concentration> = schedule.clone().collect();
-    write_truth_csv(schedule, &mut BufWriter::new(File::create(&truth_csv)?))?;
-
-    // 3. From the records: share of IOs inside an active concentration, the
-    //    share of the LUN those cover, and a minute × sub-LUN heat map.
-    let sub_lun_bytes = p.sub_lun_size_bytes;
-    let lun_sub_luns = p.sub_luns as u64;
-    let mut inside = 0u64;
-    let mut total = 0u64;
-    let mut covered_sub_lun_samples = 0u64;
-    let mut heat: BTreeMap<(u64, u64), u64> = BTreeMap::new();
-    let mut reader = tierlab_trace::open(&native)?;
-    let mut next = 0usize; // planted[..next] have started
-    let mut active: Vec<&Concentration> = Vec::new();
-    while let Some(r) = reader.next_record()? {
-        let t = r.time_ns as i64;
-        while next < planted.len() && planted[next].start_ns <= t {
-            active.push(&planted[next]);
-            next += 1;
-        }
-        active.retain(|c| c.end_ns() > t);
-        let sub_lun = r.offset_bytes / sub_lun_bytes;
-        total += 1;
-        if active.iter().any(|c| c.covers(t, sub_lun as u32)) {
-            inside += 1;
-        }
-        covered_sub_lun_samples += active.iter().map(|c| c.size_sub_luns as u64).sum::<u64>();
-        *heat
-            .entry((r.time_ns / 60_000_000_000, sub_lun))
-            .or_default() += 1;
-    }
-    let inside_share = inside as f64 / total.max(1) as f64;
-    let lun_share = covered_sub_lun_samples as f64 / total.max(1) as f64 / lun_sub_luns as f64;
-    let mut heat_out = BufWriter::new(File::create(args.out.join("heatmap.csv"))?);
-    writeln!(heat_out, "minute,sub_lun,ios")?;
-    for ((minute, sub_lun), ios) in &heat {
-        writeln!(heat_out, "{minute},{sub_lun},{ios}")?;
-    }
-    heat_out.flush()?;
-
-    let drifting = planted.iter().filter(|c| c.drift_step_ns > 0).count();
-
-    // 4. The same file through flash only, ATSMF, FlashCache and ARC.
-    let comparison = if args.no_compare {
-        serde_json::Value::Null
-    } else {
-        compare(&args, &native)?
-    };
-    let summary = json!({
-        "preset": args.preset,
-        "seed": args.seed,
-        "records": written.records,
-        "lun_bytes": lun_sub_luns * sub_lun_bytes,
-        "sub_lun_bytes": sub_lun_bytes,
-        "concentrations_planted": planted.len(),
-        "concentrations_drifting": drifting,
-        "ios_inside_concentrations_share": inside_share,
-        "lun_share_covered_by_concentrations": lun_share,
-        "duration_s": duration_s,
-        "trace_stats": trace_stats,
-        "comparison": comparison,
-    });
-    std::fs::write(
-        args.out.join("summary.json"),
-        serde_json::to_string_pretty(&summary)? + "\n",
-    )?;
-    std::fs::write(
-        args.out.join("README.txt"),
-        format!(
-            "tierlab demo ({preset}, seed {seed})\n\n\
-             workload.tlt       the workload, tierlab native format (tierlab.load_native)\n\
-             workload.iolog     the same for fio: create {target} (>= {end} bytes) and run\n\
-             \x20                  fio --name=replay --read_iolog={iolog}\n\
-             concentrations.csv the planted IO concentrations (ground truth)\n\
-             heatmap.csv        IOs per minute per 1 GiB sub-LUN\n\
-             summary.json       the numbers below; metric definitions in docs/metrics.md\n\
-             compare/           flash only, ATSMF, FlashCache and ARC on workload.tlt\n\
-             \x20                  (tierlab reproduce atsmf: table.csv, CDFs, memory; docs/atsmf.md)\n\
-             report.html        all of it as one page (written by the Python package's\n\
-             \x20                  `tierlab demo`, or `tierlab report DIR`)\n",
-            preset = args.preset,
-            seed = args.seed,
-            target = fio_target.display(),
-            end = trace_stats.max_offset_end_bytes,
-            iolog = iolog.display(),
-        ),
-    )?;
-
+    let r = demo::run(&args)?;
     println!("tierlab demo: {} (seed {})", args.preset, args.seed);
     println!(
         "  {} IOs over {:.1} min on a {} GiB LUN; write ratio {:.2}; footprint {:.1} GiB",
-        written.records,
-        trace_stats.span_s.unwrap_or(0.0) / 60.0,
-        (lun_sub_luns * sub_lun_bytes) >> 30,
-        trace_stats.write_ratio.unwrap_or(0.0),
-        trace_stats.footprint_4k_blocks as f64 * 4096.0 / (1u64 << 30) as f64
+        r.records,
+        r.span_s.unwrap_or(0.0) / 60.0,
+        r.lun_bytes >> 30,
+        r.write_ratio.unwrap_or(0.0),
+        r.footprint_4k_blocks as f64 * 4096.0 / (1u64 << 30) as f64
     );
     println!(
         "  {} IO concentrations planted ({} drifting): {:.1} % of IOs land inside them, while they cover {:.1} % of the LUN on average",
-        planted.len(),
-        drifting,
-        100.0 * inside_share,
-        100.0 * lun_share
+        r.concentrations_planted,
+        r.concentrations_drifting,
+        100.0 * r.ios_inside_concentrations_share,
+        100.0 * r.lun_share_covered_by_concentrations
     );
-    if let Some(rows) = comparison.as_array() {
+    if let Some(rows) = &r.comparison {
         println!(
             "  flash only vs ATSMF vs FlashCache vs ARC (caches sized to ATSMF's peak memory):"
         );
-        for r in rows {
+        for row in rows {
             println!(
                 "    {:<10} mean response {:>8.4} ms (x{:.2} vs flash), {:>5.1} % of IOs served from memory",
-                r["system"].as_str().unwrap_or("?"),
-                r["mean_rt_ms"].as_f64().unwrap_or(f64::NAN),
-                r["rt_ratio_vs_flash"].as_f64().unwrap_or(f64::NAN),
-                100.0 * r["mem_access_ratio"].as_f64().unwrap_or(f64::NAN),
+                row.system,
+                row.mean_rt_ms,
+                row.rt_ratio_vs_flash,
+                100.0 * row.mem_access_ratio,
             );
         }
     }
@@ -210,42 +43,4 @@ pub fn run(args: DemoArgs) -> CliResult {
         if args.no_compare { "" } else { ", compare/" }
     );
     Ok(())
-}
-
-/// Runs `reproduce atsmf` on the demo's workload file and returns its
-/// table.csv rows as JSON objects (numbers as numbers).
-fn compare(args: &DemoArgs, native: &std::path::Path) -> CliResult<serde_json::Value> {
-    let dir = args.out.join("compare");
-    let name = args.preset.strip_prefix("atsmf.").unwrap_or(&args.preset);
-    // Absolute, so the saved configs name the trace wherever they are run from.
-    let native = std::fs::canonicalize(native)?;
-    tierlab_experiments::reproduce::atsmf::run(tierlab_experiments::reproduce::atsmf::AtsmfArgs {
-        quick: false,
-        out: dir.clone(),
-        traces: vec![format!("{name}={}", native.display())],
-        only: Some("none".into()),
-        seed: args.seed,
-        scale: tierlab_experiments::reproduce::atsmf::ScaleMode::Paper,
-    })?;
-    let table = std::fs::read_to_string(dir.join("table.csv"))?;
-    let mut lines = table.lines();
-    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
-    let rows = lines
-        .map(|l| {
-            let obj: serde_json::Map<String, serde_json::Value> = header
-                .iter()
-                .zip(l.split(','))
-                .map(|(k, v)| {
-                    let value = v
-                        .parse::<u64>()
-                        .map(serde_json::Value::from)
-                        .or_else(|_| v.parse::<f64>().map(serde_json::Value::from))
-                        .unwrap_or_else(|_| serde_json::Value::from(v));
-                    (k.to_string(), value)
-                })
-                .collect();
-            serde_json::Value::Object(obj)
-        })
-        .collect();
-    Ok(serde_json::Value::Array(rows))
 }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use tierlab_emu::{Emulator, UnmountError};
 use tierlab_real::backend::{Backend, FileBackend, RamBackend};
+use tierlab_stack::device_table::DeviceTableSpec;
 use tierlab_trace::units::{format_size_bytes, parse_size_bytes};
 
 use crate::CliResult;
@@ -80,113 +81,17 @@ extern "C" fn on_signal(_: libc::c_int) {
     SIGNALS.fetch_add(1, Ordering::SeqCst);
 }
 
-/// A `--set` value: a size for `*_bytes` keys, else TOML (number, bool,
-/// quoted string), else a bare string.
-fn set_value(key: &str, text: &str) -> toml::Value {
-    if key.ends_with("_bytes") {
-        if let Ok(n) = parse_size_bytes(text) {
-            if let Ok(n) = i64::try_from(n) {
-                return toml::Value::Integer(n);
-            }
-        }
-    }
-    match toml::from_str::<toml::Table>(&format!("v = {text}")) {
-        Ok(mut t) => t
-            .remove("v")
-            .unwrap_or_else(|| toml::Value::String(text.into())),
-        Err(_) => toml::Value::String(text.into()),
-    }
-}
-
-/// The device table the options describe.
+/// The device table the options describe (`tierlab_stack::device_table`).
 fn device_table(args: &EmulateArgs) -> CliResult<toml::Table> {
-    let mut table = match &args.config {
-        Some(path) => {
-            let text = fs::read_to_string(path)
-                .map_err(|e| format!("--config {}: {e}", path.display()))?;
-            let mut t: toml::Table =
-                toml::from_str(&text).map_err(|e| format!("--config {}: {e}", path.display()))?;
-            match t.remove("devices") {
-                Some(toml::Value::Array(devices)) => {
-                    let tables: Vec<toml::Table> = devices
-                        .into_iter()
-                        .filter_map(|d| match d {
-                            toml::Value::Table(t) => Some(t),
-                            _ => None,
-                        })
-                        .collect();
-                    let name_of =
-                        |t: &toml::Table| t.get("name").and_then(|n| n.as_str()).map(String::from);
-                    let names: Vec<String> = tables.iter().filter_map(name_of).collect();
-                    match &args.device {
-                        Some(want) => tables
-                            .into_iter()
-                            .find(|t| name_of(t).as_deref() == Some(want.as_str()))
-                            .ok_or_else(|| {
-                                format!(
-                                    "--device {want}: no such [[devices]] entry in {} (has: {})",
-                                    path.display(),
-                                    names.join(", ")
-                                )
-                            })?,
-                        None if tables.len() == 1 => tables.into_iter().next().expect("one"),
-                        None => {
-                            return Err(format!(
-                                "{} has {} [[devices]]: pick one with --device NAME ({})",
-                                path.display(),
-                                tables.len(),
-                                names.join(", ")
-                            )
-                            .into());
-                        }
-                    }
-                }
-                Some(_) => {
-                    return Err(format!(
-                        "--config {}: `devices` is not an array of tables",
-                        path.display()
-                    )
-                    .into());
-                }
-                None => {
-                    if args.device.is_some() {
-                        return Err(format!(
-                            "--device: {} is a device table, not a sim config with [[devices]]",
-                            path.display()
-                        )
-                        .into());
-                    }
-                    t
-                }
-            }
-        }
-        None => toml::Table::new(),
-    };
-    table.remove("name");
-    if let Some(m) = &args.model {
-        table.insert("model".into(), toml::Value::String(m.clone()));
-    }
-    if let Some(p) = &args.preset {
-        table.insert("preset".into(), toml::Value::String(p.clone()));
-    }
-    for kv in &args.set {
-        let (k, v) = kv
-            .split_once('=')
-            .filter(|(k, _)| !k.trim().is_empty())
-            .ok_or_else(|| format!("--set {kv:?}: expected KEY=VALUE, e.g. --set queue_depth=1"))?;
-        table.insert(k.trim().to_string(), set_value(k.trim(), v.trim()));
-    }
-    if !table.contains_key("model") {
-        return Err(
-            "no device: give --model (memory, ssd, hdd, smr, sswd, flash-ssd) or --config FILE"
-                .into(),
-        );
-    }
-    // The real executor's keys of a `tierlab run` config (its backing store).
-    for k in tierlab_stack::REAL_DEVICE_KEYS {
-        table.remove(k);
-    }
-    Ok(table)
+    Ok(tierlab_stack::device_table::device_table(
+        &DeviceTableSpec {
+            config: args.config.clone(),
+            device: args.device.clone(),
+            model: args.model.clone(),
+            preset: args.preset.clone(),
+            set: args.set.clone(),
+        },
+    )?)
 }
 
 pub fn run(args: EmulateArgs) -> CliResult {
@@ -377,69 +282,4 @@ fn stats_line(
         per_io(c.lateness_sum_ns, prev.lateness_sum_ns),
         c.in_flight
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(extra: &[&str]) -> EmulateArgs {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct P {
-            #[command(flatten)]
-            a: EmulateArgs,
-        }
-        let mut v = vec!["x", "--mount", "/nonexistent"];
-        v.extend_from_slice(extra);
-        P::parse_from(v).a
-    }
-
-    #[test]
-    fn set_values_are_sizes_numbers_bools_or_strings() {
-        assert_eq!(
-            set_value("capacity_bytes", "1GiB"),
-            toml::Value::Integer(1 << 30)
-        );
-        assert_eq!(set_value("queue_depth", "1"), toml::Value::Integer(1));
-        assert_eq!(set_value("write_cache", "true"), toml::Value::Boolean(true));
-        assert_eq!(
-            set_value("scheduler", "fifo"),
-            toml::Value::String("fifo".into())
-        );
-        assert_eq!(
-            set_value("scheduler", "\"sstf\""),
-            toml::Value::String("sstf".into())
-        );
-    }
-
-    #[test]
-    fn the_device_table_comes_from_model_preset_and_sets_or_a_sim_config() {
-        let t = device_table(&args(&[
-            "--model",
-            "hdd",
-            "--preset",
-            "sas-15k-600gb",
-            "--set",
-            "scheduler=fifo",
-            "--set",
-            "queue_depth=1",
-            "--set",
-            "capacity_bytes=1GiB",
-        ]))
-        .unwrap();
-        let dev = tierlab_stack::standard_device(&t, 1).unwrap();
-        assert_eq!(dev.capacity_bytes(), 1 << 30);
-        // The RAID 5 of configs/qos-eval1.toml, by name.
-        let cfg = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/qos-eval1.toml");
-        let t = device_table(&args(&["--config", cfg, "--device", "raid5"])).unwrap();
-        assert_eq!(t["model"].as_str(), Some("raid"));
-        assert!(tierlab_stack::standard_device(&t, 1).is_ok());
-        let e = device_table(&args(&["--config", cfg, "--device", "nope"])).unwrap_err();
-        assert!(e.to_string().contains("has: raid5"), "{e}");
-        let e = device_table(&args(&[])).unwrap_err();
-        assert!(e.to_string().contains("--model"), "{e}");
-        let e = device_table(&args(&["--model", "hdd", "--set", "oops"])).unwrap_err();
-        assert!(e.to_string().contains("KEY=VALUE"), "{e}");
-    }
 }

@@ -1,13 +1,11 @@
-//! `tierlab trace gen`: write a generated workload as a trace file.
+//! `tierlab trace gen`: write a generated workload as a trace file
+//! (`tierlab_trace::generate::GenJob`), or list the generators.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use clap::Args;
-use tierlab_trace::generate::{self, KvParams};
-use tierlab_trace::writer::{WriteOptions, write_trace};
-use tierlab_trace::{DeviceTable, Format, IoRecord, RecordStream, TimeBase};
+use tierlab_trace::Format;
+use tierlab_trace::generate::{self, GenJob, KvParams};
 
 use crate::CliResult;
 
@@ -47,33 +45,6 @@ pub struct GenArgs {
     pub truth: Option<PathBuf>,
 }
 
-/// Passes records through, remembering the last time (to cut the ground
-/// truth where a `count` limit ended the stream) and rounding times down to
-/// the output format's resolution (MSR: 100 ns ticks; rounding down keeps
-/// the order).
-struct Tracking {
-    inner: Box<dyn RecordStream + Send>,
-    last_time_ns: Option<u64>,
-    quantum_ns: u64,
-}
-
-impl RecordStream for Tracking {
-    fn next_record(&mut self) -> tierlab_trace::Result<Option<IoRecord>> {
-        let mut r = self.inner.next_record()?;
-        if let Some(r) = &mut r {
-            r.time_ns -= r.time_ns % self.quantum_ns;
-            self.last_time_ns = Some(r.time_ns);
-        }
-        Ok(r)
-    }
-    fn devices(&self) -> &DeviceTable {
-        self.inner.devices()
-    }
-    fn time_base(&self) -> TimeBase {
-        self.inner.time_base()
-    }
-}
-
 pub fn run(args: GenArgs) -> CliResult {
     if args.list {
         print_list(args.name.as_deref())?;
@@ -89,26 +60,14 @@ pub fn run(args: GenArgs) -> CliResult {
         }
         params.set("count", &count.to_string())?;
     }
-    // Resolve first so that a bad parameter fails before any file is created.
-    let resolved = generate::resolve(name, &params)?;
-    let truth = match &args.truth {
-        None => None,
-        Some(path) => match generate::concentration_truth(name, &params, args.seed)? {
-            Some(schedule) => Some((path, schedule)),
-            None => {
-                return Err(format!(
-                    "--truth: `{name}` plants no concentrations (only io-concentration and the atsmf.* presets do)"
-                )
-                .into());
-            }
-        },
-    };
-    let mut stream = Tracking {
-        inner: resolved.build(args.seed)?,
-        last_time_ns: None,
-        quantum_ns: if args.to == Format::Msr { 100 } else { 1 },
-    };
-    let summary = write_trace(&mut stream, out, args.to, &WriteOptions::default())?;
+    let mut job = GenJob::new(name, &params, args.seed, args.truth.is_some())?;
+    if args.truth.is_some() && !job.has_truth() {
+        return Err(format!(
+            "--truth: `{name}` plants no concentrations (only io-concentration and the atsmf.* presets do)"
+        )
+        .into());
+    }
+    let summary = job.write_trace(out, args.to)?;
     eprintln!(
         "tierlab: wrote {} records of `{name}` (seed {}) to {} ({})",
         summary.records,
@@ -116,14 +75,11 @@ pub fn run(args: GenArgs) -> CliResult {
         out.display(),
         args.to
     );
-    if let Some((path, schedule)) = truth {
-        // Concentrations that start after the last record were never seen.
-        let until = stream.last_time_ns.map_or(0, |t| t as i64 + 1);
-        let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut w = BufWriter::new(file);
-        let rows = generate::write_truth_csv(schedule.until(until), &mut w)
-            .and_then(|rows| w.flush().map(|()| rows))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+    if let Some(path) = &args.truth {
+        let rows = job
+            .write_truth(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .unwrap_or(0);
         eprintln!(
             "tierlab: wrote {rows} planted concentrations to {}",
             path.display()

@@ -9,7 +9,6 @@ mod cache_cmd;
 mod crashcheck_cmd;
 mod demo_cmd;
 mod emulate_cmd;
-mod gen_bench;
 mod gen_cmd;
 mod run_cmd;
 mod serve_cmd;
@@ -45,9 +44,9 @@ enum Command {
     /// Simulate a stack and run it for real, side by side (per-tier latency and shares).
     Compare(run_cmd::CompareArgs),
     /// The one-minute tour on data tierlab generates itself (what setup.sh runs).
-    Demo(demo_cmd::DemoArgs),
+    Demo(tierlab_experiments::demo::DemoArgs),
     /// Measure trace parsing and generation throughput (see docs/benchmarks.md).
-    Bench(bench_cmd::BenchArgs),
+    Bench(bench_cmd::BenchCliArgs),
     /// Cache-only hit-ratio study: policies × capacities in one pass.
     Cache(cache_cmd::CacheArgs),
     /// Workload analyses of a trace (IO concentrations: docs/atsmf.md).

@@ -170,21 +170,10 @@ pub struct CompareArgs {
     pub verify: bool,
 }
 
-/// `tierlab compare`: the same stack simulated and run for real, side by
-/// side — how honest the device models are for this workload.
+/// `tierlab compare`: prints `tierlab_real::compare::compare`'s rows.
 pub fn compare(args: CompareArgs) -> CliResult {
     let config = config::load(&args.config, &args.set)?;
     let base_dir = args.config.parent().map(PathBuf::from).unwrap_or_default();
-    // The simulator ignores the real-only keys; the real run gets only
-    // its own.
-    let sim_cfg = config.clone();
-    let mut real_cfg = config;
-    for (i, r) in real_cfg.devices.iter_mut().enumerate() {
-        *r = tierlab_real::raid::real_device_table(r, &format!("devices[{i}]"))
-            .map_err(|e| format!("{}: {e}", args.config.display()))?;
-    }
-    let sim = tierlab_sim::run::run(&sim_cfg, &base_dir)?;
-    tierlab_sim::run::write_outputs(&sim, &args.out.join("sim"))?;
     let opts = RealOptions {
         verify: args.verify,
         io_threads: args.io_threads,
@@ -192,61 +181,16 @@ pub fn compare(args: CompareArgs) -> CliResult {
         drain_s: 30.0,
         stop: None,
     };
-    let real = tierlab_real::run(&real_cfg, &base_dir, &opts)
-        .map_err(|e| format!("{}: real run: {e}", args.config.display()))?;
-    tierlab_real::write_outputs(&real, &args.out.join("real"))?;
-    let read = |d: &str| -> CliResult<serde_json::Value> {
-        Ok(serde_json::from_slice(&std::fs::read(
-            args.out.join(d).join("summary.json"),
-        )?)?)
-    };
-    let (s, r) = (read("sim")?, read("real")?);
-    let mut rows: Vec<(String, f64, f64)> = Vec::new();
-    for k in [
-        "ios",
-        "mean_latency_us",
-        "p50_latency_us",
-        "p99_latency_us",
-        "max_latency_us",
-    ] {
-        rows.push((
-            k.to_string(),
-            s[k].as_f64().unwrap_or(f64::NAN),
-            r[k].as_f64().unwrap_or(f64::NAN),
-        ));
-    }
-    let total = |v: &serde_json::Value| v["ios"].as_f64().unwrap_or(0.0).max(1.0);
-    for (ts, tr) in s["tiers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .zip(r["tiers"].as_array().into_iter().flatten())
-    {
-        let name = ts["name"].as_str().unwrap_or("?");
-        rows.push((
-            format!("tier {name}: share of IOs"),
-            ts["ios"].as_f64().unwrap_or(0.0) / total(&s),
-            tr["ios"].as_f64().unwrap_or(0.0) / total(&r),
-        ));
-        rows.push((
-            format!("tier {name}: mean_latency_us"),
-            ts["mean_latency_us"].as_f64().unwrap_or(f64::NAN),
-            tr["mean_latency_us"].as_f64().unwrap_or(f64::NAN),
-        ));
-    }
+    let origin = args.config.display().to_string();
+    let rows = tierlab_real::compare::compare(&config, &base_dir, &origin, &opts, &args.out)?;
     println!(
         "{:<36} {:>14} {:>14} {:>10}",
         "", "simulated", "real", "real/sim"
     );
-    let mut json = serde_json::Map::new();
-    for (k, a, b) in &rows {
+    for r in &rows {
+        let (k, a, b) = (&r.name, r.simulated, r.real);
         println!("{k:<36} {a:>14.3} {b:>14.3} {:>10.3}", b / a);
-        json.insert(k.clone(), serde_json::json!({ "simulated": a, "real": b }));
     }
-    std::fs::write(
-        args.out.join("compare.json"),
-        serde_json::to_string_pretty(&serde_json::Value::Object(json))? + "\n",
-    )?;
     println!("  wrote {}", args.out.display());
     Ok(())
 }

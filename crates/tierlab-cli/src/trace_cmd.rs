@@ -28,29 +28,13 @@ impl OutputArgs {
         if let Some(f) = self.to {
             return Ok(f);
         }
-        let name = self.output.to_string_lossy().to_ascii_lowercase();
-        let stem = ["gz", "bz2", "xz", "zst"]
-            .iter()
-            .find_map(|ext| name.strip_suffix(&format!(".{ext}")))
-            .unwrap_or(&name);
-        let by_ext = [
-            (".iolog", Format::FioIolog),
-            (".csv", Format::Msr),
-            (".disksim", Format::Disksim),
-            (".tlt", Format::Native),
-            (".native", Format::Native),
-        ];
-        by_ext
-            .iter()
-            .find(|(ext, _)| stem.ends_with(ext))
-            .map(|(_, f)| *f)
-            .ok_or_else(|| {
-                format!(
-                    "cannot tell the output format from {:?}; pass --to (fio, msr, disksim or native)",
-                    self.output
-                )
-                .into()
-            })
+        Format::from_output_name(&self.output).ok_or_else(|| {
+            format!(
+                "cannot tell the output format from {:?}; pass --to (fio, msr, disksim or native)",
+                self.output
+            )
+            .into()
+        })
     }
 
     pub fn write(&self, stream: &mut dyn RecordStream) -> CliResult<WriteSummary> {

@@ -29,6 +29,7 @@
 
 pub mod exec;
 pub mod media;
+pub mod output;
 pub mod stamp;
 mod states;
 

@@ -39,6 +39,38 @@ impl InputArgs {
         };
         Ok(TraceReader::open(&self.input, &options)?)
     }
+
+    /// Cache sizes `texts` as pages ([`tierlab_cache::size::sizes_in_pages`]);
+    /// a share of the footprint costs a first pass over the input (so not
+    /// from stdin). `what` names the option in errors.
+    pub fn capacity_pages(
+        &self,
+        texts: &[String],
+        what: &str,
+        page_size: u32,
+    ) -> ExpResult<Vec<u64>> {
+        let footprint = || {
+            if self.input.as_os_str() == "-" {
+                return Err(tierlab_trace::TraceError::Invalid(
+                    "a share of the footprint needs a first pass over the trace, and stdin \
+                     cannot be read twice; give bytes or pages"
+                        .to_string(),
+                ));
+            }
+            let mut reader = self
+                .open()
+                .map_err(|e| tierlab_trace::TraceError::Invalid(e.to_string()))?;
+            tierlab_cache::size::footprint_pages(&mut reader, page_size)
+        };
+        Ok(
+            tierlab_cache::size::sizes_in_pages(texts, page_size, footprint).map_err(
+                |e| match e {
+                    tierlab_trace::TraceError::Param(p) => p.with_key(what).to_string(),
+                    e => format!("{what}: {e}"),
+                },
+            )?,
+        )
+    }
 }
 
 /// Reports records skipped under --skip-bad, so nothing is dropped silently.

@@ -6,6 +6,8 @@
 //! directory that Python reads back as DataFrames (docs/design.md).
 
 pub mod analyze;
+pub mod bench;
+pub mod demo;
 pub mod input;
 pub mod plot;
 pub mod progress;

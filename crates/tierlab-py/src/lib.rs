@@ -717,6 +717,106 @@ fn run_cli(py: Python<'_>, args: Vec<OsString>) -> i32 {
         .map_or(1, i32::from)
 }
 
+/// Runs one paper's reproduction (`tierlab_experiments::reproduce`) into
+/// `out`, with the GIL released; `tierlab.reproduce` checks the options
+/// first and reads the files back as DataFrames. The options are those of
+/// `tierlab reproduce SYSTEM` (unset ones at the command line's defaults):
+/// `only` (atsmf workloads, hswd experiments), `traces` (atsmf
+/// `NAME=PATH[@START-END]`, hswd paths), `traces_dir` (raid), `seed`
+/// (atsmf, hswd, raid), `seeds` (qos), `scale` (atsmf: paper or auto).
+/// `quiet` hides the progress line. A failed run raises RuntimeError with
+/// the message the CLI prints after `tierlab: error: `.
+#[pyfunction]
+#[pyo3(signature = (system, out, quick=false, only=Vec::new(), traces=Vec::new(), traces_dir=None, seed=None, seeds=None, scale=None, quiet=true))]
+#[allow(clippy::too_many_arguments)]
+fn reproduce(
+    py: Python<'_>,
+    system: &str,
+    out: PathBuf,
+    quick: bool,
+    only: Vec<String>,
+    traces: Vec<String>,
+    traces_dir: Option<PathBuf>,
+    seed: Option<u64>,
+    seeds: Option<u64>,
+    scale: Option<String>,
+    quiet: bool,
+) -> PyResult<()> {
+    use tierlab_experiments::reproduce::{atsmf, hswd, qos, raid};
+    enum Job {
+        Atsmf(atsmf::AtsmfArgs),
+        Hswd(hswd::HswdArgs),
+        Qos(qos::QosArgs),
+        Raid(raid::RaidArgs),
+    }
+    let job = match system {
+        "atsmf" => {
+            let mut a = atsmf::AtsmfArgs::new(out);
+            a.quick = quick;
+            a.traces = traces;
+            a.only = (!only.is_empty()).then(|| only.join(","));
+            a.seed = seed.unwrap_or(a.seed);
+            a.scale = match scale.as_deref() {
+                None | Some("paper") => atsmf::ScaleMode::Paper,
+                Some("auto") => atsmf::ScaleMode::Auto,
+                Some(other) => {
+                    return Err(PyValueError::new_err(format!(
+                        "scale: {other:?} is not 'paper' or 'auto'"
+                    )));
+                }
+            };
+            Job::Atsmf(a)
+        }
+        "hswd" => {
+            let mut a = hswd::HswdArgs::new(out);
+            a.quick = quick;
+            a.traces = traces.into_iter().map(PathBuf::from).collect();
+            a.only = only;
+            a.seed = seed.unwrap_or(a.seed);
+            Job::Hswd(a)
+        }
+        "qos" => {
+            let mut a = qos::QosArgs::new(out);
+            a.quick = quick;
+            if let Some(n) = seeds {
+                if !(1..=100).contains(&n) {
+                    return Err(PyValueError::new_err(format!(
+                        "seeds: {n} is not in 1..=100"
+                    )));
+                }
+                a.seeds = n;
+            }
+            Job::Qos(a)
+        }
+        "raid" => {
+            let mut a = raid::RaidArgs::new(out);
+            a.quick = quick;
+            a.traces = traces_dir.unwrap_or(a.traces);
+            a.seed = seed.unwrap_or(a.seed);
+            Job::Raid(a)
+        }
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown system {other:?}; expected one of atsmf, hswd, qos, raid"
+            )));
+        }
+    };
+    let result = py.detach(move || {
+        tierlab_experiments::progress::set_quiet(quiet);
+        let r = match job {
+            Job::Atsmf(a) => atsmf::run(a),
+            Job::Hswd(a) => hswd::run(a),
+            Job::Qos(a) => qos::run(a),
+            Job::Raid(a) => raid::run(a),
+        };
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        // A `Box<dyn Error>` is not `Send`: carry its message out.
+        r.map_err(|e| e.to_string())
+    });
+    result.map_err(PyRuntimeError::new_err)
+}
+
 /// Where a simulation config comes from.
 enum ConfigSource {
     /// A TOML file; its directory resolves relative trace paths.
@@ -1190,6 +1290,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(generators, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
+    m.add_function(wrap_pyfunction!(reproduce, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(cache_sim_json, m)?)?;
     m.add_function(wrap_pyfunction!(serve_start, m)?)?;

@@ -3,6 +3,7 @@
 //! and RAM, moving real bytes (docs/real.md).
 
 pub mod backend;
+pub mod compare;
 pub mod datapath;
 pub mod engine;
 pub mod executor;

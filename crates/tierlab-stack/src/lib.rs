@@ -6,6 +6,7 @@
 //! `policies.rs`.
 
 pub mod config;
+pub mod device_table;
 pub mod devices;
 pub mod policies;
 

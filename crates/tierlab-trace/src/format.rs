@@ -42,6 +42,28 @@ pub enum Format {
 }
 
 impl Format {
+    /// The format an output file's name implies, after any compression
+    /// suffix (.gz/.bz2/.xz/.zst): .iolog → fio, .csv → MSR, .disksim →
+    /// DiskSim, .tlt/.native → native; `None` for anything else.
+    pub fn from_output_name(path: &std::path::Path) -> Option<Format> {
+        let name = path.to_string_lossy().to_ascii_lowercase();
+        let stem = ["gz", "bz2", "xz", "zst"]
+            .iter()
+            .find_map(|ext| name.strip_suffix(&format!(".{ext}")))
+            .unwrap_or(&name);
+        let by_ext = [
+            (".iolog", Format::FioIolog),
+            (".csv", Format::Msr),
+            (".disksim", Format::Disksim),
+            (".tlt", Format::Native),
+            (".native", Format::Native),
+        ];
+        by_ext
+            .iter()
+            .find(|(ext, _)| stem.ends_with(ext))
+            .map(|(_, f)| *f)
+    }
+
     pub const ALL: [Format; 17] = [
         Format::Msr,
         Format::Umass,

@@ -41,7 +41,7 @@ mod paper;
 
 const GIB: u64 = 1 << 30;
 
-#[derive(Args)]
+#[derive(Args, Debug)]
 pub struct AtsmfArgs {
     /// Quarter-length windows of every preset (under two minutes here).
     #[arg(long)]
@@ -67,6 +67,21 @@ pub struct AtsmfArgs {
     /// also spreads quantized timestamps evenly over their quantum.
     #[arg(long, value_enum, default_value_t = ScaleMode::Paper)]
     pub scale: ScaleMode,
+}
+
+impl AtsmfArgs {
+    /// The full run into `out` with every option at its default (what
+    /// `tierlab reproduce atsmf --out OUT` runs).
+    pub fn new(out: PathBuf) -> Self {
+        AtsmfArgs {
+            quick: false,
+            out,
+            traces: Vec::new(),
+            only: None,
+            seed: 1,
+            scale: ScaleMode::Paper,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -43,7 +43,7 @@ const GIB: u64 = 1 << 30;
 const BUCKET_NS: u64 = 4_000_000_000;
 const WINDOW_IOS: u64 = 10_000;
 
-#[derive(Args)]
+#[derive(Args, Debug)]
 pub struct HswdArgs {
     /// Scaled-down runs (about a minute on 2 cores; see docs/hswd.md).
     #[arg(long)]
@@ -69,6 +69,23 @@ pub struct HswdArgs {
     /// Seed of every run.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+}
+
+impl HswdArgs {
+    /// The full run into `out` with every option at its default (what
+    /// `tierlab reproduce hswd --out OUT` runs).
+    pub fn new(out: PathBuf) -> Self {
+        HswdArgs {
+            quick: false,
+            out,
+            traces: Vec::new(),
+            trace_format: None,
+            trace_device: None,
+            trace_speed: 1.0,
+            only: Vec::new(),
+            seed: 1,
+        }
+    }
 }
 
 /// What one run measured (definitions in docs/hswd.md).

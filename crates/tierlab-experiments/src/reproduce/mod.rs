@@ -32,3 +32,46 @@ pub fn run(cmd: ReproduceCommand) -> ExpResult {
         ReproduceCommand::Raid(args) => raid::run(args),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: ReproduceCommand,
+    }
+
+    /// `XArgs::new(out)` (what Rust and Python callers build) is what the
+    /// command line gives with only `--out`: the defaults cannot drift.
+    #[test]
+    fn new_is_the_command_lines_defaults() {
+        let parsed = |system: &str| {
+            Cli::try_parse_from(["reproduce", system, "--out", "o"])
+                .unwrap()
+                .command
+        };
+        let out = std::path::PathBuf::from("o");
+        let same = |a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
+            assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        };
+        match parsed("atsmf") {
+            ReproduceCommand::Atsmf(a) => same(&a, &atsmf::AtsmfArgs::new(out.clone())),
+            _ => unreachable!(),
+        }
+        match parsed("hswd") {
+            ReproduceCommand::Hswd(a) => same(&a, &hswd::HswdArgs::new(out.clone())),
+            _ => unreachable!(),
+        }
+        match parsed("qos") {
+            ReproduceCommand::Qos(a) => same(&a, &qos::QosArgs::new(out.clone())),
+            _ => unreachable!(),
+        }
+        match parsed("raid") {
+            ReproduceCommand::Raid(a) => same(&a, &raid::RaidArgs::new(out.clone())),
+            _ => unreachable!(),
+        }
+    }
+}

@@ -24,7 +24,7 @@ use crate::plot::{Chart, Series, line_chart_svg};
 
 mod paper;
 
-#[derive(Args)]
+#[derive(Args, Debug)]
 pub struct QosArgs {
     /// One seed per evaluation (the ablations still run once).
     #[arg(long)]
@@ -35,6 +35,18 @@ pub struct QosArgs {
     /// Seeds per evaluation in the full run (the config's seed, then +1, +2, ...).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100))]
     pub seeds: u64,
+}
+
+impl QosArgs {
+    /// The full run into `out` with every option at its default (what
+    /// `tierlab reproduce qos --out OUT` runs).
+    pub fn new(out: PathBuf) -> Self {
+        QosArgs {
+            quick: false,
+            out,
+            seeds: 10,
+        }
+    }
 }
 
 struct Evaluation {

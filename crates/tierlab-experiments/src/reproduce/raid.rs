@@ -67,7 +67,7 @@ const REAL_TRACES: [(&str, Option<&str>); 6] = [
     ("tencent-cbs/cbs-window-size_thpt.flashnet.csv", None),
 ];
 
-#[derive(Args)]
+#[derive(Args, Debug)]
 pub struct RaidArgs {
     /// Smaller workloads (2 % of the presets' 1.2 M requests; well under
     /// two minutes in release builds).
@@ -77,10 +77,10 @@ pub struct RaidArgs {
     #[arg(long)]
     pub out: PathBuf,
     /// Folder of the real traces (skipped with a message when absent).
-    #[arg(long, default_value = "../shared/traces")]
+    #[arg(long, default_value = RaidArgs::TRACES_DIR)]
     pub traces: PathBuf,
     /// Arrival rate of the generated workloads, requests/s.
-    #[arg(long, default_value_t = 200.0)]
+    #[arg(long, default_value_t = RaidArgs::RATE_IOPS)]
     pub rate_iops: f64,
     /// Seed of every run.
     #[arg(long, default_value_t = 1)]
@@ -90,13 +90,35 @@ pub struct RaidArgs {
     #[arg(long, default_value_t = 0)]
     pub iodepth: u32,
     /// State the SSDs start in: none, fill or steady.
-    #[arg(long, default_value = "steady")]
+    #[arg(long, default_value = RaidArgs::PRECONDITION)]
     pub precondition: String,
     /// Garbage collection of the mirror's SSDs: `staggered` (the SSDs let
     /// their host defer GC and the RAID controller lets one collect at a
     /// time) or `independent` (each SSD collects on its own).
     #[arg(long, value_enum, default_value_t = BackgroundGc::Staggered)]
     pub background_gc: BackgroundGc,
+}
+
+impl RaidArgs {
+    /// Defaults of the options, shared by the command line and [`RaidArgs::new`].
+    pub const TRACES_DIR: &str = "../shared/traces";
+    pub const RATE_IOPS: f64 = 200.0;
+    pub const PRECONDITION: &str = "steady";
+
+    /// The full run into `out` with every option at its default (what
+    /// `tierlab reproduce raid --out OUT` runs).
+    pub fn new(out: PathBuf) -> Self {
+        RaidArgs {
+            quick: false,
+            out,
+            traces: PathBuf::from(Self::TRACES_DIR),
+            rate_iops: Self::RATE_IOPS,
+            seed: 1,
+            iodepth: 0,
+            precondition: Self::PRECONDITION.to_string(),
+            background_gc: BackgroundGc::Staggered,
+        }
+    }
 }
 
 /// How the mirror's SSDs collect garbage (`--background-gc`).

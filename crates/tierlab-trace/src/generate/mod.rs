@@ -19,6 +19,7 @@
 pub mod boot_storm;
 pub mod common;
 pub mod concentration;
+pub mod job;
 pub mod params;
 pub mod qos;
 pub mod synthetic;
@@ -31,6 +32,7 @@ pub use concentration::{
     Concentration, ConcentrationSchedule, DriftDirection, DurationDistribution, IoConcentrationGen,
     IoConcentrationParams, write_truth_csv,
 };
+pub use job::GenJob;
 pub use params::{KvList, KvParams, ParamInfo};
 pub use qos::{BackupParams, FileShareParams, ZonedGen};
 pub use synthetic::{
