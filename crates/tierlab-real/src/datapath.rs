@@ -30,6 +30,7 @@ use tierlab_core::{Completion as ModelCompletion, DeviceIo, Op, TimeNs};
 
 use crate::backend::Backend;
 use crate::engine::Io;
+use crate::error::RunError;
 use crate::pool::{Completion, Request};
 
 /// A host IO as a driver hands it to the stack.
@@ -218,7 +219,7 @@ impl Core {
     /// Opens the policy over the backing stores (`Policy::open`: recovers
     /// its persistent state, or formats fresh stores). Call once, before
     /// the first IO.
-    pub fn open_policy(&mut self) -> Result<(), String> {
+    pub fn open_policy(&mut self) -> Result<(), RunError> {
         let backends = Arc::clone(&self.backends);
         let mut stores = OpenStores {
             backends: &backends,
@@ -226,7 +227,10 @@ impl Core {
         };
         self.policy
             .open(&mut stores)
-            .map_err(|e| format!("opening policy {}: {e}", self.policy.name()))
+            .map_err(|source| RunError::OpenPolicy {
+                policy: self.policy.name().to_string(),
+                source,
+            })
     }
 
     /// Model timing: device IOs complete only when the backing store and
