@@ -9,6 +9,7 @@ pub mod apply;
 pub mod device;
 pub mod metrics;
 pub mod policy;
+pub mod stores;
 pub mod testkit;
 
 pub use tierlab_trace::{Op, ParamError};

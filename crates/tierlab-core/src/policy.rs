@@ -6,6 +6,7 @@
 //! except the `now_ns` it is given, so the simulator and the real executor
 //! drive it unchanged.
 
+pub use crate::stores::{OpenError, StoreError, StoreFault, StoreOp};
 use crate::{DeviceIo, Op, TimeNs};
 
 /// An IO from the host (a workload or tenant).
@@ -137,14 +138,19 @@ impl Outbox {
 
 /// The backing stores as a policy sees them while it opens them
 /// (`Policy::open`): synchronous reads and writes before any IO runs.
-/// Devices are indexed as in the stack; errors are messages naming the
-/// device.
+/// Devices are indexed as in the stack; errors name the device.
 pub trait Stores {
     fn capacity_bytes(&self, device: usize) -> u64;
-    fn read_at(&mut self, device: usize, offset_bytes: u64, buf: &mut [u8]) -> Result<(), String>;
-    fn write_at(&mut self, device: usize, offset_bytes: u64, data: &[u8]) -> Result<(), String>;
+    fn read_at(
+        &mut self,
+        device: usize,
+        offset_bytes: u64,
+        buf: &mut [u8],
+    ) -> Result<(), StoreError>;
+    fn write_at(&mut self, device: usize, offset_bytes: u64, data: &[u8])
+    -> Result<(), StoreError>;
     /// Makes the writes so far durable.
-    fn sync(&mut self, device: usize) -> Result<(), String>;
+    fn sync(&mut self, device: usize) -> Result<(), StoreError>;
 }
 
 /// In-memory stores (tests, the crash checker).
@@ -152,29 +158,47 @@ impl Stores for Vec<Vec<u8>> {
     fn capacity_bytes(&self, device: usize) -> u64 {
         self[device].len() as u64
     }
-    fn read_at(&mut self, device: usize, offset_bytes: u64, buf: &mut [u8]) -> Result<(), String> {
+    fn read_at(
+        &mut self,
+        device: usize,
+        offset_bytes: u64,
+        buf: &mut [u8],
+    ) -> Result<(), StoreError> {
         let at = offset_bytes as usize;
+        let capacity_bytes = self[device].len() as u64;
         let src = self[device].get(at..at + buf.len()).ok_or_else(|| {
-            format!(
-                "device {device}: a read of {} bytes at {at} is past its end",
-                buf.len()
+            StoreError::past_end(
+                device,
+                StoreOp::Read,
+                offset_bytes,
+                buf.len() as u64,
+                capacity_bytes,
             )
         })?;
         buf.copy_from_slice(src);
         Ok(())
     }
-    fn write_at(&mut self, device: usize, offset_bytes: u64, data: &[u8]) -> Result<(), String> {
+    fn write_at(
+        &mut self,
+        device: usize,
+        offset_bytes: u64,
+        data: &[u8],
+    ) -> Result<(), StoreError> {
         let at = offset_bytes as usize;
+        let capacity_bytes = self[device].len() as u64;
         let dst = self[device].get_mut(at..at + data.len()).ok_or_else(|| {
-            format!(
-                "device {device}: a write of {} bytes at {at} is past its end",
-                data.len()
+            StoreError::past_end(
+                device,
+                StoreOp::Write,
+                offset_bytes,
+                data.len() as u64,
+                capacity_bytes,
             )
         })?;
         dst.copy_from_slice(data);
         Ok(())
     }
-    fn sync(&mut self, _device: usize) -> Result<(), String> {
+    fn sync(&mut self, _device: usize) -> Result<(), StoreError> {
         Ok(())
     }
 }
@@ -246,7 +270,7 @@ pub trait Policy {
     /// never calls it. A policy without persistent state starts cold: the
     /// default does nothing. Stores made for another configuration are an
     /// error that says what differs, never silently reinterpreted.
-    fn open(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
+    fn open(&mut self, stores: &mut dyn Stores) -> Result<(), OpenError> {
         let _ = stores;
         Ok(())
     }

@@ -319,7 +319,7 @@ impl Exec {
             Op::Flush => Ok(()), // done at submission
         };
         if let Err(e) = r {
-            self.error.get_or_insert(e);
+            self.error.get_or_insert(e.to_string());
         }
         // An array's member writes happen now (a plain store's write was
         // logged at submission).
@@ -390,7 +390,7 @@ impl Exec {
         if store.is_none() && io.op == Op::Flush && !fails {
             // An array flushes its members (and clears its bitmap) now.
             if let Err(e) = self.media.flush(device) {
-                self.error.get_or_insert(e);
+                self.error.get_or_insert(e.to_string());
             }
             self.log_physical(true);
         }

@@ -14,6 +14,7 @@
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use tierlab_core::policy::{StoreError, StoreOp};
 use tierlab_real::backend::Backend;
 use tierlab_real::raid::RaidBackend;
 
@@ -216,23 +217,21 @@ impl Media {
         std::mem::take(&mut *locked(&self.journal))
     }
 
-    fn err(&self, device: usize, e: impl std::fmt::Display) -> String {
-        format!("device {device}: {e}")
-    }
-
-    pub fn read(&self, device: usize, offset_bytes: u64, buf: &mut [u8]) -> Result<(), String> {
+    pub fn read(&self, device: usize, offset_bytes: u64, buf: &mut [u8]) -> Result<(), StoreError> {
+        let len_bytes = buf.len() as u64;
         match &self.devs[device] {
             Dev::Store(p) => {
                 let s = locked(&self.phys[*p]);
+                let capacity_bytes = s.len() as u64;
                 let src = s
                     .get(offset_bytes as usize..offset_bytes as usize + buf.len())
                     .ok_or_else(|| {
-                        self.err(
+                        StoreError::past_end(
                             device,
-                            format!(
-                                "a read of {} bytes at {offset_bytes} is past its end",
-                                buf.len()
-                            ),
+                            StoreOp::Read,
+                            offset_bytes,
+                            len_bytes,
+                            capacity_bytes,
                         )
                     })?;
                 buf.copy_from_slice(src);
@@ -240,7 +239,7 @@ impl Media {
             }
             Dev::Array(a) => a
                 .read_at(buf, offset_bytes)
-                .map_err(|e| self.err(device, e)),
+                .map_err(|e| StoreError::io(device, StoreOp::Read, offset_bytes, len_bytes, e)),
         }
     }
 
@@ -251,14 +250,21 @@ impl Media {
         offset_bytes: u64,
         data: Option<&[u8]>,
         len: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), StoreError> {
         match &self.devs[device] {
             Dev::Store(p) => {
                 let mut s = locked(&self.phys[*p]);
+                let capacity_bytes = s.len() as u64;
                 let dst = s
                     .get_mut(offset_bytes as usize..offset_bytes as usize + len)
                     .ok_or_else(|| {
-                        format!("device {device}: a write of {len} bytes at {offset_bytes} is past its end")
+                        StoreError::past_end(
+                            device,
+                            StoreOp::Write,
+                            offset_bytes,
+                            len as u64,
+                            capacity_bytes,
+                        )
                     })?;
                 match data {
                     Some(d) => dst.copy_from_slice(d),
@@ -268,16 +274,20 @@ impl Media {
             }
             // An array keeps trimmed ranges (Backend::trim's default).
             Dev::Array(a) => match data {
-                Some(d) => a.write_at(d, offset_bytes).map_err(|e| self.err(device, e)),
+                Some(d) => a.write_at(d, offset_bytes).map_err(|e| {
+                    StoreError::io(device, StoreOp::Write, offset_bytes, len as u64, e)
+                }),
                 None => Ok(()),
             },
         }
     }
 
-    pub fn flush(&self, device: usize) -> Result<(), String> {
+    pub fn flush(&self, device: usize) -> Result<(), StoreError> {
         match &self.devs[device] {
             Dev::Store(_) => Ok(()),
-            Dev::Array(a) => a.flush().map_err(|e| self.err(device, e)),
+            Dev::Array(a) => a
+                .flush()
+                .map_err(|e| StoreError::io(device, StoreOp::Sync, 0, 0, e)),
         }
     }
 }
@@ -288,17 +298,27 @@ impl tierlab_core::policy::Stores for Media {
     fn capacity_bytes(&self, device: usize) -> u64 {
         Media::capacity_bytes(self, device)
     }
-    fn read_at(&mut self, device: usize, offset_bytes: u64, buf: &mut [u8]) -> Result<(), String> {
+    fn read_at(
+        &mut self,
+        device: usize,
+        offset_bytes: u64,
+        buf: &mut [u8],
+    ) -> Result<(), StoreError> {
         let r = self.read(device, offset_bytes, buf);
         self.take_journal();
         r
     }
-    fn write_at(&mut self, device: usize, offset_bytes: u64, data: &[u8]) -> Result<(), String> {
+    fn write_at(
+        &mut self,
+        device: usize,
+        offset_bytes: u64,
+        data: &[u8],
+    ) -> Result<(), StoreError> {
         let r = self.write(device, offset_bytes, Some(data), data.len());
         self.take_journal();
         r
     }
-    fn sync(&mut self, device: usize) -> Result<(), String> {
+    fn sync(&mut self, device: usize) -> Result<(), StoreError> {
         let r = self.flush(device);
         self.take_journal();
         r

@@ -65,7 +65,7 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
 use tierlab_cache::Eviction;
-use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, Outbox, Policy, Stores};
+use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, OpenError, Outbox, Policy, Stores};
 use tierlab_core::{DeviceIo, Op, ParamError, TimeNs};
 
 use crate::extent::push_extent;
@@ -2379,7 +2379,7 @@ impl Policy for Cache {
 
     /// Persistent mode: reads the metadata area and comes up warm (module
     /// docs); without it the cache starts cold.
-    fn open(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
+    fn open(&mut self, stores: &mut dyn Stores) -> Result<(), OpenError> {
         if self.persist.is_some() {
             self.recover(stores)?;
         }
@@ -2511,7 +2511,7 @@ impl Cache {
     /// recovered slot is copied to its backing block first, as md resyncs
     /// its dirty regions. Then the header is marked not clean (synced)
     /// before any IO runs.
-    fn recover(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
+    fn recover(&mut self, stores: &mut dyn Stores) -> Result<(), OpenError> {
         assert!(
             self.map.is_empty() && self.inflight.is_empty(),
             "open before any IO"
@@ -2519,10 +2519,10 @@ impl Cache {
         let need = self.cache_device_bytes();
         let have = stores.capacity_bytes(CACHE_DEVICE);
         if have < need {
-            return Err(format!(
+            return Err(OpenError::mismatch(format!(
                 "the cache device holds {have} bytes; {} pages of {} bytes and their metadata need {need}",
                 self.capacity_pages, self.page
-            ));
+            )));
         }
         let backing_bytes = stores.capacity_bytes(BACKING_DEVICE);
         self.persist.as_mut().unwrap().backing_bytes = backing_bytes;
@@ -2547,14 +2547,14 @@ impl Cache {
             if a.iter().chain(&b).all(|&x| x == 0) {
                 return self.format(stores);
             }
-            return Err(format!(
+            return Err(OpenError::mismatch(format!(
                 "{}: the cache device's metadata header (at byte {base}) is unreadable \
                  (copy 0: {}; copy 1: {}): refusing to format over what it may hold; give a \
                  new or zeroed cache device to start with an empty cache",
                 self.name,
                 ra.unwrap_or("valid"),
                 rb.unwrap_or("valid")
-            ));
+            )));
         };
         let here = self.header_fields(backing_bytes, false);
         let differ: Vec<String> = HEADER_FIELDS
@@ -2575,22 +2575,22 @@ impl Cache {
             })
             .collect();
         if !differ.is_empty() {
-            return Err(format!(
+            return Err(OpenError::mismatch(format!(
                 "{}: the cache device holds a cache made for another configuration ({}); \
                  refusing to reinterpret it: use the configuration it was made with, or a new \
                  (or zeroed) cache device to start with an empty cache",
                 self.name,
                 differ.join("; ")
-            ));
+            )));
         }
         let clean = match fields[HEADER_FIELDS.len()] {
             0 => false,
             1 => true,
             v => {
-                return Err(format!(
+                return Err(OpenError::mismatch(format!(
                     "{}: the metadata header's clean flag is {v}, neither 0 nor 1",
                     self.name
-                ));
+                )));
             }
         };
         let backing_pages = backing_bytes / self.page;
@@ -2666,7 +2666,7 @@ impl Cache {
     /// A never-written area: entry pages (every slot free) in copy 0, copy 1
     /// zeroed, synced; then the header, synced — so a crash during the
     /// format leaves no header over stale entries.
-    fn format(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
+    fn format(&mut self, stores: &mut dyn Stores) -> Result<(), OpenError> {
         let backing_bytes = self.persist.as_ref().unwrap().backing_bytes;
         let fields = self.header_fields(backing_bytes, false);
         let m = self.persist.as_mut().unwrap();

@@ -114,7 +114,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use serde::Deserialize;
-use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, Outbox, Policy, Stores};
+use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, OpenError, Outbox, Policy, Stores};
 use tierlab_core::{DeviceIo, NS_PER_MS, Op, ParamError, TimeNs};
 
 use crate::cache::ByteCount;
@@ -2085,7 +2085,7 @@ impl Policy for Hswd {
         true
     }
 
-    fn open(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
+    fn open(&mut self, stores: &mut dyn Stores) -> Result<(), OpenError> {
         self.recover(stores)
     }
 
@@ -2306,7 +2306,7 @@ impl Hswd {
     /// whose journal record is durable by writing the RCache copy to its
     /// band (the band may be half rewritten); rebuilds the cache's maps
     /// from the entries (every recovered block is dirty and committed).
-    fn recover(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
+    fn recover(&mut self, stores: &mut dyn Stores) -> Result<(), OpenError> {
         assert!(
             self.map.is_empty() && self.hosts.is_empty() && self.inflight.is_empty(),
             "open before any IO"
@@ -2314,16 +2314,16 @@ impl Hswd {
         let need = self.layout.device_bytes;
         let have = stores.capacity_bytes(PCACHE_DEVICE);
         if have < need {
-            return Err(format!(
+            return Err(OpenError::mismatch(format!(
                 "the PCache device holds {have} bytes; this layout needs {need}"
-            ));
+            )));
         }
         // What a killed process left may sit in the OS's cache only: make
         // it durable before building on it (the next writes go to the
         // other copies, trusting these).
         stores.sync(PCACHE_DEVICE)?;
         stores.sync(NREGION_DEVICE)?;
-        let read = |stores: &mut dyn Stores, page: u64, copy: u8| -> Result<Vec<u8>, String> {
+        let read = |stores: &mut dyn Stores, page: u64, copy: u8| -> Result<Vec<u8>, OpenError> {
             let mut b = vec![0u8; META_PAGE as usize];
             stores.read_at(PCACHE_DEVICE, hswd_meta::copy_offset(page, copy), &mut b)?;
             Ok(b)
@@ -2337,21 +2337,21 @@ impl Hswd {
             if a.iter().chain(&b).all(|&x| x == 0) {
                 return self.format(stores);
             }
-            return Err(format!(
+            return Err(OpenError::mismatch(format!(
                 "the PCache device's metadata header is unreadable (copy 0: {}; copy 1: {}): \
                  refusing to format over what it may hold; give a new or zeroed PCache device \
                  to start with an empty cache",
                 ra.unwrap_or("valid"),
                 rb.unwrap_or("valid")
-            ));
+            )));
         };
         if header.geometry != self.geometry() {
-            return Err(format!(
+            return Err(OpenError::mismatch(format!(
                 "the PCache device holds an HSWD cache made for another configuration ({}); \
                  refusing to reinterpret it: use the configuration it was made with, or a new \
                  (or emptied) PCache device to start with an empty cache",
                 header.geometry.differences(&self.geometry())
-            ));
+            )));
         }
         self.durable.table.header_loaded(seq, copy);
         self.durable.journal = header.journal;
@@ -2381,10 +2381,10 @@ impl Hswd {
         if let Some(j) = header.journal {
             let bands = self.nregion_bytes.div_ceil(self.layout.band_bytes);
             if j.band >= bands || j.len_bytes == 0 || j.len_bytes != self.band_len_bytes(j.band) {
-                return Err(format!(
+                return Err(OpenError::mismatch(format!(
                     "the journal record stages {} bytes of band {}, which do not fit the NRegion",
                     j.len_bytes, j.band
-                ));
+                )));
             }
             let mut staged = vec![0u8; j.len_bytes as usize];
             stores.read_at(PCACHE_DEVICE, self.layout.rcache_offset_bytes, &mut staged)?;
@@ -2445,7 +2445,7 @@ impl Hswd {
     /// A never-written metadata area: every entry page (all slots free) in
     /// copy 0 and copy 1 zeroed, synced; then the header, synced — so a
     /// crash during the format leaves no header over stale entries.
-    fn format(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
+    fn format(&mut self, stores: &mut dyn Stores) -> Result<(), OpenError> {
         let header = Header {
             geometry: self.geometry(),
             journal: None,

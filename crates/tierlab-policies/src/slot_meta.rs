@@ -37,7 +37,7 @@
 
 use std::collections::BTreeSet;
 
-use tierlab_core::policy::Stores;
+use tierlab_core::policy::{OpenError, StoreError, Stores};
 
 pub const PAGE: usize = 4096;
 const HEAD: usize = 32;
@@ -440,7 +440,7 @@ impl SlotTable {
         stores: &mut dyn Stores,
         device: usize,
         slots: &[u64],
-    ) -> Result<(), String> {
+    ) -> Result<(), StoreError> {
         assert_eq!(self.state, CommitState::Idle, "at open, before any IO");
         for &s in slots {
             self.entries[s as usize] = (0, 0);
@@ -455,7 +455,7 @@ impl SlotTable {
         stores: &mut dyn Stores,
         device: usize,
         slots: &[u64],
-    ) -> Result<(), String> {
+    ) -> Result<(), StoreError> {
         let mut pages: Vec<u64> = slots.iter().map(|&s| self.page_of_slot(s)).collect();
         pages.sort_unstable();
         pages.dedup();
@@ -526,7 +526,7 @@ impl SlotTable {
 
     /// Writes a never-written area's entry pages (every slot free) into
     /// copy 0, zeroes copy 1; the caller then syncs and writes its header.
-    pub fn format(&mut self, stores: &mut dyn Stores, device: usize) -> Result<(), String> {
+    pub fn format(&mut self, stores: &mut dyn Stores, device: usize) -> Result<(), StoreError> {
         let zeros = vec![0u8; PAGE];
         let per = entries_per_page(self.entry_bytes) as usize;
         for page in 1..self.pages() {
@@ -565,7 +565,7 @@ impl SlotTable {
         stores: &mut dyn Stores,
         device: usize,
         check_claim: &dyn Fn(u64, u64) -> Result<(), String>,
-    ) -> Result<Loaded, String> {
+    ) -> Result<Loaded, OpenError> {
         let per = entries_per_page(self.entry_bytes);
         let mut claims: std::collections::HashMap<u64, (u64, u64)> = Default::default();
         let mut losers = Vec::new();
@@ -583,12 +583,12 @@ impl SlotTable {
             let Some((copy, entries, seq)) = newest(da, db) else {
                 // A formatted area has a valid copy of every page, and a
                 // write only ever replaces the other one.
-                return Err(format!(
+                return Err(OpenError::mismatch(format!(
                     "metadata page {page} is unreadable in both copies (copy 0: {}; copy 1: {}): \
                      the cache's map is lost; refusing to guess",
                     ra.unwrap_or("valid"),
                     rb.unwrap_or("valid")
-                ));
+                )));
             };
             self.page_seq[page as usize] = seq;
             self.page_copy[page as usize] = copy;
@@ -598,15 +598,15 @@ impl SlotTable {
                 }
                 let (slot, block) = (first + i as u64, block_plus_one - 1);
                 check_claim(slot, block).map_err(|why| {
-                    format!(
+                    OpenError::mismatch(format!(
                         "metadata page {page} maps slot {slot} to block {block}, which is {why}: \
                          the metadata area does not belong to this configuration"
-                    )
+                    ))
                 })?;
                 if cseq >= MAX_SEQ {
-                    return Err(format!(
+                    return Err(OpenError::mismatch(format!(
                         "metadata page {page} gives slot {slot} the impossible commit {cseq}"
-                    ));
+                    )));
                 }
                 max_cseq = max_cseq.max(cseq);
                 match claims.get(&block) {
@@ -792,7 +792,7 @@ mod tests {
         let page = encode_entries(MAGIC, 1, 200, 16, &bad);
         dev[0][stale..stale + PAGE].copy_from_slice(&page);
         let mut t3 = SlotTable::new(MAGIC, 4096, slots, 16);
-        let e = t3.load(&mut dev, 0, &below_1000).err().unwrap();
+        let e = t3.load(&mut dev, 0, &below_1000).err().unwrap().to_string();
         assert!(
             e.contains("metadata page 1 maps slot 0 to block 4999"),
             "{e}"

@@ -71,7 +71,7 @@ fn damaged_or_foreign_metadata_is_refused_never_formatted_over() {
     let mut s = stores(&h);
     put(&mut s, PCACHE_DEVICE, 100, b"something else's data");
     let before = s.clone();
-    let e = h.open(&mut s).unwrap_err();
+    let e = h.open(&mut s).unwrap_err().to_string();
     assert!(
         e.contains("header is unreadable") && e.contains("refusing to format"),
         "{e}"
@@ -85,7 +85,8 @@ fn damaged_or_foreign_metadata_is_refused_never_formatted_over() {
     let e = Hswd::new(&other, NREGION)
         .unwrap()
         .open(&mut s)
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("block_bytes 4096 on the device, 8192 in the config"),
         "{e}"
@@ -99,7 +100,7 @@ fn damaged_or_foreign_metadata_is_refused_never_formatted_over() {
         hswd_meta::copy_offset(1, 0) + 40,
         &[0xff; 8],
     );
-    let e = hswd().open(&mut s).unwrap_err();
+    let e = hswd().open(&mut s).unwrap_err().to_string();
     assert!(
         e.contains("metadata page 1 is unreadable in both copies"),
         "{e}"
@@ -120,7 +121,7 @@ fn damaged_or_foreign_metadata_is_refused_never_formatted_over() {
         hswd_meta::copy_offset(0, 1),
         &hswd_meta::encode_header(&bad, 2),
     );
-    let e = hswd().open(&mut s).unwrap_err();
+    let e = hswd().open(&mut s).unwrap_err().to_string();
     assert!(e.contains("journal record"), "{e}");
 }
 

@@ -25,11 +25,12 @@ use std::time::{Duration, Instant};
 use tierlab_core::apply::OutboxSink;
 use tierlab_core::device::{DeviceModel, DeviceState};
 use tierlab_core::metrics::Recorder;
-use tierlab_core::policy::{BufRef, HostIo, IoError, Outbox, Policy};
+use tierlab_core::policy::{BufRef, HostIo, IoError, Outbox, Policy, StoreError, StoreOp};
 use tierlab_core::{Completion as ModelCompletion, DeviceIo, Op, TimeNs};
 
 use crate::backend::Backend;
 use crate::engine::Io;
+use crate::error::RunError;
 use crate::pool::{Completion, Request};
 
 /// A host IO as a driver hands it to the stack.
@@ -218,7 +219,7 @@ impl Core {
     /// Opens the policy over the backing stores (`Policy::open`: recovers
     /// its persistent state, or formats fresh stores). Call once, before
     /// the first IO.
-    pub fn open_policy(&mut self) -> Result<(), String> {
+    pub fn open_policy(&mut self) -> Result<(), RunError> {
         let backends = Arc::clone(&self.backends);
         let mut stores = OpenStores {
             backends: &backends,
@@ -226,7 +227,10 @@ impl Core {
         };
         self.policy
             .open(&mut stores)
-            .map_err(|e| format!("opening policy {}: {e}", self.policy.name()))
+            .map_err(|source| RunError::OpenPolicy {
+                policy: self.policy.name().to_string(),
+                source,
+            })
     }
 
     /// Model timing: device IOs complete only when the backing store and
@@ -958,12 +962,10 @@ struct OpenStores<'a> {
 }
 
 impl OpenStores<'_> {
-    fn err(&self, d: usize, what: &str, e: std::io::Error) -> String {
-        format!(
-            "device {} ({}): {what}: {e}",
-            self.names[d],
-            self.backends[d].describe()
-        )
+    /// Names the device as the rest of the executor does: its stack name
+    /// and what backs it.
+    fn label(&self, d: usize) -> String {
+        format!("{} ({})", self.names[d], self.backends[d].describe())
     }
 }
 
@@ -971,28 +973,22 @@ impl tierlab_core::policy::Stores for OpenStores<'_> {
     fn capacity_bytes(&self, device: usize) -> u64 {
         self.backends[device].capacity_bytes()
     }
-    fn read_at(&mut self, d: usize, offset_bytes: u64, buf: &mut [u8]) -> Result<(), String> {
+    fn read_at(&mut self, d: usize, offset_bytes: u64, buf: &mut [u8]) -> Result<(), StoreError> {
         self.backends[d].read_at(buf, offset_bytes).map_err(|e| {
-            self.err(
-                d,
-                &format!("reading {} bytes at {offset_bytes}", buf.len()),
-                e,
-            )
+            StoreError::io(d, StoreOp::Read, offset_bytes, buf.len() as u64, e)
+                .labelled(self.label(d))
         })
     }
-    fn write_at(&mut self, d: usize, offset_bytes: u64, data: &[u8]) -> Result<(), String> {
+    fn write_at(&mut self, d: usize, offset_bytes: u64, data: &[u8]) -> Result<(), StoreError> {
         self.backends[d].write_at(data, offset_bytes).map_err(|e| {
-            self.err(
-                d,
-                &format!("writing {} bytes at {offset_bytes}", data.len()),
-                e,
-            )
+            StoreError::io(d, StoreOp::Write, offset_bytes, data.len() as u64, e)
+                .labelled(self.label(d))
         })
     }
-    fn sync(&mut self, d: usize) -> Result<(), String> {
+    fn sync(&mut self, d: usize) -> Result<(), StoreError> {
         self.backends[d]
             .flush()
-            .map_err(|e| self.err(d, "syncing", e))
+            .map_err(|e| StoreError::io(d, StoreOp::Sync, 0, 0, e).labelled(self.label(d)))
     }
 }
 

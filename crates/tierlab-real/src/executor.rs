@@ -22,6 +22,7 @@ use tierlab_sim::config::SimConfig;
 
 use crate::datapath::{Core, Finished, HostRequest};
 use crate::engine::{EngineKind, Io};
+use crate::error::RunError;
 use crate::verify::{self, SECTOR, Verifier};
 
 pub use crate::open::{build_real_policy, build_stack, open_backends, open_device};
@@ -127,12 +128,15 @@ impl Exec {
         self.core.now_ns()
     }
 
-    fn fail(&self, msg: String) -> String {
-        format!("{} (policy {})", msg, self.core.policy.name())
+    fn fail(&self, message: String) -> RunError {
+        RunError::Policy {
+            policy: self.core.policy.name().to_string(),
+            message,
+        }
     }
 
     /// Carries out what the stack finished: caps, verification, tenants.
-    fn settle(&mut self) -> Result<(), String> {
+    fn settle(&mut self) -> Result<(), RunError> {
         for (tenant, iops) in std::mem::take(&mut self.core.caps) {
             // As in simulation: a cap for a tenant that does not exist is
             // the policy's bug, not something to ignore.
@@ -150,7 +154,7 @@ impl Exec {
         Ok(())
     }
 
-    fn host_done(&mut self, h: Finished) -> Result<(), String> {
+    fn host_done(&mut self, h: Finished) -> Result<(), RunError> {
         let first = h.offset_bytes / SECTOR;
         let n = (h.size_bytes as u64).div_ceil(SECTOR);
         let version = h.user;
@@ -164,7 +168,10 @@ impl Exec {
                 Op::Trim => v.trimmed(first, n),
                 Op::Read => {
                     v.check(&h.buf, first)
-                        .map_err(|m| format!("{m} (policy {})", self.core.policy.name()))?;
+                        .map_err(|mismatch| RunError::Verification {
+                            policy: self.core.policy.name().to_string(),
+                            mismatch,
+                        })?;
                     if !h.record && h.user == SCAN {
                         self.info.final_scan_sectors += n;
                     }
@@ -184,7 +191,7 @@ impl Exec {
         tenant: u32,
         a: tierlab_sim::Arrival,
         scan: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), RunError> {
         let size = a.size_bytes as usize;
         let mut version = 0;
         let buf = match a.op {
@@ -202,23 +209,25 @@ impl Exec {
         if !scan {
             self.host_ios += 1;
         }
-        self.core.issue(
-            now,
-            HostRequest {
-                op: a.op,
-                offset_bytes: a.offset_bytes,
-                size_bytes: a.size_bytes,
-                tenant,
-                buf,
-                user: if scan { SCAN } else { version },
-                record: !scan,
-            },
-        )?;
+        self.core
+            .issue(
+                now,
+                HostRequest {
+                    op: a.op,
+                    offset_bytes: a.offset_bytes,
+                    size_bytes: a.size_bytes,
+                    tenant,
+                    buf,
+                    user: if scan { SCAN } else { version },
+                    record: !scan,
+                },
+            )
+            .map_err(RunError::DataPath)?;
         self.settle()
     }
 
     /// Issues what is due; returns the next issue time, if any.
-    fn issue_due(&mut self, now: TimeNs) -> Result<Option<TimeNs>, String> {
+    fn issue_due(&mut self, now: TimeNs) -> Result<Option<TimeNs>, RunError> {
         // Held IOs first, in order, while they no longer conflict.
         while let Some((t, a)) = self.held.front() {
             if self
@@ -235,7 +244,7 @@ impl Exec {
         for i in 0..self.tenants.len() {
             while let Some(t) = self.tenants[i]
                 .next_issue_ns(now)
-                .map_err(|e| e.to_string())?
+                .map_err(RunError::Trace)?
             {
                 if t > now {
                     next = Some(next.map_or(t, |n: TimeNs| n.min(t)));
@@ -249,21 +258,21 @@ impl Exec {
                 };
                 let align = self.core.policy.required_alignment_bytes().max(1);
                 if a.offset_bytes % align != 0 || a.size_bytes as u64 % align != 0 {
-                    return Err(format!(
-                        "policy {} moves real data in units of {align} bytes; tenant {i} issued {} \
-                         bytes at offset {}, which is not aligned (partial units are not \
-                         read-modify-written yet)",
-                        self.core.policy.name(),
-                        a.size_bytes,
-                        a.offset_bytes
-                    ));
+                    return Err(RunError::Unaligned {
+                        policy: self.core.policy.name().to_string(),
+                        align_bytes: align,
+                        tenant: i,
+                        size_bytes: a.size_bytes,
+                        offset_bytes: a.offset_bytes,
+                    });
                 }
                 if self.verifier.is_some() {
                     if a.offset_bytes % SECTOR != 0 || a.size_bytes as u64 % SECTOR != 0 {
-                        return Err(format!(
-                            "verification needs 512-byte aligned IOs; tenant {i} issued {} bytes at offset {}",
-                            a.size_bytes, a.offset_bytes
-                        ));
+                        return Err(RunError::VerifyUnaligned {
+                            tenant: i,
+                            size_bytes: a.size_bytes,
+                            offset_bytes: a.offset_bytes,
+                        });
                     }
                     if !self.held.is_empty()
                         || self
@@ -283,7 +292,7 @@ impl Exec {
 
     /// Runs until the workload is done and the stack is quiet (or the
     /// drain deadline passes with only timers left).
-    fn run_loop(&mut self, drain_ns: TimeNs, workload: bool) -> Result<TimeNs, String> {
+    fn run_loop(&mut self, drain_ns: TimeNs, workload: bool) -> Result<TimeNs, RunError> {
         let mut drain_until: Option<TimeNs> = None;
         let mut workload = workload;
         loop {
@@ -301,11 +310,11 @@ impl Exec {
             }
             self.core.sample(now);
             let next_issue = if workload { self.issue_due(now)? } else { None };
-            let next_timer = self.core.fire_timers(now)?;
+            let next_timer = self.core.fire_timers(now).map_err(RunError::DataPath)?;
             self.settle()?;
             // Completions that are already there; each may free a tenant
             // slot or trigger policy work, so go round again right away.
-            if self.core.poll_completions()? {
+            if self.core.poll_completions().map_err(RunError::DataPath)? {
                 self.settle()?;
                 continue;
             }
@@ -342,7 +351,7 @@ impl Exec {
             if wait.is_zero() {
                 continue;
             }
-            if self.core.wait(wait)? {
+            if self.core.wait(wait).map_err(RunError::DataPath)? {
                 self.settle()?;
             }
         }
@@ -350,40 +359,38 @@ impl Exec {
 
     /// `Policy::drain`, until the policy holds no data its backing device
     /// lacks and nothing is in flight.
-    fn write_back(&mut self) -> Result<(), String> {
+    fn write_back(&mut self) -> Result<(), RunError> {
         let now = self.now_ns();
-        self.core.drain(now)?;
+        self.core.drain(now).map_err(RunError::DataPath)?;
         loop {
             self.settle()?;
             if self.core.drained() {
                 return Ok(());
             }
             let now = self.now_ns();
-            let next_timer = self.core.fire_timers(now)?;
+            let next_timer = self.core.fire_timers(now).map_err(RunError::DataPath)?;
             self.settle()?;
-            if self.core.poll_completions()? {
+            if self.core.poll_completions().map_err(RunError::DataPath)? {
                 self.settle()?;
                 continue;
             }
             if !self.core.busy() && next_timer.is_none() && !self.core.drained() {
-                return Err(format!(
-                    "policy {} reports data not yet written back, with nothing in flight and \
-                     no timer set: its drain stalled",
-                    self.core.policy.name()
-                ));
+                return Err(RunError::DrainStalled {
+                    policy: self.core.policy.name().to_string(),
+                });
             }
             let wait = next_timer
                 .map(|t| Duration::from_nanos(t.saturating_sub(now)))
                 .unwrap_or(Duration::from_millis(100))
                 .min(Duration::from_millis(100));
-            if self.core.wait(wait)? {
+            if self.core.wait(wait).map_err(RunError::DataPath)? {
                 self.settle()?;
             }
         }
     }
 
     /// Verify mode: reads every written sector back through the policy.
-    fn final_scan(&mut self, drain_ns: TimeNs) -> Result<(), String> {
+    fn final_scan(&mut self, drain_ns: TimeNs) -> Result<(), RunError> {
         let runs = self
             .verifier
             .as_ref()
@@ -404,24 +411,29 @@ impl Exec {
                 };
                 self.issue(now, 0, arrival, true)?;
             }
-            self.core.fire_timers(now)?;
+            self.core.fire_timers(now).map_err(RunError::DataPath)?;
             self.settle()?;
-            if self.core.poll_completions()? {
+            if self.core.poll_completions().map_err(RunError::DataPath)? {
                 self.settle()?;
                 continue;
             }
             if self.core.host_in_flight() == 0 && next >= runs.len() {
                 break;
             }
-            let deadline = Duration::from_secs(60);
+            let deadline = Duration::from_secs(SCAN_STALL_S);
             let started = std::time::Instant::now();
             let mut progressed = false;
             while !progressed && started.elapsed() < deadline {
-                progressed =
-                    self.core.wait(Duration::from_millis(100))? || self.core.poll_completions()?;
+                progressed = self
+                    .core
+                    .wait(Duration::from_millis(100))
+                    .map_err(RunError::DataPath)?
+                    || self.core.poll_completions().map_err(RunError::DataPath)?;
             }
             if !progressed {
-                return Err("the final verification scan stalled for 60 s".into());
+                return Err(RunError::ScanStalled {
+                    waited_s: SCAN_STALL_S,
+                });
             }
             self.settle()?;
         }
@@ -430,15 +442,24 @@ impl Exec {
     }
 }
 
+/// The final scan gives up when no read completes for this long: the
+/// stack is stuck, and the error says so rather than hanging the run.
+const SCAN_STALL_S: u64 = 60;
+
 /// Runs `config` for real. Relative paths resolve against `base_dir`.
-pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<RealResult, String> {
+pub fn run(
+    config: &SimConfig,
+    base_dir: &Path,
+    opts: &RealOptions,
+) -> Result<RealResult, RunError> {
     if !(opts.drain_s.is_finite() && opts.drain_s >= 0.0) {
-        return Err(format!(
-            "drain_s: {} is not a number of seconds >= 0",
-            opts.drain_s
-        ));
+        return Err(RunError::Option {
+            option: "drain_s",
+            found: opts.drain_s.to_string(),
+            expected: "a number of seconds >= 0",
+        });
     }
-    let backends = open_backends(&config.devices, base_dir)?;
+    let backends = open_backends(&config.devices, base_dir).map_err(RunError::Backends)?;
     let (policy, tenants) = build_stack(config, base_dir, &backends)?;
     let names = tierlab_stack::device_names(&config.devices);
     let interval_ns = (config.output.interval_s * NS_PER_S as f64).round() as u64;
@@ -450,7 +471,7 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         timeline: config.output.timeline,
         ..MetricsConfig::default()
     })
-    .map_err(|e| format!("output: {e}"))?;
+    .map_err(RunError::Output)?;
     let info = RealInfo {
         backends: backends.iter().map(|b| b.describe()).collect(),
         io_threads: opts.io_threads,
@@ -458,7 +479,8 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
         ..Default::default()
     };
     let backends = Arc::new(backends);
-    let io = Io::new(Arc::clone(&backends), opts.io_engine, opts.io_threads)?;
+    let io = Io::new(Arc::clone(&backends), opts.io_engine, opts.io_threads)
+        .map_err(RunError::Engine)?;
     let info = RealInfo {
         io_engine: io.description.clone(),
         ..info
@@ -520,17 +542,17 @@ pub fn run(config: &SimConfig, base_dir: &Path, opts: &RealOptions) -> Result<Re
     // whose IOs already failed (and the policy survived them) may fail
     // this too: counted with the rest, not an end to the run.
     for (d, b) in exec.core.backends.iter().enumerate() {
-        if let Err(e) = b.flush() {
-            let message = format!(
-                "device {} ({}): the final sync failed: {e}",
-                exec.core.names[d],
-                b.describe()
-            );
+        if let Err(source) = b.flush() {
+            let e = RunError::FinalSync {
+                device: exec.core.names[d].clone(),
+                backend: b.describe(),
+                source,
+            };
             if exec.core.device_errors == 0 {
-                return Err(message);
+                return Err(e);
             }
             exec.core.device_errors += 1;
-            exec.core.device_error_messages.push(message);
+            exec.core.device_error_messages.push(e.to_string());
         }
     }
     exec.info.device_errors = exec.core.device_errors;

@@ -6,6 +6,7 @@ pub mod backend;
 pub mod compare;
 pub mod datapath;
 pub mod engine;
+pub mod error;
 pub mod executor;
 pub mod open;
 pub mod pool;
@@ -15,4 +16,5 @@ pub mod signals;
 pub mod verify;
 
 pub use engine::EngineKind;
+pub use error::RunError;
 pub use executor::{RealInfo, RealOptions, RealResult, run, write_outputs};

@@ -9,6 +9,7 @@ use tierlab_sim::Tenant;
 use tierlab_sim::config::SimConfig;
 
 use crate::backend::{Backend, FailingBackend, FileBackend, RamBackend};
+use crate::error::RunError;
 
 /// `at.key` as a byte count (an integer or "64MiB"); `at` names the table
 /// in errors (`devices[0]`, `devices[0].members[2]`).
@@ -118,10 +119,10 @@ pub fn build_stack(
     config: &SimConfig,
     base_dir: &Path,
     backends: &[Box<dyn Backend>],
-) -> Result<(Box<dyn Policy>, Vec<Tenant>), String> {
+) -> Result<(Box<dyn Policy>, Vec<Tenant>), RunError> {
     let capacities: Vec<u64> = backends.iter().map(|b| b.capacity_bytes()).collect();
     let policy = build_real_policy(&config.policy, &config.stack_context(&capacities))?;
-    let tenants = tierlab_sim::build::build_tenants(config, base_dir).map_err(|e| e.to_string())?;
+    let tenants = tierlab_sim::build::build_tenants(config, base_dir).map_err(RunError::from)?;
     Ok((policy, tenants))
 }
 
@@ -130,15 +131,16 @@ pub fn build_stack(
 pub fn build_real_policy(
     spec: &tierlab_stack::PolicySpec,
     ctx: &tierlab_stack::StackContext,
-) -> Result<Box<dyn Policy>, String> {
-    let policy = tierlab_stack::build_policy(spec, ctx).map_err(|e| e.to_string())?;
+) -> Result<Box<dyn Policy>, RunError> {
+    let policy = tierlab_stack::build_policy(spec, ctx).map_err(RunError::from)?;
     if !policy.moves_data() {
-        return Err(format!(
-            "policy `{}` does not describe its data movement yet, so it cannot run on real \
-             devices; policies that can: {} (docs/real.md)",
-            policy.name(),
-            tierlab_stack::policies_that_move_data().join(", ")
-        ));
+        return Err(RunError::PolicyMovesNoData {
+            policy: policy.name().to_string(),
+            movers: tierlab_stack::policies_that_move_data()
+                .iter()
+                .map(|m| m.to_string())
+                .collect(),
+        });
     }
     Ok(policy)
 }

@@ -16,7 +16,7 @@ fn run(dir: &Path, text: &str) -> Result<RealResult, String> {
         io_threads: 4,
         ..Default::default()
     };
-    tierlab_real::run(&cfg, dir, &opts)
+    tierlab_real::run(&cfg, dir, &opts).map_err(|e| e.to_string())
 }
 
 fn workload(count: u64) -> String {

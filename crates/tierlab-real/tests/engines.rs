@@ -16,7 +16,7 @@ fn run(dir: &Path, text: &str, engine: EngineKind, depth: usize) -> Result<RealR
         drain_s: 5.0,
         stop: None,
     };
-    tierlab_real::run(&cfg, dir, &opts)
+    tierlab_real::run(&cfg, dir, &opts).map_err(|e| e.to_string())
 }
 
 const CACHE_OVER_FILE: &str = r#"seed = 7

@@ -21,7 +21,7 @@ fn run_with(dir: &Path, text: &str, verify: bool, io_threads: usize) -> Result<R
         drain_s: 5.0,
         ..Default::default()
     };
-    let r = tierlab_real::run(&cfg, dir, &opts)?;
+    let r = tierlab_real::run(&cfg, dir, &opts).map_err(|e| e.to_string())?;
     tierlab_real::write_outputs(&r, &dir.join("out")).map_err(|e| e.to_string())?;
     Ok(r)
 }

@@ -17,7 +17,7 @@ fn run(dir: &Path, text: &str, verify: bool, io_threads: usize) -> Result<RealRe
         io_threads,
         ..Default::default()
     };
-    let r = tierlab_real::run(&cfg, dir, &opts)?;
+    let r = tierlab_real::run(&cfg, dir, &opts).map_err(|e| e.to_string())?;
     tierlab_real::write_outputs(&r, &dir.join("out")).map_err(|e| e.to_string())?;
     Ok(r)
 }

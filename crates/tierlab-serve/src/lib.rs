@@ -253,7 +253,8 @@ impl Server {
                 .collect(),
             tenants: Vec::new(),
         };
-        let policy = tierlab_real::open::build_real_policy(&config.policy, &ctx)?;
+        let policy = tierlab_real::open::build_real_policy(&config.policy, &ctx)
+            .map_err(|e| e.to_string())?;
         let align = policy.required_alignment_bytes().max(1);
         if !align.is_power_of_two() || align > BLOCK_MIN_LIMIT_BYTES {
             return Err(format!(
@@ -317,7 +318,7 @@ impl Server {
             core = core.with_models(models)?;
         }
         // Recover the policy's persistent state from the stores (or format).
-        core.open_policy()?;
+        core.open_policy().map_err(|e| e.to_string())?;
 
         let poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
         let waker =

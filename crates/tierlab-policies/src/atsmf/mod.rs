@@ -42,7 +42,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::fmt::Write as _;
 
 use serde::Deserialize;
-use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, Outbox, Policy, Stores};
+use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, OpenError, Outbox, Policy, Stores};
 use tierlab_core::{DeviceIo, NS_PER_S, Op, ParamError, TimeNs};
 
 use crate::cache::ByteCount;
@@ -1460,15 +1460,15 @@ impl Atsmf {
     /// is refused; the sub-LUNs it lists are copied from flash into memory
     /// slots (flash is their home and holds every flushed write) and come
     /// up memory-resident.
-    fn load_table(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
+    fn load_table(&mut self, stores: &mut dyn Stores) -> Result<(), OpenError> {
         use crate::slot_meta::{PAGE, copy_offset, decode_header, newest};
         let offset = self.table.as_ref().unwrap().offset_bytes;
         let need = offset + TABLE_BYTES;
         let have = stores.capacity_bytes(FLASH_DEVICE);
         if have < need {
-            return Err(format!(
+            return Err(OpenError::mismatch(format!(
                 "the flash device holds {have} bytes; the LUN and the tiering table need {need}"
-            ));
+            )));
         }
         stores.sync(FLASH_DEVICE)?;
         let mut a = vec![0u8; PAGE];
@@ -1485,13 +1485,13 @@ impl Atsmf {
             if a.iter().chain(&b).all(|&x| x == 0) {
                 return Ok(()); // never written: a cold start
             }
-            return Err(format!(
+            return Err(OpenError::mismatch(format!(
                 "atsmf: the tiering table at byte {offset} of the flash device is unreadable \
                  (copy 0: {}; copy 1: {}): refusing to guess what it holds; give a new or \
                  zeroed flash device, or set persistent = false",
                 ra.unwrap_or("valid"),
                 rb.unwrap_or("valid")
-            ));
+            )));
         };
         let names = ["sub_lun_size_bytes", "LUN bytes", "memory slots"];
         let here = self.table_fields(&[]);
@@ -1505,18 +1505,18 @@ impl Atsmf {
             })
             .collect();
         if !differ.is_empty() {
-            return Err(format!(
+            return Err(OpenError::mismatch(format!(
                 "atsmf: the flash device's tiering table was made for another configuration \
                  ({}); refusing to reinterpret it",
                 differ.join("; ")
-            ));
+            )));
         }
         let count = fields[3] as usize;
         if count > TABLE_MAX_SUBS.min(self.slots_total as usize) {
-            return Err(format!(
+            return Err(OpenError::mismatch(format!(
                 "atsmf: the tiering table lists {count} sub-LUNs, more than its {} memory slots",
                 self.slots_total
-            ));
+            )));
         }
         let t = self.table.as_mut().unwrap();
         t.seq = seq;
@@ -1525,14 +1525,14 @@ impl Atsmf {
         for &id in &fields[TABLE_FIELDS..TABLE_FIELDS + count] {
             let sub = id as usize;
             if sub >= self.subs.len() || self.subs[sub].place != Place::Flash {
-                return Err(format!(
+                return Err(OpenError::mismatch(format!(
                     "atsmf: the tiering table lists sub-LUN {id} {}",
                     if sub >= self.subs.len() {
                         "past the LUN"
                     } else {
                         "twice"
                     }
-                ));
+                )));
             }
             let slot = self.free_slots.pop_first().expect("count <= slots");
             let len = self.sub_len(id as u32);
@@ -2415,7 +2415,7 @@ impl Policy for Atsmf {
     }
 
     /// With `persistent`: recovers the tiering table (`load_table`).
-    fn open(&mut self, stores: &mut dyn Stores) -> Result<(), String> {
+    fn open(&mut self, stores: &mut dyn Stores) -> Result<(), OpenError> {
         if self.table.is_some() {
             self.load_table(stores)?;
         }
@@ -2867,7 +2867,7 @@ mod tests {
         };
         let open = |stores: &mut Vec<Vec<u8>>| {
             let mut a = Atsmf::new(p.clone(), flash_bytes, 5 * SUB).unwrap();
-            a.open(stores).map(|_| a)
+            a.open(stores).map(|_| a).map_err(|e| e.to_string())
         };
         let mut stores = stores_with(&[SUB, 4 * SUB, 4, 1, 2], false);
         let a = open(&mut stores).unwrap();
