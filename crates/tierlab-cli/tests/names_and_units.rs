@@ -146,7 +146,10 @@ fn cache_sizes_are_bytes_like_libcachesim() {
             "--page-size",
             "3",
         ]),
-        &["`--page-size`: expected a whole number of 512-byte sectors", "found \"3\""],
+        &[
+            "`--page-size`: expected a whole number of 512-byte sectors",
+            "found \"3\"",
+        ],
     );
     fails_with(
         tierlab(&["cache", &t, "--policy", "lru", "--capacity", "150%"]),

@@ -71,7 +71,7 @@ fn config_err(e: SimConfigError) -> PyErr {
     use tierlab_sim::config::ConfigErrorKind;
     let message = e.to_string();
     let key = e.key_path();
-    let err = match &e.kind {
+    let err = match e.kind.as_ref() {
         ConfigErrorKind::Param(p) => return param_err_with(p, message),
         ConfigErrorKind::Trace { error, .. } => {
             let err = ConfigError::new_err(message);

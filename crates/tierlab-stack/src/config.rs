@@ -14,7 +14,8 @@ pub use tierlab_core::ParamError;
 pub struct ConfigError {
     /// The file (or `--set`, `<dict>`) the config came from.
     pub origin: Option<String>,
-    pub kind: ConfigErrorKind,
+    /// Boxed: errors travel up many `Result`s; keep them a few words wide.
+    pub kind: Box<ConfigErrorKind>,
 }
 
 #[derive(Debug)]
@@ -41,7 +42,7 @@ impl ConfigError {
     pub fn param(e: ParamError) -> Self {
         ConfigError {
             origin: None,
-            kind: ConfigErrorKind::Param(e),
+            kind: Box::new(ConfigErrorKind::Param(e)),
         }
     }
 
@@ -57,10 +58,10 @@ impl ConfigError {
     pub fn key(key: impl Into<String>, message: impl Into<String>) -> Self {
         ConfigError {
             origin: None,
-            kind: ConfigErrorKind::Key {
+            kind: Box::new(ConfigErrorKind::Key {
                 key: key.into(),
                 message: message.into(),
-            },
+            }),
         }
     }
 
@@ -70,10 +71,10 @@ impl ConfigError {
             tierlab_trace::TraceError::Param(e) => ConfigError::param(e.within(key)),
             error => ConfigError {
                 origin: None,
-                kind: ConfigErrorKind::Trace {
+                kind: Box::new(ConfigErrorKind::Trace {
                     key: key.into(),
                     error,
-                },
+                }),
             },
         }
     }
@@ -81,14 +82,14 @@ impl ConfigError {
     pub fn syntax(message: impl Into<String>) -> Self {
         ConfigError {
             origin: None,
-            kind: ConfigErrorKind::Syntax(message.into()),
+            kind: Box::new(ConfigErrorKind::Syntax(message.into())),
         }
     }
 
     pub fn io(path: &std::path::Path, source: std::io::Error) -> Self {
         ConfigError {
             origin: Some(path.display().to_string()),
-            kind: ConfigErrorKind::Io(source),
+            kind: Box::new(ConfigErrorKind::Io(source)),
         }
     }
 
@@ -124,7 +125,7 @@ impl ConfigError {
 
     /// The same error one table down (`devices[1]`).
     pub fn within(mut self, outer: &str) -> Self {
-        match &mut self.kind {
+        match self.kind.as_mut() {
             ConfigErrorKind::Param(e) => e.clone_from(&e.clone().within(outer)),
             ConfigErrorKind::Key { key, .. } | ConfigErrorKind::Trace { key, .. } => {
                 *key = if key.is_empty() {
@@ -142,7 +143,7 @@ impl ConfigError {
 
     /// The key path the error is about, when it is about one.
     pub fn key_path(&self) -> Option<String> {
-        match &self.kind {
+        match self.kind.as_ref() {
             ConfigErrorKind::Param(e) => Some(e.key()).filter(|k| !k.is_empty()),
             ConfigErrorKind::Key { key, .. } | ConfigErrorKind::Trace { key, .. } => {
                 Some(key.clone())
@@ -163,7 +164,7 @@ impl std::fmt::Display for ConfigError {
         if let Some(origin) = &self.origin {
             write!(f, "{origin}: ")?;
         }
-        match &self.kind {
+        match self.kind.as_ref() {
             ConfigErrorKind::Param(e) => write!(f, "{e}"),
             ConfigErrorKind::Key { key, message } if key.is_empty() => f.write_str(message),
             ConfigErrorKind::Key { key, message } => write!(f, "key `{key}`: {message}"),
@@ -176,7 +177,7 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.kind {
+        match self.kind.as_ref() {
             ConfigErrorKind::Param(e) => Some(e),
             ConfigErrorKind::Io(e) => Some(e),
             ConfigErrorKind::Trace { error, .. } => Some(error),
