@@ -194,9 +194,11 @@ impl SimConfig {
 
 /// Builds the simulation: device models, the policy over them, tenants.
 pub fn build(config: &SimConfig, base_dir: &Path) -> Result<Simulation, ConfigError> {
-    let models = tierlab_stack::devices::build_models(&config.devices, config.seed)?;
+    let at = |e: ConfigError| e.at(&config.origin);
+    let models = tierlab_stack::devices::build_models(&config.devices, config.seed).map_err(at)?;
     let capacities: Vec<u64> = models.iter().map(|m| m.capacity_bytes()).collect();
-    let policy = tierlab_stack::build_policy(&config.policy, &config.stack_context(&capacities))?;
+    let policy = tierlab_stack::build_policy(&config.policy, &config.stack_context(&capacities))
+        .map_err(at)?;
     let tenants = build_tenants(config, base_dir)?;
     Ok(Simulation::new(policy, models, tenants))
 }
@@ -207,6 +209,6 @@ pub fn build_tenants(config: &SimConfig, base_dir: &Path) -> Result<Vec<Tenant>,
         .tenants
         .iter()
         .enumerate()
-        .map(|(i, t)| tenant(t, i, base_dir, config.seed))
+        .map(|(i, t)| tenant(t, i, base_dir, config.seed).map_err(|e| e.at(&config.origin)))
         .collect()
 }

@@ -26,6 +26,10 @@ pub struct SimConfig {
     pub tenants: Vec<TenantConfig>,
     #[serde(default)]
     pub output: OutputConfig,
+    /// Where the config came from (the file, `<config dict>`), so that
+    /// errors found when the run is built name it too.
+    #[serde(skip)]
+    pub origin: String,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -235,7 +239,7 @@ pub fn parse(text: &str, origin: &str, overrides: &[String]) -> Result<SimConfig
         toml::from_str(text).map_err(|e| ConfigError::syntax(e.to_string()).at(origin))?;
     apply_overrides(&mut doc, overrides).map_err(|e| e.at(origin))?;
     tierlab_stack::config::device_byte_units(&mut doc, origin)?;
-    let config: SimConfig =
+    let mut config: SimConfig =
         serde_path_to_error::deserialize(toml::Value::Table(doc)).map_err(|e| {
             let path = e.path().to_string();
             // The message alone: toml's Display adds its own key path.
@@ -253,6 +257,7 @@ pub fn parse(text: &str, origin: &str, overrides: &[String]) -> Result<SimConfig
             e.at(origin)
         })?;
     config.validate(origin)?;
+    config.origin = origin.to_string();
     Ok(config)
 }
 

@@ -126,7 +126,7 @@ impl ConfigError {
     /// The same error one table down (`devices[1]`).
     pub fn within(mut self, outer: &str) -> Self {
         match self.kind.as_mut() {
-            ConfigErrorKind::Param(e) => e.clone_from(&e.clone().within(outer)),
+            ConfigErrorKind::Param(e) => *e = e.clone().within(outer),
             ConfigErrorKind::Key { key, .. } | ConfigErrorKind::Trace { key, .. } => {
                 *key = if key.is_empty() {
                     outer.to_string()
