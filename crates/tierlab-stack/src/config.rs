@@ -6,6 +6,7 @@
 pub use tierlab_policies::cache::ByteCount as Bytes;
 
 pub use tierlab_core::ParamError;
+use tierlab_trace::error::join_key;
 
 /// A config error: where (the config's origin, a file or `<dict>`, when
 /// known) and what. Rendered once, here; Python maps the kinds to
@@ -101,12 +102,8 @@ impl ConfigError {
         e: serde_path_to_error::Error<E>,
     ) -> Self {
         let path = e.path().to_string();
-        let key = match (prefix, path.as_str()) {
-            (p, ".") => p.to_string(),
-            ("", p) => p.to_string(),
-            (pre, p) if p.starts_with('[') => format!("{pre}{p}"),
-            (pre, p) => format!("{pre}.{p}"),
-        };
+        // `.` is serde_path_to_error's name for the table itself.
+        let key = join_key(prefix, if path == "." { "" } else { &path });
         // toml ends its messages with a newline.
         let message = e.inner().to_string().trim_end().to_string();
         match ParamError::parse_display(&message) {
@@ -126,15 +123,9 @@ impl ConfigError {
     /// The same error one table down (`devices[1]`).
     pub fn within(mut self, outer: &str) -> Self {
         match self.kind.as_mut() {
-            ConfigErrorKind::Param(e) => *e = e.clone().within(outer),
+            ConfigErrorKind::Param(e) => e.push_outer(outer),
             ConfigErrorKind::Key { key, .. } | ConfigErrorKind::Trace { key, .. } => {
-                *key = if key.is_empty() {
-                    outer.to_string()
-                } else if key.starts_with('[') {
-                    format!("{outer}{key}")
-                } else {
-                    format!("{outer}.{key}")
-                }
+                *key = join_key(outer, key)
             }
             ConfigErrorKind::Io(_) | ConfigErrorKind::Syntax(_) => {}
         }

@@ -59,14 +59,11 @@ impl PolicySpec {
             .iter()
             .find(|r| r.kind == self.kind)
             .ok_or_else(|| {
-                let hint = closest(&self.kind)
-                    .map(|k| format!(" (did you mean `{k}`?)"))
-                    .unwrap_or_default();
-                ConfigError::value(
+                ConfigError::param(ParamError::unknown_name(
                     "policy.kind",
-                    format!("{:?}{hint}", self.kind),
-                    format!("one of: {}", kinds()),
-                )
+                    &self.kind,
+                    POLICIES.iter().map(|r| r.kind),
+                ))
             })
     }
 
@@ -287,11 +284,6 @@ fn kinds() -> String {
         .map(|r| r.kind)
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// The registered kind nearest to a mistyped one.
-fn closest(kind: &str) -> Option<&'static str> {
-    tierlab_trace::names::nearest(kind, POLICIES.iter().map(|r| r.kind))
 }
 
 fn typed<P: DeserializeOwned>(params: &toml::Table) -> Result<P, ConfigError> {

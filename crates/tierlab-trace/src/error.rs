@@ -128,11 +128,16 @@ impl ParamError {
     /// The same error one level down: `e.within("devices[1]")` turns key
     /// `capacity_bytes` into `devices[1].capacity_bytes`.
     pub fn within(mut self, outer: impl Into<String>) -> Self {
+        self.push_outer(outer);
+        self
+    }
+
+    /// `within` in place, for an error held in a larger one.
+    pub fn push_outer(&mut self, outer: impl Into<String>) {
         let outer = outer.into();
         if !outer.is_empty() && !self.rooted {
             self.key.insert(0, outer);
         }
-        self
     }
 
     /// The same error under another name: a library's `policy` is a
@@ -156,14 +161,9 @@ impl ParamError {
     /// The key path as a user writes it (`tenants[0].driver.iodepth`);
     /// empty when the value was not under a key.
     pub fn key(&self) -> String {
-        let mut path = String::new();
-        for segment in &self.key {
-            if !path.is_empty() && !segment.starts_with('[') {
-                path.push('.');
-            }
-            path.push_str(segment);
-        }
-        path
+        self.key
+            .iter()
+            .fold(String::new(), |path, segment| join_key(&path, segment))
     }
 }
 
@@ -190,6 +190,20 @@ impl ParamError {
             found: found.to_string(),
             expected: expected.to_string(),
         })
+    }
+}
+
+/// `outer` and `inner` as one key path: `devices[0]` + `rpm` is
+/// `devices[0].rpm`, `members` + `[2]` is `members[2]`; either may be empty.
+pub fn join_key(outer: &str, inner: &str) -> String {
+    if outer.is_empty() {
+        inner.to_string()
+    } else if inner.is_empty() {
+        outer.to_string()
+    } else if inner.starts_with('[') {
+        format!("{outer}{inner}")
+    } else {
+        format!("{outer}.{inner}")
     }
 }
 
