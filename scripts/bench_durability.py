@@ -5,8 +5,8 @@
 engine sends as NBD_CMD_FLUSH). Modes alternate whole runs so they see the
 same machine load.
 
-    python3 scripts/bench_durability.py [--runs 2] [--runtime-s 5]
-        [--tierlab target/release/tierlab] [--stacks file,cache,...] [--json out.json]
+    .venv/bin/python scripts/bench_durability.py [--runs 2] [--runtime-s 5]
+        [--stacks file,cache,...] [--json out.json]
 
 Prints a Markdown table (median IOPS over the runs, and each mode's ratio
 to no FLUSH) for docs/crash-consistency.md. The stacks are the
@@ -19,11 +19,11 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_serve  # noqa: E402  (the server and fio helpers)
+import tierlab
 
 STACKS = {
     "file": ("serve-file.toml", []),
@@ -58,7 +58,7 @@ def fio_write(uri, fsync_every, size, runtime_s):
     ]
     if fsync_every:
         cmd.append(f"--fsync={fsync_every}")
-    out = bench_serve.subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     job = json.loads(out[out.index("{"):])["jobs"][0]
     return job["write"]["iops"]
 
@@ -68,7 +68,6 @@ def main():
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--runtime-s", type=float, default=5)
     ap.add_argument("--size", default="64MiB", help="the region fio writes")
-    ap.add_argument("--tierlab", default="target/release/tierlab")
     ap.add_argument("--stacks", default=",".join(STACKS))
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -88,11 +87,8 @@ def main():
                     config = os.path.join(tmp, STACKS[s][0])
                     shutil.copy(os.path.join(configs, STACKS[s][0]), config)
                     sock = os.path.join(tmp, "nbd.sock")
-                    p, uri = bench_serve.start_tierlab(a.tierlab, sock, config)
-                    try:
-                        iops = fio_write(uri, every, a.size, a.runtime_s)
-                    finally:
-                        bench_serve.stop(p)
+                    with tierlab.serve(config, unix=sock, io_threads=0, base_dir=tmp) as served:
+                        iops = fio_write(served.uri, every, a.size, a.runtime_s)
                     results[s][mode].append(iops)
                     print(f"run {run + 1} {s:10} {mode:18} {iops:10.0f} IOPS", file=sys.stderr)
                 finally:

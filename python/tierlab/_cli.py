@@ -43,6 +43,7 @@ _PYTHON_HELP = """
 Commands of the Python package (this `tierlab`):
   report  {report}
   sweep   {sweep}
+  bench --compare  Each benchmark next to its peer (fio, libCacheSim, nbdkit), as ratios
 and, with --report, `tierlab sim ... --out DIR --report` and
 `tierlab reproduce SYSTEM ... --out DIR --report` also write DIR/report.html;
 `tierlab demo` writes it unless --no-report is given.
@@ -97,6 +98,10 @@ def dispatch(args: list[str]) -> int:
         from .sweep import main as sweep_main
 
         return sweep_main(rest[1:], quiet=len(rest) != len(args))
+    if command == "bench" and "--compare" in rest:
+        from .bench import main as bench_main
+
+        return bench_main(rest[1:] + (["-q"] if len(rest) != len(args) else []))
     if command == "demo":
         return _with_report(args, "--no-report", default=True)
     if command in ("sim", "reproduce"):

@@ -13,9 +13,17 @@ pub struct BenchCliArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Each benchmark next to its peer (fio, libCacheSim, nbdkit), as
+    /// ratios: a command of the Python package (its peers are Python
+    /// packages and processes), so this binary only says where it is.
+    #[arg(long)]
+    pub compare: bool,
 }
 
 pub fn run(args: BenchCliArgs) -> CliResult {
+    if args.compare {
+        return crate::python_command("bench --compare");
+    }
     let results = bench::run(&args.bench)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&results)?);

@@ -79,7 +79,7 @@ enum Command {
 }
 
 /// The error for a command of the Python package run on this binary.
-fn python_command(name: &str) -> CliResult {
+pub(crate) fn python_command(name: &str) -> CliResult {
     Err(format!(
         "`tierlab {name}` is a command of the Python package, not of this binary: run it with \
          the Python package's tierlab (`.venv/bin/tierlab {name} ...` after ./scripts/setup.sh, \

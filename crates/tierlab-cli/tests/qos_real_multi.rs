@@ -18,7 +18,8 @@
 //! backup-like (128 KiB, 50 % reads, 48 deep each, unthrottled) in 0–30
 //! GiB and 300–330 GiB. 8 s without the controller (B starves the A's),
 //! then `tierlab qos run --guarantee A1=30 --guarantee A2=30 --throttle B1
-//! --throttle B2 --interval-s 2 --saturated-util-pct 99.8` for 100 s.
+//! --throttle B2 --interval-s 2 --initial-target-busy-pct 100
+//! --saturated-util-pct 99.8` for 100 s.
 //!
 //! Asserted: B starves the A's without the controller (their sum < 90 %
 //! of 60); with it the A's sum over the second half of the run, as fio
@@ -47,8 +48,13 @@ const BASELINE_S: u64 = 8;
 /// from the start-up transient in most runs, not in all (docs/qos.md).
 const CONTROL_S: u64 = 100;
 const INTERVAL_S: u64 = 2;
-/// The controller's initial X (`--initial-target-busy-pct`'s default).
-const INITIAL_X: f64 = 95.0;
+/// The controller's initial X: 100 %, above this array's proportional
+/// limit, so the lowering is needed rather than incidental. From the
+/// paper's 95 % the array reaches `%util` 99.8 only now and then: each
+/// saturated sample's extra cut drops the next to ~76 %, and in one CI run
+/// 6 saturated samples in 50 never made 3 within 10, so X stayed put
+/// (docs/qos.md, "Why start at X = 100 %").
+const INITIAL_X: f64 = 100.0;
 /// `--saturated-util-pct`: a 2 s sample's `%util` moves in steps of 0.2
 /// points here (io_ticks counts 4 ms jiffies at HZ 250), so 99.80 is a
 /// sample with at most 4 ms of its 2 s without an IO in flight — what the

@@ -1,0 +1,125 @@
+"""`tierlab bench --compare`: the comparison machinery, and the cache group
+run for real against libCacheSim (miss ratios must agree exactly, which is
+independent of how fast either side is)."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import statistics
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tierlab import bench
+from tierlab._cli import dispatch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_checks_judge_hand_made_cases() -> None:
+    assert bench.Check("IOPS", "ratio_min", 0.9).verdict(90.0, 100.0) == "met"
+    assert bench.Check("IOPS", "ratio_min", 0.9).verdict(89.9, 100.0) == "not met"
+    assert bench.Check("CPU", "ratio_max", 1.2).verdict(12.0, 10.0) == "met"
+    assert bench.Check("CPU", "ratio_max", 1.2).verdict(12.1, 10.0) == "not met"
+    assert bench.Check("µs", "diff_max", 1.0).verdict(3.9, 3.0) == "met"
+    assert bench.Check("µs", "diff_max", 1.0).verdict(4.1, 3.0) == "not met"
+    assert bench.Check("miss ratio", "equal", 6).verdict(0.1234564, 0.1234561) == "met"
+    assert bench.Check("miss ratio", "equal", 6).verdict(0.123457, 0.123456) == "not met"
+    assert bench.Check("x", "info").verdict(1.0, 2.0) == ""
+
+
+def test_alternating_rounds_and_medians() -> None:
+    calls: list[str] = []
+    values = iter([10.0, 1.0, 30.0, 2.0, 20.0, 3.0])
+
+    def side(label: str):
+        def run() -> dict[str, float]:
+            calls.append(label)
+            return {"v": next(values)}
+
+        return run
+
+    case = bench.Case("c", "t", "peer", side("tierlab"), side("peer"), [bench.Check("v", "ratio_min", 2.0)])
+    (row,) = bench._run_case(case, 3, lambda s: None)
+    # The order flips every round, so neither side always runs first.
+    assert calls == ["tierlab", "peer", "peer", "tierlab", "tierlab", "peer"]
+    # Round 2 ran the peer first: it took 30.0, tierlab 2.0.
+    assert row["tierlab"] == statistics.median([10.0, 2.0, 20.0])
+    assert row["peer"] == statistics.median([1.0, 30.0, 3.0])
+    assert math.isclose(row["ratio"], 10.0 / 3.0)
+    assert row["verdict"] == "met" and row["target"] == "≥ 2×"
+
+
+def test_unknown_names_and_bad_rounds_are_refused(capsys) -> None:
+    assert dispatch(["bench", "--compare", "--only", "lur"]) == 2
+    err = capsys.readouterr().err
+    assert "--only 'lur': not a benchmark group or case" in err and "real, cache, sim, serve" in err
+    assert dispatch(["bench", "--compare", "--rounds", "0"]) == 2
+    assert "--rounds: expected at least 1, found 0" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="rounds"):
+        bench.compare(["cache"], rounds=0)
+
+
+def test_only_picks_groups_and_case_prefixes() -> None:
+    picked = bench._select(["lru-1pct", "real"])
+    assert [(g.name, names) for g, names in picked] == [("real", None), ("cache", {"lru-1pct"})]
+    assert [g.name for g, _ in bench._select(None)] == ["real", "cache", "sim", "serve"]
+
+
+def test_list_names_every_group(capsys) -> None:
+    assert dispatch(["bench", "--compare", "--list"]) == 0
+    out = capsys.readouterr().out
+    for g in ("real", "cache", "sim", "serve"):
+        assert f"\n{g}" in "\n" + out
+
+
+def test_the_native_binary_points_to_the_python_command() -> None:
+    exe = ROOT / "target" / "release" / "tierlab"
+    if not exe.exists():
+        pytest.skip(f"{exe} not built (cargo build --release)")
+    res = subprocess.run([exe, "bench", "--compare"], capture_output=True, text=True)
+    assert res.returncode != 0
+    assert "`tierlab bench --compare` is a command of the Python package" in res.stderr
+
+
+def test_lru_group_agrees_with_libcachesim_on_miss_ratios(tmp_path) -> None:
+    pytest.importorskip("libcachesim", reason="libcachesim is not installed (pip install 'tierlab[dev]')")
+    df = bench.compare(["lru"], rounds=1, quick=True, dir=tmp_path, progress=False)
+    assert set(df["case"]) == {"lru-1pct", "lru-10pct"}
+    miss = df[df["metric"] == "miss ratio"]
+    assert len(miss) == 2
+    for r in miss.itertuples():
+        # Same stream, same capacity in pages: libCacheSim's LRU and ours
+        # must miss exactly the same requests.
+        assert r.verdict == "met", f"{r.case}: tierlab {r.tierlab} vs libCacheSim {r.peer}"
+        assert 0.0 < r.tierlab < 1.0
+    # The 10 % cache misses less than the 1 % one.
+    by_case = dict(zip(miss["case"], miss["tierlab"]))
+    assert by_case["lru-10pct"] < by_case["lru-1pct"]
+    speed = df[df["metric"] == "requests/s"]
+    assert (speed["tierlab"] > 0).all() and (speed["peer"] > 0).all()
+    table = bench.markdown(df)
+    assert "| lru-1pct | miss ratio |" in table
+
+
+def test_a_group_whose_peer_is_missing_is_skipped_with_the_reason(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(shutil, "which", lambda tool: None)
+    df = bench.compare(["serve"], rounds=1, dir=tmp_path, progress=False)
+    (row,) = df.itertuples()
+    assert row.verdict == "skipped"
+    assert "fio, nbdkit not found" in row.note
+    assert "skipped: fio, nbdkit not found" in bench.markdown(df)
+
+
+
+def test_table_numbers_are_human() -> None:
+    assert [bench._human(v) for v in (12.76e6, 225_564, 9_999, 3.375, 150.2, 2.6e9)] == [
+        "12.76 M",
+        "225.6 K",
+        "9999",
+        "3.38",
+        "150",
+        "2.6 G",
+    ]

@@ -1,0 +1,842 @@
+"""``tierlab bench --compare``: every tierlab benchmark next to its peer,
+alternating in one run, reported as ratios.
+
+These machines are shared and noisy, so absolute numbers move by tens of
+percent between runs; a ratio of two sides measured round by round in the
+same minutes does not. Each *case* has a tierlab side and a peer side (fio
+for the real data path, libCacheSim for caches, nbdkit for ``serve``,
+another tierlab stack or model where no outside tool does the same job);
+each round runs both, in alternating order, and the medians over the rounds
+are compared. docs/benchmarks.md carries the table this prints, with the
+command and the machine.
+
+    tierlab bench --compare [--only real,cache] [--rounds 3] [--quick] [--out DIR]
+    tierlab bench --compare --list
+
+From Python: ``tierlab.bench.compare(only=["cache"], rounds=3)`` returns a
+DataFrame with one row per compared metric (columns in :data:`COLUMNS`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import _native
+
+#: Columns of :func:`compare`'s table (also ``bench.csv``).
+COLUMNS = [
+    "case",
+    "metric",
+    "tierlab",
+    "peer_name",
+    "peer",
+    "ratio",
+    "target",
+    "verdict",
+    "rounds",
+    "note",
+]
+
+Metrics = dict[str, float]
+
+
+@dataclass
+class Check:
+    """How a metric of the two sides is compared.
+
+    ``kind``: ``ratio_min`` (tierlab / peer ≥ bound: throughput),
+    ``ratio_max`` (tierlab / peer ≤ bound: cost), ``diff_max`` (tierlab −
+    peer ≤ bound, in the metric's unit: added latency), ``equal`` (the two
+    medians equal to ``bound`` decimals), ``info`` (no target; the ratio is
+    reported)."""
+
+    metric: str
+    kind: str
+    bound: float = 0.0
+
+    def target(self) -> str:
+        return {
+            "ratio_min": f"≥ {self.bound:g}×",
+            "ratio_max": f"≤ {self.bound:g}×",
+            "diff_max": f"≤ +{self.bound:g}",
+            "equal": f"equal to {self.bound:g} decimals",
+            "info": "",
+        }[self.kind]
+
+    def verdict(self, ours: float, peer: float) -> str:
+        if self.kind == "info":
+            return ""
+        ok = {
+            "ratio_min": lambda: ours >= self.bound * peer,
+            "ratio_max": lambda: ours <= self.bound * peer,
+            "diff_max": lambda: ours - peer <= self.bound,
+            "equal": lambda: round(ours, int(self.bound)) == round(peer, int(self.bound)),
+        }[self.kind]()
+        return "met" if ok else "not met"
+
+
+@dataclass
+class Case:
+    """One comparison: two sides measured round by round."""
+
+    name: str
+    title: str
+    peer_name: str
+    tierlab: Callable[[], Metrics]
+    peer: Callable[[], Metrics]
+    checks: list[Check]
+    note: str = ""
+
+
+@dataclass
+class Group:
+    """Cases that share their inputs (a trace, a file), made once by
+    ``build``; ``needs`` returns why the group cannot run here, or None."""
+
+    name: str
+    about: str
+    needs: Callable[[], str | None]
+    build: Callable[[Context], list[Case]]
+
+
+@dataclass
+class Context:
+    dir: Path
+    quick: bool
+    log: Callable[[str], None] = field(default=lambda s: None)
+
+
+# --- measuring ---------------------------------------------------------------
+
+
+def _cpu_s(who: int) -> float:
+    u = resource.getrusage(who)
+    return u.ru_utime + u.ru_stime
+
+
+@contextlib.contextmanager
+def _quiet_fds() -> Iterator[Path]:
+    """Send file descriptors 1 and 2 (where the in-process CLI prints) to a
+    file for the duration; yields the file, so a failure can show it."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with tempfile.NamedTemporaryFile("w+b", prefix="tierlab-bench-", suffix=".log", delete=False) as log:
+        saved = [os.dup(1), os.dup(2)]
+        try:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            yield Path(log.name)
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+
+
+def _cli(args: Sequence[str]) -> str:
+    """Run the tierlab CLI in this process with its output captured; return
+    that output, or raise with it when the command fails."""
+    with _quiet_fds() as log:
+        code = _native.run_cli([str(a) for a in args])
+    text = log.read_text(errors="replace")
+    log.unlink()
+    if code != 0:
+        raise RuntimeError(f"tierlab {' '.join(map(str, args))} exited {code}:\n{text[-4000:]}")
+    return text
+
+
+def _timed_cli(args: Sequence[str]) -> tuple[float, float]:
+    """(wall s, CPU s of this process) of one in-process CLI run."""
+    cpu0, t0 = _cpu_s(resource.RUSAGE_SELF), time.perf_counter()
+    _cli(args)
+    return time.perf_counter() - t0, _cpu_s(resource.RUSAGE_SELF) - cpu0
+
+
+def _summary(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+def _have(*tools: str) -> str | None:
+    missing = [t for t in tools if not shutil.which(t)]
+    return f"{', '.join(missing)} not found (scripts/setup.sh installs it)" if missing else None
+
+
+def _have_libcachesim() -> str | None:
+    try:
+        import libcachesim  # noqa: F401
+    except ImportError as e:
+        return f"the libcachesim package is not installed ({e}); pip install 'tierlab[dev]'"
+    return None
+
+
+# --- real data path: tierlab run vs fio ---------------------------------------
+
+_REAL_FILE_BYTES = 1 << 30
+
+
+def _real_needs() -> str | None:
+    if why := _have("fio"):
+        return why
+    if not os.path.isdir("/dev/shm"):
+        return "/dev/shm is missing (the real-path cases run on a tmpfs file)"
+    try:
+        free = shutil.disk_usage("/dev/shm").free
+    except OSError as e:
+        return f"/dev/shm: {e}"
+    if free < 2 * _REAL_FILE_BYTES:
+        return f"/dev/shm has {free >> 20} MiB free, the real-path cases need {2 * _REAL_FILE_BYTES >> 20}"
+    return None
+
+
+def _real_cases(ctx: Context) -> list[Case]:
+    ios = 60_000 if ctx.quick else 300_000
+    shm = Path(tempfile.mkdtemp(prefix="tierlab-bench-", dir="/dev/shm"))
+    data = shm / "real.img"
+    # A written file: reads of holes in tmpfs would cost nothing.
+    with open(data, "wb") as f:
+        chunk = os.urandom(1 << 20)
+        for _ in range(_REAL_FILE_BYTES >> 20):
+            f.write(chunk)
+    ctx.log(f"real: {data} ({_REAL_FILE_BYTES >> 20} MiB, written), {ios:,} IOs per run")
+
+    def tierlab_side(rw: str, depth: int, engine: str) -> Callable[[], Metrics]:
+        read_ratio = 1.0 if rw == "read" else 0.0
+        cfg = ctx.dir / f"real-{rw}-{depth}-{engine}.toml"
+        cfg.write_text(
+            f"""seed = 1
+[[devices]]
+name = "shm"
+path = "{data}"
+[policy]
+kind = "passthrough"
+[[tenants]]
+name = "t"
+workload = {{ generator = "uniform", params = {{ count = {ios}, region_size_bytes = {_REAL_FILE_BYTES}, read_ratio = {read_ratio}, size_bytes = "4k" }} }}
+driver = {{ mode = "afap", iodepth = {depth} }}
+[output]
+interval_s = 60.0
+"""
+        )
+        out = ctx.dir / f"real-out-{rw}-{depth}-{engine}"
+
+        def run() -> Metrics:
+            threads = "0" if engine == "inline" else str(depth)
+            eng = "auto" if engine == "inline" else engine
+            wall, cpu = _timed_cli(
+                ["run", cfg, "--out", out, "--io-engine", eng, "--io-threads", threads, "--drain-s", "1", "-q"]
+            )
+            s = _summary(out)
+            n = s["ios"]
+            return {"IOPS": s["iops"], "µs per IO": 1e6 / s["iops"], "CPU µs per IO": cpu * 1e6 / n}
+
+        return run
+
+    def fio_side(rw: str, depth: int, engine: str) -> Callable[[], Metrics]:
+        def run() -> Metrics:
+            cpu0 = _cpu_s(resource.RUSAGE_CHILDREN)
+            res = subprocess.run(
+                [
+                    "fio",
+                    "--name=bench",
+                    f"--filename={data}",
+                    f"--size={_REAL_FILE_BYTES}",
+                    "--direct=1",
+                    f"--ioengine={engine}",
+                    f"--rw=rand{rw}",
+                    "--bs=4k",
+                    f"--iodepth={depth}",
+                    f"--number_ios={ios}",
+                    "--norandommap",
+                    "--randrepeat=0",
+                    "--output-format=json",
+                ],
+                capture_output=True,
+                text=True,
+            )
+            if res.returncode != 0:
+                raise RuntimeError(f"fio failed ({res.returncode}):\n{res.stderr[-2000:]}")
+            cpu = _cpu_s(resource.RUSAGE_CHILDREN) - cpu0
+            job = json.loads(res.stdout[res.stdout.index("{") :])["jobs"][0]
+            side = job["read" if rw == "read" else "write"]
+            n = max(side["total_ios"], 1)
+            return {"IOPS": side["iops"], "µs per IO": 1e6 / side["iops"], "CPU µs per IO": cpu * 1e6 / n}
+
+        return run
+
+    cases = []
+    for rw in ("read", "write"):
+        cases.append(
+            Case(
+                name=f"real-uring-qd32-{rw}",
+                title=f"4 KiB random {rw}s, QD32, io_uring, O_DIRECT on a 1 GiB /dev/shm file",
+                peer_name="fio io_uring",
+                tierlab=tierlab_side(rw, 32, "uring"),
+                peer=fio_side(rw, 32, "io_uring"),
+                checks=[Check("IOPS", "ratio_min", 0.9), Check("CPU µs per IO", "ratio_max", 1.2)],
+            )
+        )
+    cases.append(
+        Case(
+            name="real-uring-qd1-read",
+            title="4 KiB random reads, QD1, io_uring (added latency per IO)",
+            peer_name="fio io_uring",
+            tierlab=tierlab_side("read", 1, "uring"),
+            peer=fio_side("read", 1, "io_uring"),
+            checks=[Check("µs per IO", "diff_max", 1.0), Check("CPU µs per IO", "ratio_max", 1.2)],
+        )
+    )
+    cases.append(
+        Case(
+            name="real-inline-qd1-read",
+            title="4 KiB random reads, QD1, inline pread (added latency per IO)",
+            peer_name="fio psync",
+            tierlab=tierlab_side("read", 1, "inline"),
+            peer=fio_side("read", 1, "psync"),
+            checks=[Check("µs per IO", "diff_max", 1.0)],
+        )
+    )
+    return cases
+
+
+# --- caches: tierlab cache vs libCacheSim --------------------------------------
+
+_OG_DTYPE = [("clock_time", "<u4"), ("obj_id", "<u8"), ("obj_size", "<u4"), ("next_access_vtime", "<i8")]
+
+
+def _cache_cases(ctx: Context) -> list[Case]:
+    import libcachesim as lcs
+    import numpy as np
+
+    from ._generators import generate_to
+    from ._cache import cache_sim
+    from .native import load_native
+
+    requests = 2_000_000 if ctx.quick else 10_000_000
+    native = ctx.dir / "zipf.tlt"
+    og = ctx.dir / "zipf.oracleGeneral"
+    generate_to(
+        native,
+        "zipf",
+        seed=42,
+        count=requests,
+        theta=0.99,
+        size_bytes="4k",
+        region_size_bytes="8g",
+    )
+    offsets = load_native(native).records["offset_bytes"]
+    rec = np.zeros(len(offsets), _OG_DTYPE)
+    rec["obj_id"] = offsets // 4096
+    rec["obj_size"] = 1
+    rec["next_access_vtime"] = -1
+    rec.tofile(og)
+    footprint = int(len(np.unique(rec["obj_id"])))
+    del rec, offsets
+    ctx.log(f"cache: {requests:,} single-page Zipf(0.99) requests over 8 GiB, {footprint:,} distinct pages")
+
+    def tierlab_side(policy: str, pages: int) -> Callable[[], Metrics]:
+        def run() -> Metrics:
+            t0 = time.perf_counter()
+            df = cache_sim(native, policy, f"{pages}pages", format="native")
+            wall = time.perf_counter() - t0
+            assert int(df["requests"].iloc[0]) == requests
+            return {"requests/s": requests / wall, "miss ratio": float(df["misses"].iloc[0]) / requests}
+
+        return run
+
+    def lcs_side(policy: str, pages: int) -> Callable[[], Metrics]:
+        # libCacheSim's hash table sized to the cache: much faster than its
+        # default 2^24 buckets for small caches, so the fair peer.
+        hashpower = max(1, (pages - 1).bit_length()) + 1
+        make = {"lru": lcs.LRU, "s3fifo": lcs.S3FIFO}[policy]
+
+        def run() -> Metrics:
+            cache = make(cache_size=pages, hashpower=hashpower)
+            reader = lcs.TraceReader(str(og), lcs.TraceType.ORACLE_GENERAL_TRACE)
+            t0 = time.perf_counter()
+            miss_ratio, _ = cache.process_trace(reader)
+            wall = time.perf_counter() - t0
+            return {"requests/s": requests / wall, "miss ratio": float(miss_ratio)}
+
+        return run
+
+    cases = []
+    for pct in (1, 10):
+        pages = max(1, footprint * pct // 100)
+        cases.append(
+            Case(
+                name=f"lru-{pct}pct",
+                title=f"cache-only LRU at {pct} % of the footprint ({pages:,} pages)",
+                peer_name=f"libCacheSim {getattr(lcs, '__version__', '')} LRU, sized table".replace("  ", " "),
+                tierlab=tierlab_side("lru", pages),
+                peer=lcs_side("lru", pages),
+                checks=[Check("requests/s", "ratio_min", 2.0), Check("miss ratio", "equal", 6)],
+            )
+        )
+    for pct in (1, 10):
+        pages = max(1, footprint * pct // 100)
+        cases.append(
+            Case(
+                name=f"s3fifo-{pct}pct",
+                title=f"cache-only S3-FIFO at {pct} % of the footprint ({pages:,} pages)",
+                peer_name="libCacheSim S3-FIFO",
+                tierlab=tierlab_side("s3fifo", pages),
+                peer=lcs_side("s3fifo", pages),
+                checks=[Check("miss ratio", "equal", 6), Check("requests/s", "info")],
+            )
+        )
+    return cases
+
+
+# --- simulator: stacks and device models against each other --------------------
+
+
+def _sim_cases(ctx: Context) -> list[Case]:
+    configs = _repo_file("benches")
+    rate = 400 if ctx.quick else 2000  # IOPS of the 100-minute src1_0-like window
+    trace = ctx.dir / "src1_0.tlt"
+    _cli(["trace", "gen", "atsmf.src1_0", f"rate_iops={rate}", "--seed", "1", "--out", trace])
+    ctx.log(f"sim: src1_0-like trace at {rate} IOPS for 100 min ({trace})")
+
+    def stack(config: str, extra: Sequence[str] = ()) -> Callable[[], Metrics]:
+        out = ctx.dir / f"sim-{Path(config).stem}{len(extra)}"
+
+        def run() -> Metrics:
+            wall, _ = _timed_cli(
+                ["sim", config, "--set", f"tenants.0.workload.trace={trace}", *extra, "--out", out, "-q"]
+            )
+            return {"simulated IOs/s": _summary(out)["ios"] / wall}
+
+        return run
+
+    flash = _repo_file("configs/ssdraid-bench-1tb.toml")
+    flash_ios = 1_000_000 if ctx.quick else 5_000_000
+
+    def flash_side(extra: Sequence[str]) -> Callable[[], Metrics]:
+        out = ctx.dir / f"flash{len(extra)}"
+
+        def run() -> Metrics:
+            wall, _ = _timed_cli(
+                ["sim", flash, "--set", f"tenants.0.workload.params.count={flash_ios}", *extra, "--out", out, "-q"]
+            )
+            return {"simulated IOs/s": _summary(out)["ios"] / wall}
+
+        return run
+
+    return [
+        Case(
+            name="sim-atsmf",
+            title="simulator: ATSMF stack vs the linear memory + NVMe stack, same trace",
+            peer_name="tierlab linear stack",
+            tierlab=stack(str(configs / "atsmf-trace.toml")),
+            peer=stack(str(configs / "memory-nvme-trace.toml")),
+            checks=[Check("simulated IOs/s", "info")],
+            note="the peer is tierlab's own linear stack: the ratio is what ATSMF's logic costs",
+        ),
+        Case(
+            name="sim-flash-ssd",
+            title=f"simulator: detailed flash SSD (tlc-nvme) vs the queueing SSD model, {flash_ios:,} random 4 KiB IOs",
+            peer_name="tierlab ssd (intel-p3700)",
+            tierlab=flash_side(()),
+            peer=flash_side(("--set", "devices.0.model=ssd", "--set", "devices.0.preset=intel-p3700")),
+            checks=[Check("simulated IOs/s", "info")],
+            note="the peer is tierlab's queueing model: the ratio is what FTL, GC and die scheduling cost",
+        ),
+    ]
+
+
+def _repo_file(rel: str) -> Path:
+    """A file of the source checkout (configs/, benches/): the simulator
+    cases replay the configs docs/benchmarks.md names."""
+    here = Path(__file__).resolve()
+    for root in [Path.cwd(), *here.parents]:
+        if (root / rel).exists():
+            return root / rel
+    raise FileNotFoundError(f"{rel}: not found from {Path.cwd()} or above {here}; run from a tierlab checkout")
+
+
+def _sim_needs() -> str | None:
+    try:
+        _repo_file("benches/atsmf-trace.toml")
+        _repo_file("configs/ssdraid-bench-1tb.toml")
+    except FileNotFoundError as e:
+        return str(e)
+    return None
+
+
+# --- serve: tierlab serve vs nbdkit ---------------------------------------------
+
+
+#: Stacks `tierlab serve` is measured with, all in RAM so the comparison
+#: is the server's own cost (protocol, loop, policy), not a disk's. ``{size}``
+#: is the export, ``{quarter}`` the cache / memory tier.
+SERVE_STACKS = {
+    "ram": """
+[[devices]]
+name = "ram"
+path = "ram"
+capacity_bytes = {size}
+""",
+    "cache-ram": """
+[[devices]]
+name = "cache"
+path = "ram"
+capacity_bytes = {quarter}
+[[devices]]
+name = "backing"
+path = "ram"
+capacity_bytes = {size}
+[policy]
+kind = "cache"
+capacity_bytes = {quarter}
+write_mode = "write-back"
+""",
+    "atsmf-ram": """
+[[devices]]
+name = "memory"
+path = "ram"
+capacity_bytes = {atsmf_memory}
+[[devices]]
+name = "flash"
+path = "ram"
+capacity_bytes = {size}
+[policy]
+kind = "atsmf"
+sub_lun_size_bytes = "4MiB"
+period_s = 2.0
+collect_s = 2.0
+buffer_bytes = "4MiB"
+memory_cap_bytes = {quarter}
+""",
+    "hswd-ram": """
+[[devices]]
+name = "pcache"
+path = "ram"
+capacity_bytes = {hswd_pcache_device}
+[[devices]]
+name = "nregion"
+path = "ram"
+capacity_bytes = {size}
+[policy]
+kind = "hswd"
+pcache_bytes = {quarter}
+band_bytes = "4MiB"
+""",
+}
+
+#: (case suffix, fio rw, block size, iodepth).
+SERVE_JOBS = [
+    ("qd1-randread", "randread", "4k", 1),
+    ("qd32-randread", "randread", "4k", 32),
+    ("qd1-randwrite", "randwrite", "4k", 1),
+    ("qd32-randwrite", "randwrite", "4k", 32),
+    ("qd8-write-1m", "write", "1m", 8),
+]
+
+
+def _serve_cases(ctx: Context) -> list[Case]:
+    from ._serve import serve
+
+    size = 256 << 20
+    quarter = size // 4
+    runtime_s = 2 if ctx.quick else 5
+    configs = {}
+    for name, text in SERVE_STACKS.items():
+        configs[name] = ctx.dir / f"serve-{name}.toml"
+        configs[name].write_text(
+            text.format(
+                size=size,
+                quarter=quarter,
+                atsmf_memory=quarter + (4 << 20),
+                # metadata area + data + RCache: generous
+                hswd_pcache_device=quarter + (16 << 20),
+            )
+        )
+
+    def fio_nbd(uri: str, rw: str, bs: str, depth: int) -> Metrics:
+        common = ["fio", "--name=bench", "--ioengine=nbd", f"--uri={uri}", f"--size={size}", "--output-format=json"]
+        if rw.endswith("read"):  # never-written ranges cost neither server anything
+            subprocess.run(common + ["--rw=write", "--bs=1m", "--iodepth=8"], check=True, capture_output=True)
+        cpu0 = _cpu_s(resource.RUSAGE_CHILDREN)
+        out = subprocess.run(
+            common
+            + [f"--rw={rw}", f"--bs={bs}", f"--iodepth={depth}", "--time_based", f"--runtime={runtime_s}",
+               "--ramp_time=1", "--randrepeat=0", "--norandommap"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        cpu = _cpu_s(resource.RUSAGE_CHILDREN) - cpu0
+        side = json.loads(out[out.index("{") :])["jobs"][0]["read" if rw.endswith("read") else "write"]
+        # The client's (fio + libnbd) CPU per IO: when it nears a core per
+        # second, the client, not the server, sets the pace.
+        return {
+            "IOPS": side["iops"],
+            "MB/s": side["bw_bytes"] / 1e6,
+            "client CPU µs per IO": cpu * 1e6 / max(side["total_ios"], 1),
+        }
+
+    def tierlab_side(stack: str, job: tuple) -> Callable[[], Metrics]:
+        def run() -> Metrics:
+            with serve(configs[stack], unix=ctx.dir / "tierlab.sock", io_threads=0) as s:
+                return fio_nbd(s.uri, *job[1:])
+
+        return run
+
+    def nbdkit_side(job: tuple) -> Callable[[], Metrics]:
+        def run() -> Metrics:
+            sock = ctx.dir / "nbdkit.sock"
+            with contextlib.suppress(FileNotFoundError):
+                sock.unlink()
+            p = subprocess.Popen(
+                ["nbdkit", "--foreground", "--exit-with-parent", "-U", str(sock), "memory", str(size)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            try:
+                for _ in range(1000):
+                    if sock.exists() or p.poll() is not None:
+                        break
+                    time.sleep(0.01)
+                if not sock.exists():
+                    why = p.stderr.read() if p.poll() is not None else "no socket after 10 s"
+                    raise RuntimeError(f"nbdkit did not start: {why}")
+                return fio_nbd(f"nbd+unix:///?socket={sock}", *job[1:])
+            finally:
+                p.terminate()
+                p.wait(timeout=30)
+
+        return run
+
+    cases = []
+    for stack in SERVE_STACKS:
+        for job in SERVE_JOBS:
+            metric = "MB/s" if job[2] == "1m" else "IOPS"
+            cases.append(
+                Case(
+                    name=f"serve-{stack}-{job[0]}",
+                    title=f"NBD over a Unix socket, fio {job[1]} {job[2]} QD{job[3]}, {stack} stack of 256 MiB",
+                    peer_name="nbdkit memory",
+                    tierlab=tierlab_side(stack, job),
+                    peer=nbdkit_side(job),
+                    checks=[Check(metric, "info"), Check("client CPU µs per IO", "info")],
+                )
+            )
+    return cases
+
+
+GROUPS: list[Group] = [
+    Group("real", "the real executor (`tierlab run`) vs fio on a /dev/shm file", _real_needs, _real_cases),
+    Group("cache", "cache-only LRU and S3-FIFO vs libCacheSim", _have_libcachesim, _cache_cases),
+    Group("sim", "the simulator: ATSMF vs linear stack, detailed vs queueing SSD", _sim_needs, _sim_cases),
+    Group("serve", "`tierlab serve` vs nbdkit, fio's nbd engine", lambda: _have("fio", "nbdkit"), _serve_cases),
+]
+
+
+# --- running -------------------------------------------------------------------
+
+
+def _machine() -> str:
+    cpu = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return f"{cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+
+
+def _load() -> str:
+    try:
+        return Path("/proc/loadavg").read_text().split()[0]
+    except OSError:
+        return "?"
+
+
+def _select(only: Sequence[str] | None) -> list[tuple[Group, set[str] | None]]:
+    """Groups to run, each with the case names asked for (None: all). A
+    name is a group or a case prefix (``real``, ``lru``, ``real-uring``)."""
+    if not only:
+        return [(g, None) for g in GROUPS]
+    chosen: dict[str, set[str] | None] = {}
+    for name in only:
+        if any(g.name == name for g in GROUPS):
+            chosen[name] = None
+            continue
+        owner = _case_group(name)
+        if owner is None:
+            raise ValueError(
+                f"--only {name!r}: not a benchmark group or case; groups: {', '.join(g.name for g in GROUPS)} "
+                f"(`tierlab bench --compare --list` lists the cases)"
+            )
+        if chosen.get(owner, set()) is not None:
+            chosen.setdefault(owner, set()).add(name)  # type: ignore[union-attr]
+    return [(g, chosen[g.name]) for g in GROUPS if g.name in chosen]
+
+
+#: Case name prefixes of each group (so --only can pick cases without
+#: building the group's inputs first).
+_PREFIXES = {"real": ["real-"], "cache": ["lru-", "s3fifo-"], "sim": ["sim-"], "serve": ["serve-"]}
+
+
+def _case_group(name: str) -> str | None:
+    for group, prefixes in _PREFIXES.items():
+        if any(name.startswith(p) or p.startswith(name + "-") for p in prefixes):
+            return group
+    return None
+
+
+def compare(
+    only: Sequence[str] | None = None,
+    rounds: int = 3,
+    quick: bool = False,
+    dir: str | os.PathLike | None = None,
+    progress: bool = True,
+):
+    """Run the chosen cases (all by default), ``rounds`` alternating rounds
+    each, and return a DataFrame: one row per compared metric (see
+    :data:`COLUMNS`), medians over the rounds. A group whose peer is
+    missing here gives one row with verdict ``skipped`` and the reason."""
+    import pandas as pd
+
+    if rounds < 1:
+        raise ValueError(f"rounds: expected at least 1, found {rounds}")
+    log = (lambda s: print(f"bench: {s}", file=sys.stderr, flush=True)) if progress else (lambda s: None)
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="tierlab-bench-", dir=dir) as tmp:
+        for group, names in _select(only):
+            if why := group.needs():
+                log(f"{group.name}: skipped: {why}")
+                rows.append(dict.fromkeys(COLUMNS, "") | {"case": group.name, "verdict": "skipped", "note": why})
+                continue
+            ctx = Context(dir=Path(tmp) / group.name, quick=quick, log=log)
+            ctx.dir.mkdir()
+            cases = [c for c in group.build(ctx) if names is None or any(c.name.startswith(n) for n in names)]
+            for case in cases:
+                try:
+                    rows.extend(_run_case(case, rounds, log))
+                except (RuntimeError, OSError, subprocess.CalledProcessError, KeyError, ValueError) as e:
+                    # One broken case must not hide the others' numbers.
+                    detail = getattr(e, "stderr", None) or str(e)
+                    log(f"{case.name}: failed: {detail}")
+                    rows.append(
+                        dict.fromkeys(COLUMNS, "")
+                        | {"case": case.name, "verdict": "failed", "note": str(detail).strip().splitlines()[-1][:300]}
+                    )
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _run_case(case: Case, rounds: int, log: Callable[[str], None]) -> list[dict]:
+    ours: list[Metrics] = []
+    peer: list[Metrics] = []
+    for r in range(rounds):
+        order = [("tierlab", case.tierlab, ours), (case.peer_name, case.peer, peer)]
+        for label, fn, into in order if r % 2 == 0 else reversed(order):
+            m = fn()
+            into.append(m)
+            shown = ", ".join(f"{k} {v:,.6g}" for k, v in m.items())
+            log(f"{case.name} round {r + 1}/{rounds} {label}: {shown} (load {_load()})")
+    rows = []
+    for check in case.checks:
+        a = statistics.median(m[check.metric] for m in ours)
+        b = statistics.median(m[check.metric] for m in peer)
+        rows.append(
+            {
+                "case": case.name,
+                "metric": check.metric,
+                "tierlab": a,
+                "peer_name": case.peer_name,
+                "peer": b,
+                "ratio": a / b if b else float("nan"),
+                "target": check.target(),
+                "verdict": check.verdict(a, b),
+                "rounds": rounds,
+                "note": case.note or case.title,
+            }
+        )
+    return rows
+
+
+def _human(v: float) -> str:
+    """12.76 M, 225.6 K, 3.38: three or four significant digits."""
+    for scale, suffix in ((1e9, " G"), (1e6, " M"), (1e4, " K")):
+        if abs(v) >= scale:
+            shown = v / (scale if suffix != " K" else 1e3)
+            return f"{shown:.4g}{suffix}"
+    return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+
+
+def markdown(df) -> str:
+    """The table for docs/benchmarks.md."""
+    lines = [
+        "| case | metric | tierlab | peer | peer value | tierlab / peer | target | verdict |",
+        "|---|---|---:|---|---:|---:|---|---|",
+    ]
+    for r in df.itertuples(index=False):
+        if r.verdict in ("skipped", "failed"):
+            lines.append(f"| {r.case} | | | | | | | {r.verdict}: {r.note} |")
+            continue
+        fmt = (lambda v: f"{v:.6f}") if r.metric == "miss ratio" else _human
+        lines.append(
+            f"| {r.case} | {r.metric} | {fmt(r.tierlab)} | {r.peer_name} | {fmt(r.peer)} | "
+            f"{r.ratio:.2f}× | {r.target} | {r.verdict} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    """``tierlab bench --compare ...`` (argv without ``bench``)."""
+    ap = argparse.ArgumentParser(
+        prog="tierlab bench --compare",
+        description="Each tierlab benchmark and its peer, alternating in one run; prints ratios (docs/benchmarks.md).",
+    )
+    ap.add_argument("--compare", action="store_true", required=True)
+    ap.add_argument("--only", default="", help="comma list of groups or cases (see --list)")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per case; medians are compared")
+    ap.add_argument("--quick", action="store_true", help="smaller inputs (a smoke run; ratios are noisier)")
+    ap.add_argument("--dir", help="where the temporary inputs go (default: the system temp dir)")
+    ap.add_argument("--out", help="also write bench.csv and bench.json to this directory")
+    ap.add_argument("--list", action="store_true", help="list the groups and cases, and exit")
+    ap.add_argument("-q", "--quiet", action="store_true", help="no per-round progress on stderr")
+    args = ap.parse_args(list(argv))
+    if args.list:
+        for g in GROUPS:
+            why = g.needs()
+            print(f"{g.name:6} {g.about}" + (f"  [cannot run here: {why}]" if why else ""))
+            print(f"       cases: {', '.join(p + '*' for p in _PREFIXES[g.name])}")
+        return 0
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    try:
+        _select(only)
+    except ValueError as e:
+        print(f"tierlab: error: {e}", file=sys.stderr)
+        return 2
+    if args.rounds < 1:
+        print(f"tierlab: error: --rounds: expected at least 1, found {args.rounds}", file=sys.stderr)
+        return 2
+    load_before = _load()
+    started = time.strftime("%Y-%m-%d %H:%M")
+    df = compare(only, rounds=args.rounds, quick=args.quick, dir=args.dir, progress=not args.quiet)
+    print(f"Measured {started} on {_machine()}; load {load_before} before, {_load()} after; "
+          f"{args.rounds} alternating rounds, medians{'; --quick inputs' if args.quick else ''}.\n")
+    print(markdown(df))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        df.to_csv(out / "bench.csv", index=False)
+        (out / "bench.json").write_text(df.to_json(orient="records", indent=1, force_ascii=False))
+    return 1 if (df["verdict"] == "failed").any() else 0
