@@ -6,7 +6,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use tierlab_crash::{Options, Report, Stack, StateKind};
+use tierlab_core::ParamError;
+use tierlab_crash::{CrashError, Options, Report, Stack, StateKind};
 use tierlab_stack::StackConfig;
 
 use crate::CliResult;
@@ -86,8 +87,8 @@ fn parse_replay(s: &str) -> Result<(u64, StateKind), String> {
 
 pub fn run(args: CrashcheckArgs) -> CliResult {
     let (config, _) = StackConfig::load(&args.config, &args.set)?;
-    let stack =
-        Stack::from_config(&config).map_err(|e| format!("{}: {e}", args.config.display()))?;
+    let origin = args.config.display().to_string();
+    let stack = Stack::from_config(&config).map_err(|e| e.at(&origin))?;
     let opts = Options {
         seed: args.seed,
         host_ios: args.host_ios,
@@ -104,8 +105,16 @@ pub fn run(args: CrashcheckArgs) -> CliResult {
         fail_write_at: args.fail_write_at,
         ..Options::default()
     };
-    let report = tierlab_crash::check(&stack, &opts)
-        .map_err(|e| format!("{}: {e}", args.config.display()))?;
+    let report = tierlab_crash::check(&stack, &opts).map_err(|e| match e {
+        // An option is a flag here: `--host-ios`, not `host_ios`.
+        CrashError::Option(p) => ParamError::new(
+            format!("--{}", p.key().replace('_', "-")),
+            p.found,
+            p.expected,
+        )
+        .to_string(),
+        e => format!("{origin}: {e}"),
+    })?;
     print_report(&report);
     let replay_base = replay_command(&args);
     for v in report.violations.iter().take(5) {

@@ -88,7 +88,10 @@ fn bad_arguments_say_what_is_allowed() {
     assert!(err.contains("durable, everything, subset, torn"), "{err}");
     let (rc, _, err) = tierlab(&["crashcheck", c, "--iodepth", "0"]);
     assert_eq!(rc, 1);
-    assert!(err.contains("iodepth is 0"), "{err}");
+    assert!(
+        err.contains("`--iodepth`: expected at least 1, found 0"),
+        "{err}"
+    );
     let (rc, _, err) = tierlab(&["crashcheck", c, "--set", "devices.1.capacity_bytes=2GiB"]);
     assert_eq!(rc, 1);
     assert!(

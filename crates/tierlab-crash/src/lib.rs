@@ -27,6 +27,7 @@
 //! start cold, so for them every acknowledged-and-flushed byte must be
 //! where a cold start reads it (docs/crash-consistency.md).
 
+mod error;
 pub mod exec;
 pub mod media;
 pub mod output;
@@ -36,9 +37,11 @@ mod states;
 use std::panic::AssertUnwindSafe;
 
 use tierlab_core::Op;
+use tierlab_core::ParamError;
 use tierlab_core::policy::Policy;
-use tierlab_stack::{DeviceSpec, StackConfig, StackContext};
+use tierlab_stack::{ConfigError, DeviceSpec, StackConfig, StackContext};
 
+pub use error::CrashError;
 pub use states::{StateKind, Violation};
 
 use exec::{Exec, Log};
@@ -53,7 +56,7 @@ use tierlab_core::testkit::WriteFaults;
 /// (what a crash acts on) and the policy's devices over them.
 pub struct Stack {
     /// Builds the policy (for the recorded run, and anew after each crash).
-    pub build: Box<dyn Fn() -> Result<Box<dyn Policy>, String>>,
+    pub build: Box<dyn Fn() -> Result<Box<dyn Policy>, ConfigError>>,
     /// Per physical store: its name, size, ...
     pub device_names: Vec<String>,
     pub capacities_bytes: Vec<u64>,
@@ -80,7 +83,7 @@ pub const MAX_STACK_BYTES: u64 = 1 << 30;
 impl Stack {
     /// The stack a config describes (`[[devices]]` and `[policy]`; a
     /// device with `path = "ram"` is volatile).
-    pub fn from_config(config: &StackConfig) -> Result<Stack, String> {
+    pub fn from_config(config: &StackConfig) -> Result<Stack, ConfigError> {
         let names = config.device_names();
         let mut stores = Stores::default();
         let mut maps = Vec::new();
@@ -103,10 +106,13 @@ impl Stack {
         }
         let total: u64 = stores.capacities_bytes.iter().sum();
         if total > MAX_STACK_BYTES {
-            return Err(format!(
-                "the stack's devices hold {total} bytes; the checker keeps every store in memory \
-                 and allows at most {MAX_STACK_BYTES} (1 GiB): give the devices (and the policy) \
-                 smaller capacity_bytes, e.g. with --set"
+            return Err(ConfigError::key(
+                "devices",
+                format!(
+                    "the stack's devices hold {total} bytes; the checker keeps every store in \
+                     memory and allows at most {MAX_STACK_BYTES} (1 GiB): give the devices (and \
+                     the policy) smaller capacity_bytes, e.g. with --set"
+                ),
             ));
         }
         // The devices' sizes, as the policy sees them (an array's follows
@@ -116,7 +122,8 @@ impl Stack {
             .iter()
             .map(|&c| vec![0u8; c as usize])
             .collect();
-        let media = Media::new(&maps, zeros, None)?;
+        let media = Media::new(&maps, zeros, None)
+            .map_err(|e| ConfigError::key("devices", e.to_string()))?;
         let devices: Vec<DeviceSpec> = config
             .devices
             .iter()
@@ -150,20 +157,20 @@ impl Stack {
                 shingled_band_bytes[p] = Some(band);
             }
         }
-        let first = tierlab_stack::build_policy(&spec, &ctx).map_err(|e| e.to_string())?;
+        let first = tierlab_stack::build_policy(&spec, &ctx)?;
         if !first.moves_data() {
-            return Err(format!(
-                "policy `{}` does not describe its data movement, so its data cannot be \
-                 checked (policies that can: {})",
-                spec.kind,
-                tierlab_stack::policies_that_move_data().join(", ")
+            return Err(ConfigError::value(
+                "policy.kind",
+                format!("`{}`", spec.kind),
+                format!(
+                    "a policy that describes its data movement, so its data can be checked: {}",
+                    tierlab_stack::policies_that_move_data().join(", ")
+                ),
             ));
         }
-        let volume_bytes = tierlab_stack::volume_bytes(&spec, &ctx).map_err(|e| e.to_string())?;
+        let volume_bytes = tierlab_stack::volume_bytes(&spec, &ctx)?;
         Ok(Stack {
-            build: Box::new(move || {
-                tierlab_stack::build_policy(&spec, &ctx).map_err(|e| e.to_string())
-            }),
+            build: Box::new(move || tierlab_stack::build_policy(&spec, &ctx)),
             device_names: stores.names,
             capacities_bytes: stores.capacities_bytes,
             volatile: stores.volatile,
@@ -210,22 +217,26 @@ impl Stack {
 }
 
 /// A byte count (an integer or "64MiB") at config key `key`.
-fn bytes(v: &toml::Value, key: &str) -> Result<u64, String> {
-    let b: tierlab_stack::Bytes = v
-        .clone()
-        .try_into()
-        .map_err(|e| format!("key `{key}`: {e}"))?;
+fn bytes(v: &toml::Value, key: &str) -> Result<u64, ConfigError> {
+    let b: tierlab_stack::Bytes = v.clone().try_into().map_err(|e: toml::de::Error| {
+        let message = e.to_string().trim_end().to_string();
+        match ParamError::parse_display(&message) {
+            Some(inner) => ConfigError::param(inner.within(key)),
+            None => ConfigError::key(key, message),
+        }
+    })?;
     Ok(b.0)
 }
 
 /// `fail_after_writes` injects faults into a real run; the checker makes
 /// its own crash states, and ignoring the key would check something else.
-fn refuse_faults(t: &toml::Table, at: &str) -> Result<(), String> {
+fn refuse_faults(t: &toml::Table, at: &str) -> Result<(), ConfigError> {
     if t.contains_key("fail_after_writes") {
-        return Err(format!(
-            "key `{at}.fail_after_writes`: fault injection is for `tierlab run` and `tierlab \
-             serve`; the checker makes its own crash states (remove the key, or use \
-             --surprise-every for a store that fails from one write on)"
+        return Err(ConfigError::key(
+            format!("{at}.fail_after_writes"),
+            "fault injection is for `tierlab run` and `tierlab serve`; the checker makes its \
+             own crash states (remove the key, or use --surprise-every for a store that fails \
+             from one write on)",
         ));
     }
     Ok(())
@@ -241,24 +252,27 @@ struct Stores {
 
 impl Stores {
     /// A plain store from a device table (`path`, `capacity_bytes`).
-    fn add(&mut self, t: &toml::Table, at: &str, name: String) -> Result<usize, String> {
+    fn add(&mut self, t: &toml::Table, at: &str, name: String) -> Result<usize, ConfigError> {
         refuse_faults(t, at)?;
         let cap = t.get("capacity_bytes").ok_or_else(|| {
-            format!("key `{at}.capacity_bytes`: missing (the checker holds each store in memory and needs its size)")
+            ConfigError::key(
+                format!("{at}.capacity_bytes"),
+                "missing (the checker holds each store in memory and needs its size)",
+            )
         })?;
         let cap = bytes(cap, &format!("{at}.capacity_bytes"))?;
-        self.push(
+        Ok(self.push(
             name,
             cap,
             t.get("path").and_then(|p| p.as_str()) == Some("ram"),
-        )
+        ))
     }
 
-    fn push(&mut self, name: String, capacity_bytes: u64, volatile: bool) -> Result<usize, String> {
+    fn push(&mut self, name: String, capacity_bytes: u64, volatile: bool) -> usize {
         self.names.push(name);
         self.capacities_bytes.push(capacity_bytes);
         self.volatile.push(volatile);
-        Ok(self.names.len() - 1)
+        self.names.len() - 1
     }
 
     /// An array's members (and bitmap) as stores: the table with their
@@ -269,7 +283,7 @@ impl Stores {
         t: &toml::Table,
         at: &str,
         name: &str,
-    ) -> Result<(toml::Table, usize, bool), String> {
+    ) -> Result<(toml::Table, usize, bool), ConfigError> {
         refuse_faults(t, at)?;
         let mut table = t.clone();
         let failed = match t.get("failed_members") {
@@ -277,8 +291,9 @@ impl Stores {
             _ => Vec::new(),
         };
         let Some(toml::Value::Array(members)) = table.get_mut("members") else {
-            return Err(format!(
-                "key `{at}.members`: missing; an array lists its members"
+            return Err(ConfigError::key(
+                format!("{at}.members"),
+                "missing; an array lists its members",
             ));
         };
         let n = members.len();
@@ -286,14 +301,15 @@ impl Stores {
         for (k, m) in members.iter_mut().enumerate() {
             let mat = format!("{at}.members[{k}]");
             let toml::Value::Table(mt) = m else {
-                return Err(format!("key `{mat}`: not a table"));
+                return Err(ConfigError::key(mat, "not a table"));
             };
             if failed.contains(&(k as i64)) {
                 continue;
             }
             if mt.get("model").and_then(|v| v.as_str()) == Some("raid") {
-                return Err(format!(
-                    "key `{mat}`: an array of arrays; the checker takes arrays of plain stores"
+                return Err(ConfigError::key(
+                    mat,
+                    "an array of arrays; the checker takes arrays of plain stores",
                 ));
             }
             let p = self.add(mt, &mat, format!("{name}.members[{k}]"))?;
@@ -315,7 +331,7 @@ impl Stores {
             // Sized for members of the smallest member's size (the array
             // uses at most that much of each).
             let bytes = tierlab_real::raid_bitmap::store_bytes_for(min_member, chunk);
-            let p = self.push(format!("{name}.bitmap"), bytes, volatile)?;
+            let p = self.push(format!("{name}.bitmap"), bytes, volatile);
             let mut bt = toml::Table::new();
             bt.insert("path".into(), toml::Value::String(format!("phys:{p}")));
             table.insert("bitmap".into(), toml::Value::Table(bt));
@@ -388,7 +404,7 @@ impl Default for Options {
 
 impl Options {
     /// Refuses options that cannot run, naming the option.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ParamError> {
         let positive = [
             ("host_ios", self.host_ios),
             ("iodepth", self.iodepth),
@@ -399,7 +415,7 @@ impl Options {
         ];
         for (name, v) in positive {
             if v == 0 {
-                return Err(format!("{name} is 0; it must be at least 1"));
+                return Err(ParamError::new(name, 0, "at least 1"));
             }
         }
         for (name, v) in [
@@ -407,7 +423,7 @@ impl Options {
             ("hot_percent", self.hot_percent),
         ] {
             if v > 100 {
-                return Err(format!("{name} is {v}; allowed: 0 to 100"));
+                return Err(ParamError::new(name, v, "0 to 100"));
             }
         }
         Ok(())
@@ -457,16 +473,16 @@ pub struct Recording {
 }
 
 /// Runs the workload and records it.
-pub fn record(stack: &Stack, opts: &Options) -> Result<Recording, String> {
+pub fn record(stack: &Stack, opts: &Options) -> Result<Recording, CrashError> {
     opts.check()?;
     let mut policy = (stack.build)()?;
     let unit = policy.required_alignment_bytes().max(SECTOR_BYTES as u64);
     let region = opts.region_bytes.min(stack.volume_bytes) / unit * unit;
     if region < unit {
-        return Err(format!(
+        return Err(CrashError::Run(format!(
             "the volume ({} bytes) is smaller than one IO unit ({unit} bytes)",
             stack.volume_bytes
-        ));
+        )));
     }
     let zeros = stack
         .capacities_bytes
@@ -477,7 +493,7 @@ pub fn record(stack: &Stack, opts: &Options) -> Result<Recording, String> {
     // Fresh stores: the policy formats them (synced, so durable).
     policy
         .open(&mut media)
-        .map_err(|e| format!("opening fresh stores: {e}"))?;
+        .map_err(|e| CrashError::Run(format!("opening fresh stores: {e}")))?;
     let initial = media.images();
     let mut ex = Exec::new(policy, media, opts.seed ^ 0x5eed, opts.max_delay_ns).with_log();
     ex.faults = WriteFaults::new(opts.fail_writes_from, opts.fail_write_at);
@@ -488,15 +504,15 @@ pub fn record(stack: &Stack, opts: &Options) -> Result<Recording, String> {
     let mut blocked = None; // an IO waiting for an overlapping one to end
     while issued < opts.host_ios || !ex.host.is_empty() {
         if let Some(e) = ex.error.take() {
-            return Err(e);
+            return Err(CrashError::Run(e));
         }
         if ex.stopped {
             break; // fail-stop: the process ends here
         }
         if ex.steps() > STEP_BOUND {
-            return Err(format!(
+            return Err(CrashError::Run(format!(
                 "the workload did not finish within {STEP_BOUND} events"
-            ));
+            )));
         }
         if issued < opts.host_ios && (ex.host.len() as u64) < opts.iodepth {
             let io = blocked.take().unwrap_or_else(|| {
@@ -544,16 +560,16 @@ pub fn record(stack: &Stack, opts: &Options) -> Result<Recording, String> {
             blocked = Some(io);
         }
         if !ex.step() {
-            return Err(format!(
+            return Err(CrashError::Run(format!(
                 "{} host IOs never completed and nothing is left to happen (policy {})",
                 ex.host.len(),
                 ex.policy.name()
-            ));
+            )));
         }
         ex.finished.clear();
     }
     if let Some(e) = ex.error.take() {
-        return Err(e);
+        return Err(CrashError::Run(e));
     }
     let log = ex.log.take().unwrap();
     Ok(Recording {
@@ -563,7 +579,7 @@ pub fn record(stack: &Stack, opts: &Options) -> Result<Recording, String> {
     })
 }
 /// Records the workload, then checks `opts.states` crash states.
-pub fn check(stack: &Stack, opts: &Options) -> Result<Report, String> {
+pub fn check(stack: &Stack, opts: &Options) -> Result<Report, CrashError> {
     let Recording {
         log,
         exec: ex,

@@ -18,6 +18,8 @@ use tierlab_core::policy::{StoreError, StoreOp};
 use tierlab_real::backend::Backend;
 use tierlab_real::raid::RaidBackend;
 
+use crate::CrashError;
+
 /// A policy device: one physical store, or an array over several.
 #[derive(Clone, Debug)]
 pub enum DeviceMap {
@@ -131,7 +133,7 @@ impl Media {
         maps: &[DeviceMap],
         images: Vec<Vec<u8>>,
         fail: Option<(usize, usize)>,
-    ) -> Result<Media, String> {
+    ) -> Result<Media, CrashError> {
         let phys: Vec<Arc<Mutex<Vec<u8>>>> = images
             .into_iter()
             .map(|i| Arc::new(Mutex::new(i)))
@@ -170,7 +172,8 @@ impl Media {
                         &format!("devices[{d}] ({name})"),
                         &mut |t, at| mem(t, at),
                         &mut |t, at, _need| mem(t, at),
-                    )?;
+                    )
+                    .map_err(CrashError::Media)?;
                     if *broken_bitmap_skip_flush {
                         array.broken_bitmap_skip_flush();
                     }

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{Report, StateKind};
+use crate::{CrashError, Report, StateKind};
 
 /// The report as JSON. `config` names the stack's config, `seed` is the
 /// run's seed, and `replay` the command line that replays this run (each
@@ -47,12 +47,17 @@ pub fn write_report_json(
     seed: u64,
     r: &Report,
     replay: &str,
-) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+) -> Result<PathBuf, CrashError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| CrashError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
     let path = dir.join("crashcheck.json");
     let json = report_json(config, seed, r, replay);
-    let text =
-        serde_json::to_string_pretty(&json).map_err(|e| format!("{}: {e}", path.display()))?;
-    std::fs::write(&path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = serde_json::to_string_pretty(&json)
+        .map_err(std::io::Error::other)
+        .map_err(io(&path))?;
+    std::fs::write(&path, text + "\n").map_err(io(&path))?;
     Ok(path)
 }

@@ -6,7 +6,7 @@
 
 use tierlab_core::policy::{BufRef, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, Op, TimeNs};
-use tierlab_crash::{Options, Stack, StateKind, check};
+use tierlab_crash::{CrashError, Options, Stack, StateKind, check};
 use tierlab_policies::cache::{Cache, CacheParams, WriteMode};
 use tierlab_stack::StackConfig;
 
@@ -157,7 +157,7 @@ fn broken_cache_stack(
 ) -> Stack {
     Stack {
         build: Box::new(move || {
-            let mut c = Cache::new(&p).map_err(|e| e.to_string())?;
+            let mut c = Cache::new(&p)?;
             breaks(&mut c);
             Ok(Box::new(c) as Box<dyn Policy>)
         }),
@@ -373,7 +373,11 @@ fn bad_options_and_stacks_are_refused_with_the_reason() {
         },
     )
     .unwrap_err();
-    assert!(e.contains("iodepth is 0"), "{e}");
+    assert!(
+        matches!(&e, CrashError::Option(p) if p.key() == "iodepth"),
+        "{e:?}"
+    );
+    assert_eq!(e.to_string(), "key `iodepth`: expected at least 1, found 0");
     let e = check(
         &s,
         &Options {
@@ -381,15 +385,16 @@ fn bad_options_and_stacks_are_refused_with_the_reason() {
             ..Default::default()
         },
     )
-    .unwrap_err();
-    assert!(e.contains("read_percent is 101"), "{e}");
+    .unwrap_err()
+    .to_string();
+    assert_eq!(e, "key `read_percent`: expected 0 to 100, found 101");
     let (cfg, _) = StackConfig::parse(&dev("disk", "d.img", "2GiB"), "big.toml", &[]).unwrap();
-    let e = Stack::from_config(&cfg).err().unwrap();
+    let e = Stack::from_config(&cfg).err().unwrap().to_string();
     assert!(e.contains("at most") && e.contains("--set"), "{e}");
     // Fault injection is for real runs, on a store or an array.
     let faulty = format!("{}fail_after_writes = 3\n", dev("disk", "d.img", "4MiB"));
     let (cfg, _) = StackConfig::parse(&faulty, "f.toml", &[]).unwrap();
-    let e = Stack::from_config(&cfg).err().unwrap();
+    let e = Stack::from_config(&cfg).err().unwrap().to_string();
     assert!(
         e.contains("devices[0].fail_after_writes") && e.contains("--surprise-every"),
         "{e}"
@@ -403,7 +408,7 @@ fn bad_options_and_stacks_are_refused_with_the_reason() {
         &[],
     )
     .unwrap();
-    let e = Stack::from_config(&cfg).err().unwrap();
+    let e = Stack::from_config(&cfg).err().unwrap().to_string();
     assert!(
         e.contains("devices[0].members[1].capacity_bytes`: missing"),
         "{e}"
@@ -527,7 +532,7 @@ fn the_checker_catches_each_hswd_persistence_step_removed() {
                 p.mapping = Mapping::Fully;
                 p.clean_start_pct = 60.0;
                 p.clean_stop_pct = 30.0;
-                let mut h = Hswd::new(&p, 8 << 20).map_err(|e| e.to_string())?;
+                let mut h = Hswd::new(&p, 8 << 20)?;
                 h.broken = broken;
                 Ok(Box::new(h) as Box<dyn Policy>)
             }),
