@@ -33,9 +33,10 @@ use fuser::{
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
     SessionACL, TimeOrNow, WriteFlags,
 };
-use tierlab_core::Op;
+use tierlab_core::{Op, ParamError};
 use tierlab_real::backend::Backend;
 
+use crate::EmuError;
 use crate::timed::DeviceHandle;
 
 const FILE_INO: INodeNo = INodeNo(2);
@@ -63,18 +64,24 @@ impl EmulatedFs {
         capacity_bytes: u64,
         backend: Arc<dyn Backend>,
         device: DeviceHandle,
-    ) -> Result<EmulatedFs, String> {
+    ) -> Result<EmulatedFs, EmuError> {
         if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-            return Err(format!(
-                "file name {name:?} must be one path component (no '/', not '.' or '..')"
-            ));
+            return Err(EmuError::File(ParamError::new(
+                "name",
+                format!("{name:?}"),
+                "one path component (no '/', not '.' or '..')",
+            )));
         }
         if capacity_bytes == 0 || capacity_bytes > backend.capacity_bytes() {
-            return Err(format!(
-                "capacity {capacity_bytes} bytes must be in 1 ..= {} (the backing store: {})",
-                backend.capacity_bytes(),
-                backend.describe()
-            ));
+            return Err(EmuError::File(ParamError::new(
+                "capacity_bytes",
+                capacity_bytes,
+                format!(
+                    "1 ..= {} (the backing store: {})",
+                    backend.capacity_bytes(),
+                    backend.describe()
+                ),
+            )));
         }
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
@@ -328,34 +335,35 @@ pub enum UnmountError {
 impl Mounted {
     /// Mounts `fs` on the directory `mountpoint`. `allow_other`: users
     /// other than the mounting one may use the file (root mounts allow it).
-    pub fn mount(fs: EmulatedFs, mountpoint: &Path, allow_other: bool) -> Result<Mounted, String> {
+    pub fn mount(fs: EmulatedFs, mountpoint: &Path, allow_other: bool) -> Result<Mounted, EmuError> {
         let shown = mountpoint.display();
+        let mount_error = |message: String| EmuError::Mount {
+            mountpoint: mountpoint.to_path_buf(),
+            message,
+        };
         let mut cleared_stale = false;
         let meta = match std::fs::metadata(mountpoint) {
             // A FUSE mount whose server died (SIGKILL, a crash): nothing can
             // be served through it any more, so detaching it loses nothing.
             Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
                 umount(mountpoint, libc::MNT_DETACH).map_err(|u| {
-                    format!(
-                        "mount point {shown}: a FUSE mount left by a process that died ({e}); \
-                         clearing it failed ({u}): run `fusermount3 -u -z {shown}` (or `umount -l \
-                         {shown}` as root) and try again"
-                    )
+                    mount_error(format!(
+                        "a FUSE mount left by a process that died ({e}); clearing it failed \
+                         ({u}): run `fusermount3 -u -z {shown}` (or `umount -l {shown}` as root) \
+                         and try again"
+                    ))
                 })?;
                 cleared_stale = true;
-                std::fs::metadata(mountpoint).map_err(|e| format!("mount point {shown}: {e}"))?
+                std::fs::metadata(mountpoint).map_err(|e| mount_error(e.to_string()))?
             }
-            r => r.map_err(|e| format!("mount point {shown}: {e}"))?,
+            r => r.map_err(|e| mount_error(e.to_string()))?,
         };
         if !meta.is_dir() {
-            return Err(format!(
-                "mount point {} is not a directory",
-                mountpoint.display()
-            ));
+            return Err(mount_error("not a directory".into()));
         }
         let mountpoint = &mountpoint
             .canonicalize()
-            .map_err(|e| format!("mount point {}: {e}", mountpoint.display()))?;
+            .map_err(|e| mount_error(e.to_string()))?;
         let file = mountpoint.join(&fs.name);
         let mut config = Config::default();
         config.mount_options = vec![
@@ -376,7 +384,7 @@ impl Mounted {
             } else {
                 ""
             };
-            format!("cannot mount FUSE on {}: {e}{hint}", mountpoint.display())
+            mount_error(format!("cannot mount FUSE: {e}{hint}"))
         })?;
         Ok(Mounted {
             session: Some(session),

@@ -13,6 +13,7 @@
 //!   the model's completion instants) and its metrics;
 //! - [`fs`]: the FUSE filesystem and its mount.
 
+mod error;
 pub mod fs;
 pub mod timed;
 
@@ -21,6 +22,7 @@ use std::sync::Arc;
 
 use tierlab_real::backend::Backend;
 
+pub use error::EmuError;
 pub use fs::{EmulatedFs, MAX_IO_BYTES, Mounted, UnmountError};
 pub use timed::{Counters, DeviceHandle, EmuReport, LatencySummary, ModelFactory, TimedDevice};
 
@@ -41,7 +43,7 @@ impl Emulator {
         mountpoint: &Path,
         name: &str,
         allow_other: bool,
-    ) -> Result<Emulator, String> {
+    ) -> Result<Emulator, EmuError> {
         let device = TimedDevice::start(factory)?;
         let fs = EmulatedFs::new(name, capacity_bytes, backend, device.handle())?;
         let mounted = Mounted::mount(fs, mountpoint, allow_other)?;

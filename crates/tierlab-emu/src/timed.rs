@@ -25,6 +25,8 @@ use tierlab_core::device::DeviceModel;
 use tierlab_core::metrics::LatencyHistogram;
 use tierlab_core::{Completion, DeviceIo, Op, TimeNs};
 
+use crate::EmuError;
+
 /// What to do when an IO completes (reply to the client).
 pub type Done = Box<dyn FnOnce() + Send>;
 
@@ -187,9 +189,10 @@ pub struct TimedDevice {
 impl TimedDevice {
     /// Starts the device thread, which builds the model with `factory`;
     /// the factory's error is returned here.
-    pub fn start(factory: ModelFactory) -> Result<TimedDevice, String> {
+    pub fn start(factory: ModelFactory) -> Result<TimedDevice, EmuError> {
         let (tx, rx) = mpsc::channel();
-        let (built_tx, built_rx) = mpsc::channel::<Result<(), String>>();
+        let (built_tx, built_rx) =
+            mpsc::channel::<Result<(), Box<dyn std::error::Error + Send + Sync>>>();
         let origin = Instant::now();
         let live = Arc::new(Mutex::new(Counters::default()));
         let thread_live = live.clone();
@@ -202,13 +205,13 @@ impl TimedDevice {
                         m
                     }
                     Err(e) => {
-                        let _ = built_tx.send(Err(e.to_string()));
+                        let _ = built_tx.send(Err(e));
                         return Driver::new(origin).report();
                     }
                 };
                 Driver::new(origin).run(model, rx, &thread_live)
             })
-            .map_err(|e| format!("cannot start the device thread: {e}"))?;
+            .map_err(|e| EmuError::Thread(format!("cannot start the device thread: {e}")))?;
         match built_rx.recv() {
             Ok(Ok(())) => Ok(TimedDevice {
                 handle: DeviceHandle { tx, origin },
@@ -217,9 +220,11 @@ impl TimedDevice {
             }),
             Ok(Err(e)) => {
                 let _ = thread.join();
-                Err(e)
+                Err(EmuError::Model(e))
             }
-            Err(_) => Err("the device thread ended while building the model".into()),
+            Err(_) => Err(EmuError::Thread(
+                "the device thread ended while building the model".into(),
+            )),
         }
     }
 
@@ -588,6 +593,7 @@ mod tests {
         let e = TimedDevice::start(Box::new(|| Err("hdd: bad key".into())))
             .err()
             .unwrap();
-        assert_eq!(e, "hdd: bad key");
+        assert!(matches!(e, EmuError::Model(_)), "{e:?}");
+        assert_eq!(e.to_string(), "hdd: bad key");
     }
 }

@@ -259,3 +259,39 @@ fn qd1_reads_through_the_fuse_file_run_at_the_models_rate() {
     );
     assert!(elapsed > Duration::from_millis(1500));
 }
+
+#[test]
+fn a_bad_file_name_size_or_mount_point_is_refused_by_kind() {
+    use tierlab_emu::{EmuError, EmulatedFs, Mounted};
+    let backend = Arc::new(RamBackend::new(1 << 20));
+    let dev = TimedDevice::start(factory(hdd())).unwrap();
+    for bad in ["", "a/b", ".."] {
+        let e = EmulatedFs::new(bad, 4096, backend.clone(), dev.handle())
+            .err()
+            .unwrap();
+        assert!(matches!(&e, EmuError::File(p) if p.key() == "name"), "{e:?}");
+        assert!(e.to_string().contains("one path component"), "{e}");
+    }
+    let e = EmulatedFs::new("disk.img", 2 << 20, backend.clone(), dev.handle())
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&e, EmuError::File(p) if p.key() == "capacity_bytes" && p.found == "2097152"),
+        "{e:?}"
+    );
+    // A regular file is no mount point; nothing is mounted (no root needed).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plain");
+    std::fs::write(&file, b"x").unwrap();
+    let fs = EmulatedFs::new("disk.img", 4096, backend, dev.handle()).unwrap();
+    let e = Mounted::mount(fs, &file, false).err().unwrap();
+    assert!(
+        matches!(&e, EmuError::Mount { mountpoint, .. } if mountpoint == &file),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        format!("mount point {}: not a directory", file.display())
+    );
+    dev.finish();
+}
