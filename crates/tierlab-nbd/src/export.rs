@@ -81,6 +81,11 @@ pub enum ExportError {
     EmptyNameNotFirst {
         index: usize,
     },
+    /// One of the above, in the export of this name.
+    InExport {
+        name: String,
+        error: Box<ExportError>,
+    },
 }
 
 impl fmt::Display for ExportError {
@@ -138,6 +143,7 @@ impl fmt::Display for ExportError {
             ExportError::ExportNameDuplicate { name } => {
                 write!(f, "export name {name:?} is used twice")
             }
+            ExportError::InExport { name, error } => write!(f, "export {name:?}: {error}"),
             ExportError::EmptyNameNotFirst { index } => write!(
                 f,
                 "export {index} has the empty name, which only the first (default) export may have"
@@ -251,10 +257,12 @@ impl Export {
         Ok(())
     }
 
-    /// [`Export::check`] with the message rendered, naming the export.
-    pub fn validate(&self) -> Result<(), String> {
-        self.check()
-            .map_err(|e| format!("export {:?}: {e}", self.name))
+    /// [`Export::check`], the error naming the export.
+    pub fn validate(&self) -> Result<(), ExportError> {
+        self.check().map_err(|e| ExportError::InExport {
+            name: self.name.clone(),
+            error: Box::new(e),
+        })
     }
 
     /// The transmission flags advertised for this export. Never `SEND_DF`,
@@ -285,17 +293,16 @@ pub(crate) fn meta_context_id(index: usize) -> u32 {
 
 /// Checks every export and the list as a whole (unique names; only the first
 /// export, the default, may have the empty name).
-pub fn validate_exports(exports: &[Export]) -> Result<(), String> {
+pub fn validate_exports(exports: &[Export]) -> Result<(), ExportError> {
     for (index, export) in exports.iter().enumerate() {
         export.validate()?;
         if export.name.is_empty() && index != 0 {
-            return Err(ExportError::EmptyNameNotFirst { index }.to_string());
+            return Err(ExportError::EmptyNameNotFirst { index });
         }
         if exports[..index].iter().any(|e| e.name == export.name) {
             return Err(ExportError::ExportNameDuplicate {
                 name: export.name.clone(),
-            }
-            .to_string());
+            });
         }
     }
     Ok(())

@@ -112,8 +112,14 @@ fn strings_and_contexts_follow_the_spec() {
 fn validate_names_the_export_and_the_problem() {
     let mut export = base();
     export.block_min_bytes = 3;
-    let message = export.validate().unwrap_err();
-    assert!(message.contains("\"disk\""), "{message}");
+    let e = export.validate().unwrap_err();
+    assert!(
+        matches!(&e, ExportError::InExport { name, error }
+            if name == "disk" && **error == ExportError::BlockMinInvalid { block_min_bytes: 3 }),
+        "{e:?}"
+    );
+    let message = e.to_string();
+    assert!(message.starts_with("export \"disk\": "), "{message}");
     assert!(message.contains("block_min_bytes = 3"), "{message}");
     assert!(message.contains("power of two"), "{message}");
 }
@@ -122,10 +128,24 @@ fn validate_names_the_export_and_the_problem() {
 fn export_lists_need_unique_names_and_only_a_first_empty_one() {
     let mut list = exports().to_vec();
     list[1].name = "disk".into();
-    assert!(validate_exports(&list).unwrap_err().contains("used twice"));
+    assert_eq!(
+        validate_exports(&list).unwrap_err(),
+        ExportError::ExportNameDuplicate {
+            name: "disk".into()
+        }
+    );
     let mut list = exports().to_vec();
     list[1].name = String::new();
-    assert!(validate_exports(&list).unwrap_err().contains("empty name"));
+    assert_eq!(
+        validate_exports(&list).unwrap_err(),
+        ExportError::EmptyNameNotFirst { index: 1 }
+    );
+    assert!(
+        validate_exports(&list)
+            .unwrap_err()
+            .to_string()
+            .contains("empty name")
+    );
     let mut list = exports().to_vec();
     list[0].name = String::new();
     assert!(validate_exports(&list).is_ok());
