@@ -14,7 +14,10 @@ pub enum EmuError {
     File(ParamError),
     /// The mount point: missing, not a directory, a stale mount that could
     /// not be cleared, or FUSE refusing to mount (with the remedy).
-    Mount { mountpoint: PathBuf, message: String },
+    Mount {
+        mountpoint: PathBuf,
+        message: String,
+    },
 }
 
 impl std::fmt::Display for EmuError {
@@ -23,7 +26,10 @@ impl std::fmt::Display for EmuError {
             EmuError::Model(e) => e.fmt(f),
             EmuError::Thread(m) => f.write_str(m),
             EmuError::File(e) => e.fmt(f),
-            EmuError::Mount { mountpoint, message } => {
+            EmuError::Mount {
+                mountpoint,
+                message,
+            } => {
                 write!(f, "mount point {}: {message}", mountpoint.display())
             }
         }

@@ -335,7 +335,11 @@ pub enum UnmountError {
 impl Mounted {
     /// Mounts `fs` on the directory `mountpoint`. `allow_other`: users
     /// other than the mounting one may use the file (root mounts allow it).
-    pub fn mount(fs: EmulatedFs, mountpoint: &Path, allow_other: bool) -> Result<Mounted, EmuError> {
+    pub fn mount(
+        fs: EmulatedFs,
+        mountpoint: &Path,
+        allow_other: bool,
+    ) -> Result<Mounted, EmuError> {
         let shown = mountpoint.display();
         let mount_error = |message: String| EmuError::Mount {
             mountpoint: mountpoint.to_path_buf(),

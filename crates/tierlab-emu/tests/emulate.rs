@@ -269,7 +269,10 @@ fn a_bad_file_name_size_or_mount_point_is_refused_by_kind() {
         let e = EmulatedFs::new(bad, 4096, backend.clone(), dev.handle())
             .err()
             .unwrap();
-        assert!(matches!(&e, EmuError::File(p) if p.key() == "name"), "{e:?}");
+        assert!(
+            matches!(&e, EmuError::File(p) if p.key() == "name"),
+            "{e:?}"
+        );
         assert!(e.to_string().contains("one path component"), "{e}");
     }
     let e = EmulatedFs::new("disk.img", 2 << 20, backend.clone(), dev.handle())

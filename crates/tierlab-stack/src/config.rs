@@ -158,6 +158,10 @@ impl std::fmt::Display for ConfigError {
         match self.kind.as_ref() {
             ConfigErrorKind::Param(e) => write!(f, "{e}"),
             ConfigErrorKind::Key { key, message } if key.is_empty() => f.write_str(message),
+            // A command-line flag is named as such, as ParamError does.
+            ConfigErrorKind::Key { key, message } if key.starts_with("--") => {
+                write!(f, "`{key}`: {message}")
+            }
             ConfigErrorKind::Key { key, message } => write!(f, "key `{key}`: {message}"),
             ConfigErrorKind::Trace { key, error } => write!(f, "key `{key}`: {error}"),
             ConfigErrorKind::Io(e) => write!(f, "{e}"),

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use tierlab_trace::units::parse_size_bytes;
 
+use crate::ConfigError;
+
 /// A `--set` value: a size for `*_bytes` keys, else TOML (number, bool,
 /// quoted string), else a bare string.
 pub fn set_value(key: &str, text: &str) -> toml::Value {
@@ -42,13 +44,14 @@ pub struct DeviceTableSpec {
 /// The device table `args` describe, without its name and without the
 /// real executor's keys (its backing store), ready for
 /// [`crate::standard_device`].
-pub fn device_table(args: &DeviceTableSpec) -> Result<toml::Table, String> {
+pub fn device_table(args: &DeviceTableSpec) -> Result<toml::Table, ConfigError> {
     let mut table = match &args.config {
         Some(path) => {
-            let text = fs::read_to_string(path)
-                .map_err(|e| format!("--config {}: {e}", path.display()))?;
-            let mut t: toml::Table =
-                toml::from_str(&text).map_err(|e| format!("--config {}: {e}", path.display()))?;
+            let origin = path.display().to_string();
+            let text = fs::read_to_string(path).map_err(|e| ConfigError::io(path, e))?;
+            let mut t: toml::Table = toml::from_str(&text).map_err(|e| {
+                ConfigError::syntax(e.to_string().trim_end().to_string()).at(&origin)
+            })?;
             match t.remove("devices") {
                 Some(toml::Value::Array(devices)) => {
                     let tables: Vec<toml::Table> = devices
@@ -66,34 +69,39 @@ pub fn device_table(args: &DeviceTableSpec) -> Result<toml::Table, String> {
                             .into_iter()
                             .find(|t| name_of(t).as_deref() == Some(want.as_str()))
                             .ok_or_else(|| {
-                                format!(
-                                    "--device {want}: no such [[devices]] entry in {} (has: {})",
-                                    path.display(),
-                                    names.join(", ")
+                                ConfigError::value(
+                                    "--device",
+                                    format!("`{want}`"),
+                                    format!(
+                                        "the name of a [[devices]] entry in {origin}: {}",
+                                        names.join(", ")
+                                    ),
                                 )
                             })?,
                         None if tables.len() == 1 => tables.into_iter().next().expect("one"),
                         None => {
-                            return Err(format!(
-                                "{} has {} [[devices]]: pick one with --device NAME ({})",
-                                path.display(),
-                                tables.len(),
-                                names.join(", ")
+                            return Err(ConfigError::key(
+                                "--device",
+                                format!(
+                                    "missing: {origin} has {} [[devices]], pick one with \
+                                     --device NAME ({})",
+                                    tables.len(),
+                                    names.join(", ")
+                                ),
                             ));
                         }
                     }
                 }
                 Some(_) => {
-                    return Err(format!(
-                        "--config {}: `devices` is not an array of tables",
-                        path.display()
-                    ));
+                    return Err(ConfigError::key("devices", "not an array of tables").at(&origin));
                 }
                 None => {
                     if args.device.is_some() {
-                        return Err(format!(
-                            "--device: {} is a device table, not a sim config with [[devices]]",
-                            path.display()
+                        return Err(ConfigError::key(
+                            "--device",
+                            format!(
+                                "{origin} is a device table, not a sim config with [[devices]]"
+                            ),
                         ));
                     }
                     t
@@ -113,14 +121,20 @@ pub fn device_table(args: &DeviceTableSpec) -> Result<toml::Table, String> {
         let (k, v) = kv
             .split_once('=')
             .filter(|(k, _)| !k.trim().is_empty())
-            .ok_or_else(|| format!("--set {kv:?}: expected KEY=VALUE, e.g. --set queue_depth=1"))?;
+            .ok_or_else(|| {
+                ConfigError::value(
+                    "--set",
+                    format!("{kv:?}"),
+                    "KEY=VALUE, e.g. --set queue_depth=1",
+                )
+            })?;
         table.insert(k.trim().to_string(), set_value(k.trim(), v.trim()));
     }
     if !table.contains_key("model") {
-        return Err(
-            "no device: give --model (memory, ssd, hdd, smr, sswd, flash-ssd) or --config FILE"
-                .into(),
-        );
+        return Err(ConfigError::key(
+            "--model",
+            "missing: give --model (memory, ssd, hdd, smr, sswd, flash-ssd) or --config FILE",
+        ));
     }
     // The real executor's keys of a `tierlab run` config (its backing store).
     for k in crate::REAL_DEVICE_KEYS {
@@ -184,10 +198,31 @@ mod tests {
         assert_eq!(t["model"].as_str(), Some("raid"));
         assert!(crate::standard_device(&t, 1).is_ok());
         let e = device_table(&from("nope")).unwrap_err();
-        assert!(e.contains("has: raid5"), "{e}");
+        assert_eq!(e.key_path().as_deref(), Some("--device"));
+        let shown = e.to_string();
+        assert!(
+            shown.starts_with("`--device`: expected the name of a [[devices]] entry in")
+                && shown.contains(": raid5")
+                && shown.ends_with("found `nope`"),
+            "{shown}"
+        );
         let e = device_table(&DeviceTableSpec::default()).unwrap_err();
-        assert!(e.contains("--model"), "{e}");
+        assert_eq!(e.key_path().as_deref(), Some("--model"));
+        assert!(e.to_string().starts_with("`--model`: missing"), "{e}");
         let e = device_table(&spec(Some("hdd"), None, &["oops"])).unwrap_err();
-        assert!(e.contains("KEY=VALUE"), "{e}");
+        assert_eq!(e.key_path().as_deref(), Some("--set"));
+        assert!(e.to_string().contains("KEY=VALUE"), "{e}");
+        // An unreadable file is an IO error that names the file.
+        let missing = PathBuf::from("/nonexistent/dev.toml");
+        let e = device_table(&DeviceTableSpec {
+            config: Some(missing),
+            ..DeviceTableSpec::default()
+        })
+        .unwrap_err();
+        assert!(
+            matches!(e.kind.as_ref(), crate::config::ConfigErrorKind::Io(_)),
+            "{e:?}"
+        );
+        assert!(e.to_string().starts_with("/nonexistent/dev.toml: "), "{e}");
     }
 }
