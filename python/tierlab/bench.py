@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import platform
 import resource
@@ -97,7 +98,10 @@ class Case:
     title: str
     peer_name: str
     tierlab: Callable[[], Metrics]
-    peer: Callable[[], Metrics]
+    #: None: tierlab alone (no tool does the same job); its numbers are
+    #: reported as measured, without a ratio.
+    peer: Callable[[], Metrics] | None
+    #: Empty: every metric the tierlab side returns, as ``info``.
     checks: list[Check]
     note: str = ""
 
@@ -639,7 +643,31 @@ def _serve_cases(ctx: Context) -> list[Case]:
     return cases
 
 
+def _pipeline_cases(ctx: Context) -> list[Case]:
+    records = 1_000_000 if ctx.quick else 5_000_000
+
+    def run() -> Metrics:
+        # `tierlab bench`: parse and generator throughput, best of its own
+        # 3 repetitions; one JSON list on stdout.
+        text = _cli(["bench", "--records", str(records), "--dir", ctx.dir, "--json"])
+        results = json.loads(text[text.index("[") :])
+        return {f"{r['name']}, records/s": r["records_per_s"] for r in results}
+
+    return [
+        Case(
+            name="pipeline",
+            title=f"`tierlab bench`: reading MSR CSV and native traces, stats, generators; {records:,} records",
+            peer_name="",
+            tierlab=run,
+            peer=None,
+            checks=[],
+            note="no peer: these are tierlab's own rates (the `trace` group compares parsing with libCacheSim)",
+        )
+    ]
+
+
 GROUPS: list[Group] = [
+    Group("pipeline", "trace parsing and generators (`tierlab bench`), no peer", lambda: None, _pipeline_cases),
     Group("real", "the real executor (`tierlab run`) vs fio on a /dev/shm file", _real_needs, _real_cases),
     Group("cache", "cache-only LRU and S3-FIFO vs libCacheSim", _have_libcachesim, _cache_cases),
     Group("sim", "the simulator: ATSMF vs linear stack, detailed vs queueing SSD", _sim_needs, _sim_cases),
@@ -690,7 +718,7 @@ def _select(only: Sequence[str] | None) -> list[tuple[Group, set[str] | None]]:
 
 #: Case name prefixes of each group (so --only can pick cases without
 #: building the group's inputs first).
-_PREFIXES = {"real": ["real-"], "cache": ["lru-", "s3fifo-"], "sim": ["sim-"], "serve": ["serve-"]}
+_PREFIXES = {"pipeline": ["pipeline"], "real": ["real-"], "cache": ["lru-", "s3fifo-"], "sim": ["sim-"], "serve": ["serve-"]}
 
 
 def _case_group(name: str) -> str | None:
@@ -744,16 +772,18 @@ def _run_case(case: Case, rounds: int, log: Callable[[str], None]) -> list[dict]
     ours: list[Metrics] = []
     peer: list[Metrics] = []
     for r in range(rounds):
-        order = [("tierlab", case.tierlab, ours), (case.peer_name, case.peer, peer)]
+        order = [("tierlab", case.tierlab, ours)]
+        if case.peer is not None:
+            order.append((case.peer_name, case.peer, peer))
         for label, fn, into in order if r % 2 == 0 else reversed(order):
             m = fn()
             into.append(m)
             shown = ", ".join(f"{k} {v:,.6g}" for k, v in m.items())
             log(f"{case.name} round {r + 1}/{rounds} {label}: {shown} (load {_load()})")
     rows = []
-    for check in case.checks:
+    for check in case.checks or [Check(k, "info") for k in ours[0]]:
         a = statistics.median(m[check.metric] for m in ours)
-        b = statistics.median(m[check.metric] for m in peer)
+        b = statistics.median(m[check.metric] for m in peer) if peer else float("nan")
         rows.append(
             {
                 "case": case.name,
@@ -791,6 +821,9 @@ def markdown(df) -> str:
             lines.append(f"| {r.case} | | | | | | | {r.verdict}: {r.note} |")
             continue
         fmt = (lambda v: f"{v:.6f}") if r.metric == "miss ratio" else _human
+        if math.isnan(r.peer):
+            lines.append(f"| {r.case} | {r.metric} | {fmt(r.tierlab)} | — | | | | |")
+            continue
         lines.append(
             f"| {r.case} | {r.metric} | {fmt(r.tierlab)} | {r.peer_name} | {fmt(r.peer)} | "
             f"{r.ratio:.2f}× | {r.target} | {r.verdict} |"
