@@ -20,7 +20,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect::<Result<_, _>>()?;
     let caps: Vec<usize> = args[2]
         .split(',')
-        .map(|s| s.trim().parse().map_err(|e| format!("bad capacity {s:?}: {e}")))
+        .map(|s| {
+            s.trim()
+                .parse()
+                .map_err(|e| format!("bad capacity {s:?}: {e}"))
+        })
         .collect::<Result<_, _>>()?;
     let next = next_uses(&keys);
     for name in &args[3..] {

@@ -109,7 +109,10 @@ impl Lru {
     #[cold]
     fn make_room(&mut self) {
         let live_count = self.map.len();
-        assert!(live_count < self.ring.len(), "more live entries than ring slots");
+        assert!(
+            live_count < self.ring.len(),
+            "more live entries than ring slots"
+        );
         if live_count * 4 > self.ring.len() {
             let len = self.ring.len() * 2;
             let mask = len as u64 - 1;
@@ -261,8 +264,12 @@ impl Eviction for Lru {
     fn access_batch(&mut self, keys: &[Key], missed: &mut Vec<bool>) {
         missed.clear();
         missed.reserve(keys.len());
+        // The first keys' slots all at once (their misses overlap), then
+        // each key's a few requests ahead: random touches.
+        for &key in keys.iter().take(PREFETCH_AHEAD) {
+            self.map.prefetch(key);
+        }
         for (i, &key) in keys.iter().enumerate() {
-            // The slot of a key a few requests ahead: a random touch.
             if let Some(&ahead) = keys.get(i + PREFETCH_AHEAD) {
                 self.map.prefetch(ahead);
             }
@@ -321,7 +328,11 @@ mod tests {
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
                 let r = x >> 33;
-                if r % 10 < 7 { r % 50 } else { 50 + r % universe }
+                if r % 10 < 7 {
+                    r % 50
+                } else {
+                    50 + r % universe
+                }
             })
             .collect()
     }
