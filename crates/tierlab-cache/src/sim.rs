@@ -288,23 +288,31 @@ fn drive(
             debug_assert_eq!(missed.len(), keys.len());
             // Local counters (registers), added to the result once per batch;
             // branch-free per record (ops and misses are unpredictable).
-            let mut at = 0usize;
             let (mut ios, mut misses) = (0u64, 0u64);
             let (mut reads, mut read_misses, mut writes, mut write_misses) = (0u64, 0, 0, 0);
-            for (rec, &n) in records.iter().zip(&pages_per_record) {
-                let m = match n {
-                    1 => missed[at] as u64,
-                    _ => missed[at..at + n].iter().filter(|&&b| b).count() as u64,
-                };
-                at += n;
+            let mut tally = |rec: &IoRecord, n: u64, m: u64| {
                 let (is_read, is_write) =
                     ((rec.op == Op::Read) as u64, (rec.op == Op::Write) as u64);
                 ios += (n > 0) as u64;
                 misses += m;
-                reads += is_read * n as u64;
+                reads += is_read * n;
                 read_misses += is_read * m;
-                writes += is_write * n as u64;
+                writes += is_write * n;
                 write_misses += is_write * m;
+            };
+            if keys.len() == records.len() && pages_per_record.iter().all(|&n| n == 1) {
+                // One page per record (the common case): no offsets to track.
+                for (rec, &m) in records.iter().zip(&missed) {
+                    tally(rec, 1, m as u64);
+                }
+            } else {
+                let mut at = 0usize;
+                for (rec, &n) in records.iter().zip(&pages_per_record) {
+                    let m = missed[at..at + n].iter().filter(|&&b| b).count() as u64;
+                    at += n;
+                    tally(rec, n as u64, m);
+                }
+                debug_assert_eq!(at, keys.len());
             }
             let r = &mut lane.res;
             r.io_requests += ios;
@@ -314,7 +322,6 @@ fn drive(
             r.read_misses += read_misses;
             r.write_requests += writes;
             r.write_misses += write_misses;
-            debug_assert_eq!(at, keys.len());
         }
     }
 }

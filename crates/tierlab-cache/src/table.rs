@@ -23,17 +23,17 @@ pub struct StampTable {
 }
 
 const MIN_SLOTS: usize = 16;
-/// Slots are at most a sixth full (any table size: the home slot is scaled
-/// by a multiply, not masked, so the load does not jump with powers of
-/// two). A cache's misses churn the table (a failed lookup, an insert and
-/// a backward-shift removal each), and the shift loop's exit is an
+/// Slots are at most an eighth full (any table size: the home slot is
+/// scaled by a multiply, not masked, so the load does not jump with powers
+/// of two). A cache's misses churn the table (a failed lookup, an insert
+/// and a backward-shift removal each), and the shift loop's exit is an
 /// unpredictable branch per slot of the cluster: LRU over a Zipf stream at
-/// 8,041 pages took 30 / 23 / 21 / 20 ns per request at loads 1/2, 1/4,
-/// 1/6 and 1/8 (cache-only run, CPU time), while at 80,414 pages 1/8 was
-/// slower than 1/4 (a bigger table, more TLB misses). The price is 96
-/// bytes of table per cached page.
+/// 8,041 pages took 30 / 23 / 22 / 21 ns per request at loads 1/2, 1/4,
+/// 1/6 and 1/8 (the whole cache-only run, CPU time; at 80,414 pages 1/8 was
+/// ~3 % slower than 1/6 — a bigger table, more TLB misses). The price is
+/// 128 bytes of table per cached page.
 const MAX_LOAD_NUM: usize = 1;
-const MAX_LOAD_DEN: usize = 6;
+const MAX_LOAD_DEN: usize = 8;
 
 impl StampTable {
     /// A table that will hold `expected_len` keys without growing (it grows
