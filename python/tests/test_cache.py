@@ -325,8 +325,10 @@ _S3FIFO_CAPS = [20, 21, 29, 100, 101, 1000, 1234, 4096, 20_000]
 
 
 @pytest.mark.parametrize("stream", ["zipf", "msr", "oltp"])
-def test_s3fifo_equals_libcachesim(libcachesim, misses_exe, tmp_path, zipf_trace, request, stream):
-    """S3-FIFO is libCacheSim's, miss for miss, from 20 pages up."""
+@pytest.mark.parametrize("policy", ["s3fifo", "lru", "fifo", "arc"])
+def test_checkout_equals_libcachesim(libcachesim, misses_exe, tmp_path, zipf_trace, request, stream, policy):
+    """This checkout's policies (the `misses` example, built here) are
+    libCacheSim's, miss for miss; S3-FIFO from 20 pages up."""
     if stream == "zipf":
         trace, page_size = zipf_trace, 4096
     else:
@@ -337,9 +339,10 @@ def test_s3fifo_equals_libcachesim(libcachesim, misses_exe, tmp_path, zipf_trace
         }[stream]
     keys = page_stream(tierlab.read_trace(trace), page_size)
     og = write_oracle_general(keys, tmp_path / "s3.oracleGeneral")
-    ours = rust_misses(misses_exe, keys, _S3FIFO_CAPS, "s3fifo", tmp_path)
-    theirs = [lcs_misses(libcachesim, og, len(keys), "s3fifo", c) for c in _S3FIFO_CAPS]
-    assert ours == theirs, list(zip(_S3FIFO_CAPS, ours, theirs))
+    caps = _S3FIFO_CAPS if policy == "s3fifo" else [1, 2, 3, 100, 1000, 4096, 20_000]
+    ours = rust_misses(misses_exe, keys, caps, policy, tmp_path)
+    theirs = [lcs_misses(libcachesim, og, len(keys), policy, c) for c in caps]
+    assert ours == theirs, list(zip(caps, ours, theirs))
     # Not a vacuous agreement: fewer misses with more room.
     assert ours[0] > ours[-1], ours
 
