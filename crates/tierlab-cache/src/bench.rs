@@ -6,7 +6,8 @@
 //! native file, the same code path as `tierlab cache`.
 //!
 //! The peer runs in Python (`libcachesim` from PyPI), see
-//! [`libcachesim_snippet`]; scripts/bench_cache.py alternates both sides.
+//! [`libcachesim_snippet`]; [`compare_with_libcachesim`] alternates both
+//! sides (the `vs_libcachesim` example prints it).
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
