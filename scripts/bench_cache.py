@@ -20,6 +20,11 @@ reported (these machines are shared and noisy); all miss counts are printed
 and must be equal.
 
     .venv/bin/python scripts/bench_cache.py [--requests 10000000] [--capacity 65536]
+
+This times the installed `tierlab` module. To time a checkout's Rust code
+without building the module, and to report CPU time next to wall time, use
+`cargo run --release -p tierlab-cache --example vs_libcachesim -- --python
+.venv/bin/python` (docs/benchmarks.md, "Small caches").
 """
 
 from __future__ import annotations

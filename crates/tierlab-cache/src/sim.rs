@@ -56,6 +56,14 @@ pub fn page_key(device_id: u32, page: u64) -> Key {
 /// zero-size records. `page_size` must be non-zero.
 #[inline]
 pub fn record_pages(rec: &IoRecord, page_size: u32) -> impl Iterator<Item = Key> + use<> {
+    let dev = rec.device_id;
+    page_range(rec, page_size).map(move |p| page_key(dev, p))
+}
+
+/// The page indices a record touches (`first..end`); empty for flushes and
+/// zero-size records.
+#[inline]
+fn page_range(rec: &IoRecord, page_size: u32) -> std::ops::Range<u64> {
     let ps = page_size.max(1) as u64;
     let skip = rec.op == Op::Flush || rec.size_bytes == 0;
     // saturating: size 0 (skipped anyway) and offsets near u64::MAX.
@@ -71,10 +79,8 @@ pub fn record_pages(rec: &IoRecord, page_size: u32) -> impl Iterator<Item = Key>
     } else {
         (rec.offset_bytes / ps, end_byte / ps)
     };
-    let dev = rec.device_id;
     // An exclusive end, so a skipped record is simply the empty range.
-    let end = if skip { first } else { last + 1 };
-    (first..end).map(move |p| page_key(dev, p))
+    first..if skip { first } else { last + 1 }
 }
 
 /// For each position `i`, the index of the next occurrence of `keys[i]`,
@@ -207,10 +213,28 @@ pub fn run(
 
 /// Records per batch: the policies see the batch's page keys at once (so
 /// they can prefetch ahead), the counts are tallied per record afterwards.
-const BATCH_RECORDS: usize = 1024;
+const BATCH_RECORDS: usize = 4096;
 /// ... and at most about this many page references, so a few huge records
 /// cannot make a batch's key buffer huge.
 const BATCH_PAGES: u64 = 1 << 16;
+
+/// Records asked of the stream at a time while a batch fills (a few, so a
+/// batch of huge records stops near `BATCH_PAGES`).
+const READ_CHUNK_RECORDS: usize = 128;
+
+/// Appends the page keys of `rec` to `keys`; returns how many.
+#[inline]
+fn push_pages(rec: &IoRecord, page_size: u32, keys: &mut Vec<Key>) -> usize {
+    let pages = page_range(rec, page_size);
+    let n = pages.end - pages.start;
+    // Most records touch one page: no loop for them.
+    if n == 1 {
+        keys.push(page_key(rec.device_id, pages.start));
+    } else {
+        keys.extend(pages.map(|p| page_key(rec.device_id, p)));
+    }
+    n as usize
+}
 
 fn drive(
     stream: &mut dyn RecordStream,
@@ -221,18 +245,23 @@ fn drive(
     let mut keys: Vec<Key> = Vec::new();
     let mut missed: Vec<bool> = Vec::new();
     let mut pages_per_record: Vec<usize> = Vec::with_capacity(BATCH_RECORDS);
-    let min_page_size = lanes.iter().map(|l| l.page_size.max(1)).min().unwrap_or(1) as u64;
+    // A bound on a record's pages at every lane's page size, by a shift
+    // (a division per record would cost more than the rest of the loop).
+    let min_page_size = lanes.iter().map(|l| l.page_size.max(1)).min().unwrap_or(1);
+    let page_shift = min_page_size.ilog2();
     loop {
         records.clear();
         let mut pages_bound = 0u64;
         while records.len() < BATCH_RECORDS && pages_bound < BATCH_PAGES {
-            match stream.next_record()? {
-                Some(r) => {
-                    pages_bound += r.size_bytes as u64 / min_page_size + 2;
-                    records.push(r);
-                }
-                None => break,
+            let before = records.len();
+            let want = READ_CHUNK_RECORDS.min(BATCH_RECORDS - before);
+            if stream.next_batch(&mut records, want)? == 0 {
+                break;
             }
+            pages_bound += records[before..]
+                .iter()
+                .map(|r| (r.size_bytes as u64 >> page_shift) + 2)
+                .sum::<u64>();
         }
         if records.is_empty() {
             return Ok(());
@@ -241,9 +270,7 @@ fn drive(
             keys.clear();
             pages_per_record.clear();
             for rec in &records {
-                let before = keys.len();
-                keys.extend(record_pages(rec, lane.page_size));
-                pages_per_record.push(keys.len() - before);
+                pages_per_record.push(push_pages(rec, lane.page_size, &mut keys));
             }
             match lane.next.map(|i| futures[i].1.as_slice()) {
                 // Belady needs each key's next use set just before it.
@@ -258,31 +285,43 @@ fn drive(
                 }
                 None => lane.cache.access_batch(&keys, &mut missed),
             }
-            let mut at = 0usize;
-            for (rec, &n) in records.iter().zip(&pages_per_record) {
-                if n == 0 {
-                    continue;
+            debug_assert_eq!(missed.len(), keys.len());
+            // Local counters (registers), added to the result once per batch;
+            // branch-free per record (ops and misses are unpredictable).
+            let (mut ios, mut misses) = (0u64, 0u64);
+            let (mut reads, mut read_misses, mut writes, mut write_misses) = (0u64, 0, 0, 0);
+            let mut tally = |rec: &IoRecord, n: u64, m: u64| {
+                let (is_read, is_write) =
+                    ((rec.op == Op::Read) as u64, (rec.op == Op::Write) as u64);
+                ios += (n > 0) as u64;
+                misses += m;
+                reads += is_read * n;
+                read_misses += is_read * m;
+                writes += is_write * n;
+                write_misses += is_write * m;
+            };
+            if keys.len() == records.len() && pages_per_record.iter().all(|&n| n == 1) {
+                // One page per record (the common case): no offsets to track.
+                for (rec, &m) in records.iter().zip(&missed) {
+                    tally(rec, 1, m as u64);
                 }
-                let m = missed[at..at + n].iter().filter(|&&b| b).count() as u64;
-                at += n;
-                let n = n as u64;
-                let r = &mut lane.res;
-                r.io_requests += 1;
-                r.requests += n;
-                r.misses += m;
-                match rec.op {
-                    Op::Read => {
-                        r.read_requests += n;
-                        r.read_misses += m;
-                    }
-                    Op::Write => {
-                        r.write_requests += n;
-                        r.write_misses += m;
-                    }
-                    Op::Trim | Op::Flush => {}
+            } else {
+                let mut at = 0usize;
+                for (rec, &n) in records.iter().zip(&pages_per_record) {
+                    let m = missed[at..at + n].iter().filter(|&&b| b).count() as u64;
+                    at += n;
+                    tally(rec, n as u64, m);
                 }
+                debug_assert_eq!(at, keys.len());
             }
-            debug_assert_eq!(at, keys.len());
+            let r = &mut lane.res;
+            r.io_requests += ios;
+            r.requests += keys.len() as u64;
+            r.misses += misses;
+            r.read_requests += reads;
+            r.read_misses += read_misses;
+            r.write_requests += writes;
+            r.write_misses += write_misses;
         }
     }
 }

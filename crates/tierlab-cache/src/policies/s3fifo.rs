@@ -1,17 +1,39 @@
 //! S3-FIFO (Yang et al., "FIFO queues are all you need for cache
-//! eviction", SOSP '23, Algorithm 1). A small FIFO S (10 % of the capacity,
-//! at least 1 page), a main FIFO M (the rest) and a ghost FIFO G of keys
-//! only, holding as many keys as M holds pages. Each cached page has a
-//! 2-bit frequency (capped at 3) bumped on hits. New pages enter S, or M if
-//! their key is in G. Evicting from S: a tail page with freq > 1 moves to
-//! M's head (keeping its freq), otherwise it leaves for G. Evicting from M:
-//! a tail page with freq > 0 is reinserted at the head with freq - 1,
-//! otherwise evicted. S is evicted from when |S| >= its target, else M.
+//! eviction", SOSP '23), exactly as libCacheSim implements it
+//! (`cache/eviction/S3FIFO.c`, the version the `libcachesim` 0.3.5 Python
+//! package wraps) for every capacity libCacheSim can run usefully
+//! (≥ 20 pages); python/tests/test_cache.py checks miss counts against it.
 //!
-//! One deviation, so each miss evicts exactly one page (the trait reports
-//! one): the paper calls evictM when a promotion fills M in the middle of
-//! evictS; here M may run over its share briefly and the next eviction
-//! (|S| below target) takes from M. Total occupancy never exceeds capacity.
+//! A small FIFO S (target ⌊10 % of the capacity⌋), a main FIFO M (the rest)
+//! and a ghost FIFO G of keys only (⌊90 % of the capacity⌋ keys). Each
+//! cached page has a frequency, +1 on every hit.
+//! * Miss whose key is in G: the key leaves G and the page enters M with
+//!   frequency 0. Any other miss enters S — except during warm-up (before
+//!   the first eviction), when S is already at its target: then it enters
+//!   M, so the cache fills with S at its target and M full.
+//! * Evict (one page per miss, the cache being full): from M if M holds
+//!   more than its share or S is empty, else from S.
+//! * From S: the oldest page with frequency ≥ 2 moves to M's head with
+//!   frequency 0 (libCacheSim inserts a fresh object), and the next oldest
+//!   is examined; the first with frequency < 2 is evicted and its key
+//!   enters G (G's oldest key dropped when G is full). If S empties
+//!   without evicting, evict from M.
+//! * From M: the oldest page with frequency f ≥ 1 is reinserted at the head
+//!   with min(f, 3) − 1 (a 2-bit clock); the first with 0 is evicted.
+//!
+//! Frequencies are stored capped at 3: the decisions only read `f ≥ 2`,
+//! `f ≥ 1` and `min(f, 3)`, so capping on the hit gives the same results as
+//! libCacheSim's uncapped counter.
+//!
+//! **The one deliberate difference: caches under 20 pages.** libCacheSim
+//! refuses a small queue smaller than 2 pages: under 10 pages its S would
+//! be 0 and `S3FIFO_init` aborts; from 10 to 19 pages S is 1 page and it
+//! admits only objects strictly smaller than S, so a 1-page object is never
+//! cached and every request misses (a deliberate guard for large objects
+//! that, with unit-size pages, leaves a cache that caches nothing). Here S
+//! is at least 1 page and a page is always admitted, so S3-FIFO at 1–19
+//! pages is a working cache; from 20 pages on the rules above are
+//! libCacheSim's to the page.
 
 use super::list::{Arena, List};
 use crate::{Access, Eviction, Key};
@@ -20,12 +42,32 @@ use rustc_hash::FxHashMap;
 const SMALL: u8 = 0;
 const MAIN: u8 = 1;
 const GHOST: u8 = 2;
-const MAX_FREQ: u32 = 3;
+/// Frequency at which a page leaves S for M instead of G
+/// (libCacheSim's `move-to-main-threshold`).
+const MOVE_TO_MAIN_FREQ: u32 = 2;
+/// Frequencies are kept in 0..=3 (see the module comment).
+const FREQ_MAX: u32 = 3;
+
+/// S's target in pages: libCacheSim's `(int64_t)(cache_size * 0.1)`, i.e.
+/// ⌊capacity / 10⌋ (exact for every capacity; a test checks), raised to 1.
+pub fn small_target_pages(capacity_pages: usize) -> usize {
+    (capacity_pages / 10).max(1)
+}
+
+/// G's size in keys: libCacheSim's `(int64_t)(cache_size * 0.9)`, i.e.
+/// ⌊9 × capacity / 10⌋ (not M's share, which is ⌈9 × capacity / 10⌉).
+pub fn ghost_keys(capacity_pages: usize) -> usize {
+    capacity_pages.saturating_mul(9) / 10
+}
 
 pub struct S3Fifo {
     cap: usize,
     small_cap: usize,
+    main_cap: usize,
     ghost_cap: usize,
+    /// Set by the first eviction; until then a miss finding S at its target
+    /// goes to M (libCacheSim's `has_evicted`).
+    has_evicted: bool,
     map: FxHashMap<Key, u32>,
     arena: Arena,
     small: List,
@@ -37,13 +79,15 @@ impl S3Fifo {
     /// `capacity_pages` of 0 is raised to 1 (`policies::build` rejects 0).
     pub fn new(capacity_pages: usize) -> Self {
         let cap = capacity_pages.max(1);
-        let small_cap = (cap / 10).max(1);
+        let small_cap = small_target_pages(cap);
         S3Fifo {
             cap,
             small_cap,
-            ghost_cap: cap - small_cap,
+            main_cap: cap - small_cap,
+            ghost_cap: ghost_keys(cap),
+            has_evicted: false,
             map: FxHashMap::default(),
-            arena: Arena::with_capacity(cap.min(1 << 24)),
+            arena: Arena::with_capacity((cap + ghost_keys(cap)).min(1 << 24)),
             small: List::default(),
             main: List::default(),
             ghost: List::default(),
@@ -56,7 +100,10 @@ impl S3Fifo {
         self.arena.release(i);
     }
 
+    /// Evicts one page from M (M is not empty: the caller checked).
     fn evict_main(&mut self) -> Option<Key> {
+        // Each pass lowers a frequency (≤ 3), so this ends within
+        // 3 × |M| + 1 steps.
         while let Some(t) = self.main.pop_back(&mut self.arena) {
             let n = self.arena.get_mut(t);
             if n.aux > 0 {
@@ -71,25 +118,38 @@ impl S3Fifo {
         None
     }
 
-    fn evict(&mut self) -> Option<Key> {
-        if self.small.len >= self.small_cap || self.main.len == 0 {
-            while let Some(t) = self.small.pop_back(&mut self.arena) {
-                let n = self.arena.get_mut(t);
-                if n.aux > 1 {
-                    n.tag = MAIN;
-                    self.main.push_front(&mut self.arena, t);
-                } else {
-                    n.tag = GHOST;
-                    let k = n.key;
-                    self.ghost.push_front(&mut self.arena, t);
-                    if self.ghost.len > self.ghost_cap {
-                        if let Some(g) = self.ghost.pop_back(&mut self.arena) {
-                            self.forget(g);
-                        }
-                    }
-                    return Some(k);
-                }
+    /// Evicts one page from S, promoting the frequently used ones it passes
+    /// to M; `None` if S empties without evicting.
+    fn evict_small(&mut self) -> Option<Key> {
+        while let Some(t) = self.small.pop_back(&mut self.arena) {
+            let n = self.arena.get_mut(t);
+            if n.aux >= MOVE_TO_MAIN_FREQ {
+                n.tag = MAIN;
+                n.aux = 0;
+                self.main.push_front(&mut self.arena, t);
+                continue;
             }
+            n.tag = GHOST;
+            n.aux = 0;
+            let k = n.key;
+            self.ghost.push_front(&mut self.arena, t);
+            if self.ghost.len > self.ghost_cap
+                && let Some(g) = self.ghost.pop_back(&mut self.arena)
+            {
+                self.forget(g);
+            }
+            return Some(k);
+        }
+        None
+    }
+
+    fn evict(&mut self) -> Option<Key> {
+        self.has_evicted = true;
+        if self.main.len <= self.main_cap
+            && self.small.len > 0
+            && let Some(k) = self.evict_small()
+        {
+            return Some(k);
         }
         self.evict_main()
     }
@@ -97,11 +157,14 @@ impl S3Fifo {
     fn miss(&mut self, key: Key) -> Option<Key> {
         let ghost = self.map.get(&key).copied();
         if let Some(i) = ghost {
+            debug_assert_eq!(self.arena.get(i).tag, GHOST);
             // Off G before evicting, so trimming G cannot free this node.
             self.ghost.unlink(&mut self.arena, i);
         }
         let evicted = if self.small.len + self.main.len >= self.cap {
-            self.evict()
+            let e = self.evict();
+            debug_assert!(e.is_some(), "a full cache always has a page to evict");
+            e
         } else {
             None
         };
@@ -113,11 +176,18 @@ impl S3Fifo {
                 self.main.push_front(&mut self.arena, i);
             }
             None => {
-                let i = self.arena.alloc(key, SMALL);
-                self.small.push_front(&mut self.arena, i);
+                let to_main = !self.has_evicted && self.small.len >= self.small_cap;
+                let i = self.arena.alloc(key, if to_main { MAIN } else { SMALL });
+                if to_main {
+                    self.main.push_front(&mut self.arena, i);
+                } else {
+                    self.small.push_front(&mut self.arena, i);
+                }
                 self.map.insert(key, i);
             }
         }
+        debug_assert!(self.small.len + self.main.len <= self.cap);
+        debug_assert!(self.ghost.len <= self.ghost_cap);
         evicted
     }
 }
@@ -136,7 +206,7 @@ impl Eviction for S3Fifo {
         if let Some(&i) = self.map.get(&key) {
             let n = self.arena.get_mut(i);
             if n.tag != GHOST {
-                n.aux = (n.aux + 1).min(MAX_FREQ);
+                n.aux = (n.aux + 1).min(FREQ_MAX);
                 return Access::Hit;
             }
         }
@@ -174,27 +244,68 @@ mod tests {
     use super::*;
 
     #[test]
+    fn queue_sizes_are_libcachesims_float_truncations() {
+        // libCacheSim: small = (int64_t)(size * 0.1), ghost = (int64_t)(size * 0.9).
+        let caps = (1..=200_000usize).chain([(1 << 30) - 1, 1 << 30, 14_514, 145_147]);
+        for cap in caps {
+            assert_eq!(
+                small_target_pages(cap),
+                ((cap as f64 * 0.1) as usize).max(1),
+                "{cap}"
+            );
+            assert_eq!(ghost_keys(cap), (cap as f64 * 0.9) as usize, "{cap}");
+        }
+    }
+
+    #[test]
     fn hand_computed() {
-        // Capacity 10: S target 1, M share 9, G holds 9 keys.
-        let mut c = S3Fifo::new(10);
-        for k in 1..=10 {
+        // Capacity 20: S target 2, M share 18, G holds 18 keys.
+        let mut c = S3Fifo::new(20);
+        // Warm-up: 1 and 2 fill S; 3..=20 go straight to M (S at target,
+        // nothing evicted yet).
+        for k in 1..=20 {
             assert_eq!(c.access(k), Access::Miss { evicted: None });
         }
-        // All ten sit in S. 1 is hit twice (freq 2 > 1), 2 once.
+        assert_eq!((c.small.len, c.main.len), (2, 18));
+        // 1 is hit twice (freq 2: promoted when S is evicted), 2 once.
         c.access(1);
         c.access(1);
         c.access(2);
-        // 11: |S| = 10 >= 1, evictS: 1 (freq 2) is promoted to M, 2 (freq
-        // 1) goes to G and is the victim.
-        assert_eq!(c.access(11), Access::Miss { evicted: Some(2) });
-        assert!(c.contains(1));
-        // 2 is a ghost: re-access inserts it into M; the victim is 3.
+        // 21: M at its share, so evict from S: 1 moves to M (freq reset to
+        // 0, M now 19 > 18), 2 (freq 1) is evicted into G; 21 enters S.
+        assert_eq!(c.access(21), Access::Miss { evicted: Some(2) });
+        assert!(c.contains(1) && !c.contains(2));
+        assert_eq!((c.small.len, c.main.len, c.ghost.len), (1, 19, 1));
+        // 2 is a ghost: it goes to M. M is over its share, so M's oldest
+        // with freq 0 leaves: 3 (inserted first into M during warm-up).
         assert_eq!(c.access(2), Access::Miss { evicted: Some(3) });
-        assert!(c.contains(2));
-        // A one-hit scan of new keys passes through S without touching M:
-        for k in 100..120 {
-            c.access(k);
+        assert!(c.contains(2) && c.ghost.len == 0);
+        // M at 19 > 18 still: the next miss evicts from M again (4), and
+        // the new page enters S.
+        assert_eq!(c.access(22), Access::Miss { evicted: Some(4) });
+        assert_eq!((c.small.len, c.main.len), (2, 18));
+        // Now S is at target and M at its share: evict S's oldest, 21
+        // (freq 0), into G.
+        assert_eq!(c.access(23), Access::Miss { evicted: Some(21) });
+        // 1 was promoted with freq 0: a hit makes it 1, so M's clock
+        // passes over it once before evicting it.
+        assert!(c.contains(1));
+    }
+
+    #[test]
+    fn tiny_caches_cache_pages() {
+        // The deliberate difference from libCacheSim (which aborts under 10
+        // pages and caches nothing from 10 to 19): a loop over 3 keys fits
+        // in every cache of ≥ 3 pages and hits after the first round.
+        for cap in [3, 5, 10, 19] {
+            let mut c = S3Fifo::new(cap);
+            let misses = (0..300u64).filter(|i| !c.access(i % 3).is_hit()).count();
+            assert_eq!(misses, 3, "capacity {cap}");
         }
-        assert!(c.contains(1) && c.contains(2));
+        // Capacity 1: a repeated key hits.
+        let mut c = S3Fifo::new(1);
+        assert!(!c.access(7).is_hit());
+        assert!(c.access(7).is_hit());
+        assert_eq!(c.access(8), Access::Miss { evicted: Some(7) });
     }
 }

@@ -161,24 +161,37 @@ pub fn encode_record(r: &IoRecord, out: &mut [u8; RECORD_BYTES]) {
     out[31] = 0;
 }
 
+/// Decodes one 32-byte record; `None` if it is not one (wrong length, or
+/// an op code other than 0–3). The hot path's decoder: no error built.
 #[inline]
-pub fn decode_record(b: &[u8]) -> Result<IoRecord, FieldError> {
+pub fn decode_valid(b: &[u8]) -> Option<IoRecord> {
+    let b: &[u8; RECORD_BYTES] = b.try_into().ok()?;
     let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
-    let op = Op::from_code(b[30]).ok_or_else(|| {
-        FieldError::new(
-            "op",
-            b[30].to_string().as_bytes(),
-            "0 (read), 1 (write), 2 (trim) or 3 (flush)",
-        )
-    })?;
+    let op = Op::from_code(b[30])?;
     let response = u64_at(16);
-    Ok(IoRecord {
+    Some(IoRecord {
         time_ns: u64_at(0),
         offset_bytes: u64_at(8),
         response_ns: (response != NO_RESPONSE).then_some(response),
         size_bytes: u32::from_le_bytes(b[24..28].try_into().unwrap()),
         device_id: u16::from_le_bytes([b[28], b[29]]) as u32,
         op,
+    })
+}
+
+/// Decodes one 32-byte record, or says why it is not one.
+pub fn decode_record(b: &[u8]) -> Result<IoRecord, FieldError> {
+    assert_eq!(
+        b.len(),
+        RECORD_BYTES,
+        "a native record is {RECORD_BYTES} bytes"
+    );
+    decode_valid(b).ok_or_else(|| {
+        FieldError::new(
+            "op",
+            b[30].to_string().as_bytes(),
+            "0 (read), 1 (write), 2 (trim) or 3 (flush)",
+        )
     })
 }
 
