@@ -339,7 +339,7 @@ def _cache_cases(ctx: Context) -> list[Case]:
         count=requests,
         theta=0.99,
         size_bytes="4k",
-        region_size_bytes="8g",
+        region_size_bytes="4g",
     )
     offsets = load_native(native).records["offset_bytes"]
     rec = np.zeros(len(offsets), _OG_DTYPE)
@@ -349,15 +349,22 @@ def _cache_cases(ctx: Context) -> list[Case]:
     rec.tofile(og)
     footprint = int(len(np.unique(rec["obj_id"])))
     del rec, offsets
-    ctx.log(f"cache: {requests:,} single-page Zipf(0.99) requests over 8 GiB, {footprint:,} distinct pages")
+    ctx.log(f"cache: {requests:,} single-page Zipf(0.99) requests over 4 GiB, {footprint:,} distinct pages")
 
+    # Both simulations run on this thread (tierlab's with the GIL released),
+    # so the thread's CPU time is each side's own work, whatever else the
+    # machine runs; wall time is reported next to it.
     def tierlab_side(policy: str, pages: int) -> Callable[[], Metrics]:
         def run() -> Metrics:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             df = cache_sim(native, policy, f"{pages}pages", format="native")
-            wall = time.perf_counter() - t0
+            wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
             assert int(df["requests"].iloc[0]) == requests
-            return {"requests/s": requests / wall, "miss ratio": float(df["misses"].iloc[0]) / requests}
+            return {
+                "requests/s": requests / wall,
+                "requests per CPU s": requests / cpu,
+                "miss ratio": float(df["misses"].iloc[0]) / requests,
+            }
 
         return run
 
@@ -370,10 +377,10 @@ def _cache_cases(ctx: Context) -> list[Case]:
         def run() -> Metrics:
             cache = make(cache_size=pages, hashpower=hashpower)
             reader = lcs.TraceReader(str(og), lcs.TraceType.ORACLE_GENERAL_TRACE)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             miss_ratio, _ = cache.process_trace(reader)
-            wall = time.perf_counter() - t0
-            return {"requests/s": requests / wall, "miss ratio": float(miss_ratio)}
+            wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+            return {"requests/s": requests / wall, "requests per CPU s": requests / cpu, "miss ratio": float(miss_ratio)}
 
         return run
 
@@ -387,7 +394,11 @@ def _cache_cases(ctx: Context) -> list[Case]:
                 peer_name=f"libCacheSim {getattr(lcs, '__version__', '')} LRU, sized table".replace("  ", " "),
                 tierlab=tierlab_side("lru", pages),
                 peer=lcs_side("lru", pages),
-                checks=[Check("requests/s", "ratio_min", 2.0), Check("miss ratio", "equal", 6)],
+                checks=[
+                    Check("requests per CPU s", "ratio_min", 2.0),
+                    Check("requests/s", "ratio_min", 2.0),
+                    Check("miss ratio", "equal", 6),
+                ],
             )
         )
     for pct in (1, 10):
@@ -399,7 +410,7 @@ def _cache_cases(ctx: Context) -> list[Case]:
                 peer_name="libCacheSim S3-FIFO",
                 tierlab=tierlab_side("s3fifo", pages),
                 peer=lcs_side("s3fifo", pages),
-                checks=[Check("miss ratio", "equal", 6), Check("requests/s", "info")],
+                checks=[Check("miss ratio", "equal", 6), Check("requests per CPU s", "info")],
             )
         )
     return cases

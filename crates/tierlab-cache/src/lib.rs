@@ -8,7 +8,6 @@
 //! libCacheSim's `get`: a lookup that, on a miss, inserts (evicting first
 //! when full).
 
-pub mod bench;
 pub mod mrc;
 pub mod policies;
 pub mod sim;
