@@ -8,6 +8,8 @@ pub mod datapath;
 pub mod engine;
 pub mod error;
 pub mod executor;
+pub mod ids;
+pub mod iobuf;
 pub mod open;
 pub mod pool;
 pub mod raid;
