@@ -28,8 +28,10 @@ pub struct RunArgs {
     /// does each IO inline on the executor's thread (queue depth 1).
     #[arg(long, default_value_t = 16)]
     pub io_threads: usize,
-    /// How device IOs are done: io_uring (`uring`), a thread pool
-    /// (`threads`), or io_uring where the kernel allows it (`auto`).
+    /// How device IOs are done: io_uring (`uring`), io_uring with a
+    /// kernel thread polling it (`uring-sqpoll`: pays only with cores to
+    /// spare), a thread pool (`threads`), or io_uring where the kernel
+    /// allows it (`auto`).
     #[arg(long, default_value = "auto", value_parser = parse_engine)]
     pub io_engine: EngineKind,
     /// After the workload, wait at most this long (s) for the policy's
@@ -162,7 +164,7 @@ pub struct CompareArgs {
     /// Device IOs in service at once in the real run (0 = inline).
     #[arg(long, default_value_t = 16)]
     pub io_threads: usize,
-    /// The real run's IO engine: auto, uring, threads.
+    /// The real run's IO engine: auto, uring, uring-sqpoll, threads.
     #[arg(long, default_value = "auto", value_parser = parse_engine)]
     pub io_engine: EngineKind,
     /// Verify data in the real run.

@@ -46,7 +46,8 @@ pub struct ServeArgs {
     /// Device IOs in service at once (io_uring slots or threads); 0 does each inline.
     #[arg(long, default_value_t = 32)]
     pub io_threads: usize,
-    /// io_uring (`uring`), a thread pool (`threads`), or io_uring where the kernel allows it (`auto`).
+    /// io_uring (`uring`), io_uring with a kernel thread polling it (`uring-sqpoll`), a
+    /// thread pool (`threads`), or io_uring where the kernel allows it (`auto`).
     #[arg(long, default_value = "auto", value_parser = parse_engine)]
     pub io_engine: EngineKind,
     /// Override a config key, e.g. --set policy.capacity_bytes=64MiB (repeatable).

@@ -67,12 +67,13 @@ pub trait Backend: Send + Sync {
 #[derive(Clone, Copy, Debug)]
 pub struct UringTarget {
     pub fd: std::os::fd::RawFd,
-    /// O_DIRECT: the buffer must be `DIRECT_ALIGN`-aligned.
+    /// O_DIRECT: the buffer must be `DIRECT_ALIGN`-aligned (the engine's
+    /// `IoBuf`s are).
     pub direct: bool,
 }
 
-/// Alignment O_DIRECT needs for buffers, offsets and sizes here.
-pub const DIRECT_ALIGN: usize = 4096;
+pub use crate::iobuf::DIRECT_ALIGN;
+use crate::iobuf::IoBuf;
 
 pub struct FileBackend {
     path: PathBuf,
@@ -87,52 +88,27 @@ pub struct FileBackend {
     is_regular: bool,
 }
 
-/// A heap buffer aligned for O_DIRECT.
-pub(crate) struct Aligned {
-    ptr: *mut u8,
-    layout: std::alloc::Layout,
-}
-
-impl Aligned {
-    pub(crate) fn new(len: usize) -> Aligned {
-        let layout = std::alloc::Layout::from_size_align(len.max(DIRECT_ALIGN), DIRECT_ALIGN)
-            .expect("valid layout");
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        Aligned { ptr, layout }
-    }
-    pub(crate) fn slice(&mut self, len: usize) -> &mut [u8] {
-        // SAFETY: `len` ≤ the allocation, which lives as long as `self`.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, len) }
-    }
-}
-
-// SAFETY: an owned allocation, like a Box<[u8]>.
-unsafe impl Send for Aligned {}
-
-impl Drop for Aligned {
-    fn drop(&mut self) {
-        // SAFETY: allocated with this layout in `new`.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
-    }
-}
-
 thread_local! {
-    /// Each IO thread's bounce buffer for O_DIRECT (grown as needed).
-    static BOUNCE: std::cell::RefCell<Option<Aligned>> = const { std::cell::RefCell::new(None) };
+    /// Each IO thread's bounce buffer for O_DIRECT (grown as needed), for
+    /// callers whose buffer is not aligned.
+    static BOUNCE: std::cell::RefCell<IoBuf> = std::cell::RefCell::new(IoBuf::empty());
 }
 
 fn with_bounce<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
     BOUNCE.with(|b| {
         let mut b = b.borrow_mut();
-        if b.as_ref().is_none_or(|a| a.layout.size() < len) {
-            *b = Some(Aligned::new(len.next_power_of_two()));
+        if b.capacity() < len {
+            *b = IoBuf::zeroed(len);
         }
-        f(b.as_mut().expect("just set").slice(len))
+        b.set_len(len);
+        f(b.as_mut_slice())
     })
+}
+
+/// True when `buf` may go to an O_DIRECT descriptor as it is (the engine's
+/// buffers are; a caller's Vec usually is not).
+fn is_aligned(buf: &[u8]) -> bool {
+    buf.as_ptr() as usize % DIRECT_ALIGN == 0
 }
 
 impl FileBackend {
@@ -243,6 +219,7 @@ fn block_device_bytes(f: &File) -> io::Result<u64> {
 impl Backend for FileBackend {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         match self.direct_for(offset, buf.len()) {
+            Some(f) if is_aligned(buf) => f.read_exact_at(buf, offset),
             Some(f) => with_bounce(buf.len(), |b| {
                 f.read_exact_at(b, offset)?;
                 buf.copy_from_slice(b);
@@ -254,6 +231,7 @@ impl Backend for FileBackend {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         match self.direct_for(offset, buf.len()) {
+            Some(f) if is_aligned(buf) => f.write_all_at(buf, offset),
             Some(f) => with_bounce(buf.len(), |b| {
                 b.copy_from_slice(buf);
                 f.write_all_at(b, offset)

@@ -31,6 +31,8 @@ use tierlab_core::{Completion as ModelCompletion, DeviceIo, Op, TimeNs};
 use crate::backend::Backend;
 use crate::engine::Io;
 use crate::error::RunError;
+use crate::ids::{IdMap, Slab};
+use crate::iobuf::IoBuf;
 use crate::pool::{Completion, Request};
 
 /// A host IO as a driver hands it to the stack.
@@ -121,12 +123,14 @@ pub struct Core {
     start: Instant,
     /// The latest time any policy call was given (`policy_time`).
     policy_clock_ns: TimeNs,
+    /// The policy's name, for errors (kept: `apply` needs it per call).
+    policy_name: String,
     out: Outbox,
-    host: HashMap<u64, Host>,
+    host: IdMap<Host>,
     next_host_id: u64,
-    staging: HashMap<u64, Vec<u8>>,
-    devices: HashMap<u64, (usize, DeviceInFlight)>,
-    next_device_tag: u64,
+    staging: IdMap<Vec<u8>>,
+    /// Device IOs in flight; the slot is the tag the engine carries.
+    devices: Slab<(usize, DeviceInFlight)>,
     in_flight: Vec<u32>,
     timers: BinaryHeap<Reverse<(TimeNs, u64, u64)>>,
     timer_seq: u64,
@@ -179,6 +183,7 @@ impl Core {
             counter_interval_ns
         };
         Core {
+            policy_name: policy.name().to_string(),
             policy,
             backends,
             names,
@@ -189,11 +194,10 @@ impl Core {
                 wants_data: true,
                 ..Default::default()
             },
-            host: HashMap::new(),
+            host: IdMap::default(),
             next_host_id: 0,
-            staging: HashMap::new(),
-            devices: HashMap::new(),
-            next_device_tag: 0,
+            staging: IdMap::default(),
+            devices: Slab::default(),
             in_flight: vec![0; n],
             timers: BinaryHeap::new(),
             timer_seq: 0,
@@ -378,9 +382,10 @@ impl Core {
     /// executor; this executor's side is `impl OutboxSink for Core`).
     fn apply(&mut self, now: TimeNs) -> Result<(), String> {
         let mut out = std::mem::take(&mut self.out);
-        let name = self.policy.name().to_string();
+        let name = std::mem::take(&mut self.policy_name);
         let result = out.apply(&name, now, self);
         self.out = out;
+        self.policy_name = name;
         result
     }
 
@@ -399,28 +404,32 @@ impl Core {
         let direct = self.models.is_none()
             && matches!(io.op, Op::Read | Op::Write)
             && self.backends[d].is_memory();
-        let data = match (io.op, target) {
-            _ if direct => Vec::new(),
-            (Op::Write, Some(src)) => self.copy_out(src, len)?,
-            (Op::Read, _) => vec![0u8; len],
-            _ => Vec::new(),
+        // The engine's buffer (reused, aligned): a write's bytes are
+        // copied in here, a read's copied out when it completes.
+        let data = match io.op {
+            Op::Read | Op::Write if !direct => {
+                let mut b = self.io.buffer(len);
+                if io.op == Op::Write {
+                    if let Err(e) = self.copy_out(target, b.as_mut_slice()) {
+                        self.io.recycle(b);
+                        return Err(e);
+                    }
+                }
+                b
+            }
+            _ => IoBuf::empty(),
         };
-        let tag = self.next_device_tag;
-        self.next_device_tag += 1;
-        self.devices.insert(
-            tag,
-            (
-                d,
-                DeviceInFlight {
-                    owner,
-                    submit_ns: now,
-                    op: io.op,
-                    size_bytes: io.size_bytes,
-                    // A direct read has landed already.
-                    target: if direct { None } else { target },
-                },
-            ),
-        );
+        let tag = self.devices.insert((
+            d,
+            DeviceInFlight {
+                owner,
+                submit_ns: now,
+                op: io.op,
+                size_bytes: io.size_bytes,
+                // A direct read has landed already.
+                target: if direct { None } else { target },
+            },
+        ));
         self.in_flight[d] += 1;
         if self.recording {
             self.recorder.device_submit(d, now);
@@ -444,7 +453,7 @@ impl Core {
                 op: io.op,
                 offset_bytes: io.offset_bytes,
                 result,
-                data: Vec::new(),
+                data: IoBuf::empty(),
                 done: Instant::now(),
             });
             return Ok(());
@@ -529,8 +538,15 @@ impl Core {
         }
     }
 
-    /// The bytes a device write takes from `src`.
-    fn copy_out(&self, src: BufRef, len: usize) -> Result<Vec<u8>, String> {
+    /// Fills `dst` with the bytes a device write takes from `src` (None:
+    /// zeros, as for a write with no source; `apply` refuses those unless
+    /// the executor moves no data).
+    fn copy_out(&self, src: Option<BufRef>, dst: &mut [u8]) -> Result<(), String> {
+        let len = dst.len();
+        let Some(src) = src else {
+            dst.fill(0);
+            return Ok(());
+        };
         let (buf, off, what, id) = match src {
             BufRef::Host {
                 host_id,
@@ -544,17 +560,22 @@ impl Core {
             BufRef::Staging { id, offset_bytes } => {
                 (self.staging.get(&id), offset_bytes, "staging buffer", id)
             }
-            BufRef::Zeros => return Ok(vec![0u8; len]),
+            BufRef::Zeros => {
+                dst.fill(0);
+                return Ok(());
+            }
         };
         let buf = buf
             .ok_or_else(|| self.fail(format!("a write from {what} {id}, which does not exist")))?;
         let off = off as usize;
-        buf.get(off..off + len).map(|s| s.to_vec()).ok_or_else(|| {
+        let from = buf.get(off..off + len).ok_or_else(|| {
             self.fail(format!(
                 "a write of {len} bytes from {what} {id} at offset {off}, which holds {} bytes",
                 buf.len()
             ))
-        })
+        })?;
+        dst.copy_from_slice(from);
+        Ok(())
     }
 
     fn copy_in(&mut self, dst: BufRef, data: &[u8]) -> Result<(), String> {
@@ -607,8 +628,9 @@ impl Core {
         Ok(progressed)
     }
 
-    /// Sleeps in the IO engine until a completion or `timeout`, and hands
-    /// what came to the stack; true if any did.
+    /// Sleeps in the IO engine until a completion or `timeout`
+    /// (`Duration::MAX`: until a completion), and hands what came to the
+    /// stack; true if any did.
     pub fn wait(&mut self, timeout: Duration) -> Result<bool, String> {
         match self.io.wait(timeout)? {
             Some(c) => self.device_done(c),
@@ -675,11 +697,11 @@ impl Core {
             .min()
     }
 
-    fn deliver(&mut self, c: Completion, at: TimeNs) -> Result<(), String> {
+    fn deliver(&mut self, mut c: Completion, at: TimeNs) -> Result<(), String> {
         let now = self.policy_time(at);
         let (d, dev) = self
             .devices
-            .remove(&c.tag)
+            .remove(c.tag)
             .expect("a completion for an IO the executor submitted");
         let failed = c.result.as_ref().err().map(|e| {
             (
@@ -694,12 +716,13 @@ impl Core {
                 ),
             )
         });
-        if failed.is_none()
-            && c.op == Op::Read
-            && let Some(t) = dev.target
-        {
-            self.copy_in(t, &c.data)?;
-        }
+        let copied = match dev.target {
+            Some(t) if failed.is_none() && c.op == Op::Read => self.copy_in(t, c.data.as_slice()),
+            _ => Ok(()),
+        };
+        self.io
+            .recycle(std::mem::replace(&mut c.data, IoBuf::empty()));
+        copied?;
         self.in_flight[d] -= 1;
         if self.recording {
             self.recorder
@@ -857,7 +880,7 @@ impl Core {
         while !self.devices.is_empty() && Instant::now() < give_up {
             match self.io.wait(Duration::from_millis(100)) {
                 Ok(Some(c)) => {
-                    self.devices.remove(&c.tag);
+                    self.devices.remove(c.tag);
                 }
                 Ok(None) => {}
                 Err(_) => break,
@@ -996,7 +1019,7 @@ impl tierlab_core::policy::Stores for OpenStores<'_> {
 mod tests {
     use super::*;
     use crate::backend::RamBackend;
-    use crate::engine::EngineKind;
+    use crate::engine::{EngineKind, Waiting};
     use std::sync::atomic::{AtomicU64, Ordering};
     use tierlab_core::metrics::MetricsConfig;
     use tierlab_core::policy::Passthrough;
@@ -1040,7 +1063,7 @@ mod tests {
             writes: AtomicU64::new(0),
             fail_writes_from,
         })]);
-        let io = Io::new(Arc::clone(&backends), EngineKind::Auto, 0).unwrap();
+        let io = Io::new(Arc::clone(&backends), EngineKind::Auto, 0, Waiting::InWait).unwrap();
         let recorder = Recorder::new(MetricsConfig::default()).unwrap();
         Core::new(
             Box::new(Passthrough),

@@ -1,16 +1,33 @@
 //! The IO engine: how the executor's device IOs reach the backing stores.
 //!
 //! - **io_uring** (the default where the kernel allows it): the executor's
-//!   own thread puts each IO on a ring and reaps completions from it; one
-//!   `io_uring_enter` both submits what is queued and sleeps until the next
-//!   completion or deadline. No thread hand-off per IO. At most `depth` IOs
-//!   are in service; more wait in FIFO order. O_DIRECT IOs go through an
-//!   aligned bounce buffer per IO in service. Backends that are not one
-//!   file (a RAID of files) go through a thread pool of `depth` threads
-//!   besides the ring — `depth` bounds the IOs on both together; the
-//!   pool's completions bump an eventfd that the ring reads, so the same
-//!   wait covers both.
-//!   Memory backends are a copy: done inline.
+//!   own thread puts each IO on a ring and reaps completions from it. At
+//!   most `depth` IOs are in service; more wait in FIFO order. Backends
+//!   that are not one file (a RAID of files) go through a thread pool of
+//!   `depth` threads besides the ring — `depth` bounds the IOs on both
+//!   together; the pool's completions bump an eventfd that the ring
+//!   reads, so the same wait covers both. Memory backends are a copy:
+//!   done inline.
+//!
+//!   What keeps the ring's cost per IO low (docs/benchmarks.md, "Real
+//!   executor against fio"):
+//!   - *batches*: pushing an IO on the ring is no system call. One
+//!     `io_uring_enter` hands every queued IO to the kernel and sleeps
+//!     until the next completion (`wait`); completions are then taken
+//!     from the ring in bulk, without system calls.
+//!   - *deferred completion work* (`Waiting::InWait`, what `tierlab run`
+//!     uses): the kernel finishes the IOs' completions on this thread,
+//!     inside that same `io_uring_enter` (IORING_SETUP_DEFER_TASKRUN),
+//!     rather than interrupting it for each one. The ring is then bound
+//!     to the thread that made it (SINGLE_ISSUER).
+//!   - *registered files and buffers*: the backends' descriptors and
+//!     `depth` aligned buffers are registered once, so the kernel neither
+//!     looks up a file nor maps a buffer per IO; the buffers come from a
+//!     pool (`buffer`, `recycle`) and are O_DIRECT-aligned, so no IO
+//!     needs a bounce copy.
+//!   - *SQPOLL* (`--io-engine uring-sqpoll`): a kernel thread takes IOs
+//!     off the ring as they are pushed — no system call to submit, at the
+//!     price of a thread that polls (a core, while busy).
 //! - **threads**: the pool of pool.rs (`depth` threads doing blocking
 //!   pread/pwrite). Works on every kernel.
 //! - **inline** (`depth` 0): every IO on the executor's thread,
@@ -18,7 +35,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError, channel};
 use std::time::{Duration, Instant};
@@ -26,7 +43,8 @@ use std::time::{Duration, Instant};
 use io_uring::{IoUring, opcode, types};
 use tierlab_core::Op;
 
-use crate::backend::{Aligned, Backend, UringTarget};
+use crate::backend::{Backend, UringTarget};
+use crate::iobuf::{BufPool, IoBuf};
 use crate::pool::{self, Completion, Pool, Request};
 
 /// Which engine a run asks for (`--io-engine`).
@@ -35,6 +53,10 @@ pub enum EngineKind {
     /// io_uring where the kernel allows it, else threads (and say why).
     Auto,
     Uring,
+    /// io_uring with a kernel thread polling the submission queue
+    /// (IORING_SETUP_SQPOLL): no system call to submit, at the price of
+    /// a thread that spins for a while after each burst.
+    UringSqpoll,
     Threads,
 }
 
@@ -44,12 +66,26 @@ impl std::str::FromStr for EngineKind {
         match s {
             "auto" => Ok(EngineKind::Auto),
             "uring" | "io_uring" => Ok(EngineKind::Uring),
+            "uring-sqpoll" | "io_uring-sqpoll" => Ok(EngineKind::UringSqpoll),
             "threads" => Ok(EngineKind::Threads),
             _ => Err(format!(
-                "unknown IO engine `{s}`; allowed: auto, uring, threads"
+                "unknown IO engine `{s}`; allowed: auto, uring, uring-sqpoll, threads"
             )),
         }
     }
+}
+
+/// Where the caller sleeps until device IOs complete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waiting {
+    /// In `wait` (`tierlab run`): the ring defers the kernel's completion
+    /// work to the next `wait` (or to a `try_next` that sees it pending),
+    /// so one system call submits a batch and reaps the last. Every call
+    /// must come from the thread that made the `Io`.
+    InWait,
+    /// In epoll (`tierlab serve`), on `wake_fd`: the kernel bumps an
+    /// eventfd on each completion, and any thread may drive the `Io`.
+    Epoll,
 }
 
 pub struct Io {
@@ -66,6 +102,8 @@ pub struct Io {
     waiting: VecDeque<Request>,
     /// Threads mode: the eventfd the pool bumps (`wake_fd`).
     pool_wake: Option<Arc<OwnedFd>>,
+    /// Device IO buffers for reuse (`buffer`, `recycle`).
+    bufs: BufPool,
     /// What runs the IOs, for summary.json.
     pub description: String,
 }
@@ -76,6 +114,7 @@ impl Io {
         backends: Arc<Vec<Box<dyn Backend>>>,
         kind: EngineKind,
         depth: usize,
+        waiting: Waiting,
     ) -> Result<Io, String> {
         let mut io = Io {
             backends,
@@ -86,6 +125,7 @@ impl Io {
             in_service: 0,
             waiting: VecDeque::new(),
             pool_wake: None,
+            bufs: BufPool::new(),
             description: String::new(),
         };
         if depth == 0 {
@@ -93,10 +133,10 @@ impl Io {
                 return Err(format!(
                     "--io-engine {} needs at least one IO in service; --io-threads 0 means \
                      inline IO, which takes no engine (leave --io-engine at auto)",
-                    if kind == EngineKind::Uring {
-                        "uring"
-                    } else {
-                        "threads"
+                    match kind {
+                        EngineKind::Uring => "uring",
+                        EngineKind::UringSqpoll => "uring-sqpoll",
+                        _ => "threads",
                     }
                 ));
             }
@@ -105,14 +145,17 @@ impl Io {
         }
         let ring = match kind {
             EngineKind::Threads => Err("--io-engine threads".to_string()),
-            _ => Ring::new(depth),
+            _ => Ring::new(depth, kind == EngineKind::UringSqpoll, waiting),
         };
         match (ring, kind) {
-            (Ok(r), _) => {
+            (Ok((r, bufs)), _) => {
+                io.description = format!("io_uring ({depth} IOs in service at most; {})", r.setup);
+                if let Some((bufs, bytes)) = bufs {
+                    io.bufs.registered(bufs, bytes);
+                }
                 io.ring = Some(r);
-                io.description = format!("io_uring ({depth} IOs in service at most)");
             }
-            (Err(e), EngineKind::Uring) => {
+            (Err(e), EngineKind::Uring | EngineKind::UringSqpoll) => {
                 return Err(format!(
                     "io_uring is not available here ({e}); use --io-engine threads"
                 ));
@@ -139,6 +182,18 @@ impl Io {
         self.pool = Some((pool, rx));
     }
 
+    /// A buffer for a device IO of `len_bytes` (aligned for O_DIRECT, and
+    /// registered with the ring when one is free). Its bytes are stale:
+    /// fill a write's. Give it back with `recycle` after the completion.
+    pub fn buffer(&mut self, len_bytes: usize) -> IoBuf {
+        self.bufs.take(len_bytes)
+    }
+
+    /// Takes back a completed IO's buffer for reuse.
+    pub fn recycle(&mut self, buf: IoBuf) {
+        self.bufs.give(buf);
+    }
+
     /// Starts one IO; its completion comes out of `try_next` or `wait`.
     pub fn submit(&mut self, r: Request) -> Result<(), String> {
         let b = &self.backends[r.device];
@@ -162,6 +217,7 @@ impl Io {
     /// io_uring mode: puts `r` on the ring, or in the pool when its
     /// backend is not one file.
     fn dispatch(&mut self, r: Request) -> Result<(), String> {
+        debug_assert!(self.in_service < self.depth);
         self.in_service += 1;
         let ring = self.ring.as_mut().expect("io_uring mode");
         if let Some(t) = self.backends[r.device].uring_target(r.op, r.offset_bytes, r.data.len()) {
@@ -176,13 +232,18 @@ impl Io {
         Ok(())
     }
 
-    /// io_uring mode: takes what the ring and the pool finished, and
-    /// starts waiting IOs in the places they freed.
+    /// io_uring mode: takes what the ring and the pool finished (no system
+    /// call), and starts waiting IOs in the places they freed.
     fn reap(&mut self) -> Result<(), String> {
         let before = self.ready.len();
         let ring = self.ring.as_mut().expect("io_uring mode");
         ring.reap(&mut self.ready, self.pool.as_ref().map(|p| &p.1))?;
-        self.in_service -= self.ready.len() - before;
+        let done = self.ready.len() - before;
+        assert!(
+            done <= self.in_service,
+            "more completions than IOs in service"
+        );
+        self.in_service -= done;
         while self.in_service < self.depth
             && let Some(r) = self.waiting.pop_front()
         {
@@ -191,13 +252,18 @@ impl Io {
         Ok(())
     }
 
-    /// A completion that is already there, without waiting.
+    /// A completion that is already there, without waiting. With
+    /// `Waiting::InWait` this hands queued IOs to the kernel only when it
+    /// enters the kernel anyway (completion work is pending there); a
+    /// caller that will not `wait` calls `submit_pending`.
     pub fn try_next(&mut self) -> Result<Option<Completion>, String> {
         if let Some(c) = self.ready.pop_front() {
             return Ok(Some(c));
         }
         if let Some(ring) = &mut self.ring {
-            ring.submit_queued()?;
+            if ring.waiting == Waiting::Epoll || ring.completions_pending() {
+                ring.submit_queued()?;
+            }
             self.reap()?;
         } else if let Some((_, rx)) = &self.pool {
             match rx.try_recv() {
@@ -219,12 +285,12 @@ impl Io {
 
     /// A descriptor that becomes readable when completions may be ready,
     /// for a loop that sleeps in epoll rather than in `wait`: the ring's
-    /// (io_uring) or the pool's eventfd (threads). None inline, where
-    /// every IO completes inside `submit`. After a wake-up, take what is
-    /// there with `try_next` (and `clear_wake`).
-    pub fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
+    /// (io_uring, `Waiting::Epoll` only) or the pool's eventfd (threads).
+    /// None inline, where every IO completes inside `submit`. After a
+    /// wake-up, take what is there with `try_next` (and `clear_wake`).
+    pub fn wake_fd(&self) -> Option<RawFd> {
         if let Some(r) = &self.ring {
-            return Some(r.cq_event.as_raw_fd());
+            return r.cq_event.as_ref().map(|f| f.as_raw_fd());
         }
         self.pool_wake.as_ref().map(|f| f.as_raw_fd())
     }
@@ -233,7 +299,7 @@ impl Io {
     /// level-triggered poll does not spin.
     pub fn clear_wake(&self) {
         let fd = match &self.ring {
-            Some(r) => Some(&r.cq_event),
+            Some(r) => r.cq_event.as_ref(),
             None => self.pool_wake.as_ref(),
         };
         if let Some(fd) = fd {
@@ -245,7 +311,8 @@ impl Io {
     }
 
     /// Hands queued IOs to the kernel now (io_uring), before a loop
-    /// sleeps somewhere else than in `wait`.
+    /// sleeps somewhere else than in `wait`, or goes round without
+    /// sleeping.
     pub fn submit_pending(&mut self) -> Result<(), String> {
         match &mut self.ring {
             Some(r) => r.submit_queued(),
@@ -260,6 +327,8 @@ impl Io {
     }
 
     /// The next completion, waiting at most `timeout` (None: none came).
+    /// A `timeout` too long to be a deadline (`Duration::MAX`) waits for a
+    /// completion however long it takes.
     pub fn wait(&mut self, timeout: Duration) -> Result<Option<Completion>, String> {
         if let Some(c) = self.try_next()? {
             return Ok(Some(c));
@@ -268,15 +337,17 @@ impl Io {
             // The ring also wakes without a completion to hand out: a short
             // IO continued, a retry, a pool bump whose completion was
             // already taken. Sleep again until the deadline.
-            let deadline = Instant::now() + timeout;
+            let deadline = (timeout != Duration::MAX)
+                .then(|| Instant::now().checked_add(timeout))
+                .flatten();
             loop {
-                let left = deadline.saturating_duration_since(Instant::now());
+                let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
                 self.ring.as_mut().expect("checked").wait(left)?;
                 self.reap()?;
                 if let Some(c) = self.ready.pop_front() {
                     return Ok(Some(c));
                 }
-                if left.is_zero() {
+                if left.is_some_and(|l| l.is_zero()) {
                     return Ok(None);
                 }
             }
@@ -290,8 +361,11 @@ impl Io {
                 }
             },
             None => {
-                // Inline: nothing is in flight anywhere; just the deadline.
-                std::thread::sleep(timeout);
+                // Inline: nothing is in flight anywhere; just the deadline
+                // (a wait for a completion that cannot come returns now).
+                if timeout != Duration::MAX {
+                    std::thread::sleep(timeout);
+                }
                 Ok(None)
             }
         }
@@ -321,57 +395,208 @@ fn new_eventfd(flags: libc::c_int) -> Result<Arc<OwnedFd>, String> {
 /// user_data of the eventfd read that wakes the ring for pool completions.
 const POOL_WAKE: u64 = u64::MAX;
 
+/// Descriptors registered with a ring at most (a stack has a few).
+const FILES_MAX: u32 = 64;
+
+/// Bytes of registered buffers per ring at most (pinned memory), and per
+/// buffer at most and at least.
+const REGISTERED_TOTAL_BYTES: usize = 8 << 20;
+const REGISTERED_BUF_BYTES_MAX: usize = 128 << 10;
+const REGISTERED_BUF_BYTES_MIN: usize = 4 << 10;
+
+/// How long the SQPOLL thread polls after the last IO before it sleeps.
+const SQPOLL_IDLE_MS: u32 = 100;
+
+/// Completions taken off the ring per pass (a stack array: no allocation).
+const REAP_BATCH: usize = 64;
+
+/// A descriptor as an SQE names it: the raw one, or its registered index.
+#[derive(Clone, Copy, Debug)]
+enum FileRef {
+    Raw(RawFd),
+    Fixed(u32),
+}
+
 /// One IO in service on the ring.
 struct Slot {
     req: Request,
-    target: UringTarget,
-    /// O_DIRECT: the aligned buffer the kernel reads into / writes from.
-    bounce: Option<Aligned>,
+    file: FileRef,
     /// Bytes done so far (a short read or write is continued).
     done_bytes: usize,
 }
 
 struct Ring {
-    /// Bumped by the kernel on each completion (`Io::wake_fd`).
-    cq_event: Arc<OwnedFd>,
     ring: IoUring,
+    waiting: Waiting,
+    /// What was set up, for the description ("registered buffers, ...").
+    setup: String,
+    /// `Waiting::Epoll`: bumped by the kernel on each completion.
+    cq_event: Option<Arc<OwnedFd>>,
     slots: Vec<Option<Slot>>,
-    free: Vec<usize>,
+    free: Vec<u32>,
     in_service: usize,
-    /// IOs waiting for a slot, in arrival order.
-    backlog: VecDeque<(Request, UringTarget)>,
     /// SQEs pushed but not yet submitted to the kernel.
     queued: bool,
+    /// Registered descriptors, by index (empty when registration failed).
+    files: Vec<RawFd>,
+    files_ok: bool,
+    /// Registered buffers' (address, capacity), by index.
+    bufs: Vec<(usize, usize)>,
     /// The eventfd the pool bumps, and the 8-byte buffer its read fills.
     wake: Option<(Arc<OwnedFd>, Box<[u8; 8]>)>,
     wake_armed: bool,
 }
 
 impl Ring {
-    fn new(depth: usize) -> Result<Ring, String> {
+    /// A ring for `depth` IOs in service, and the buffers it registered
+    /// (with their size) for the buffer pool.
+    #[allow(clippy::type_complexity)]
+    fn new(
+        depth: usize,
+        sqpoll: bool,
+        waiting: Waiting,
+    ) -> Result<(Ring, Option<(Vec<IoBuf>, usize)>), String> {
         let entries = (depth + 1).next_power_of_two().max(8) as u32;
-        let ring = IoUring::new(entries).map_err(|e| format!("io_uring_setup: {e}"))?;
+        let mut setup = Vec::new();
+        let ring = if sqpoll {
+            setup.push("SQPOLL");
+            IoUring::builder()
+                .setup_sqpoll(SQPOLL_IDLE_MS)
+                .build(entries)
+                .map_err(|e| format!("io_uring_setup (SQPOLL): {e}"))?
+        } else if waiting == Waiting::InWait {
+            // Deferred completion work needs Linux 6.1; without it the ring
+            // still works, each completion then interrupting the thread.
+            match IoUring::builder()
+                .setup_single_issuer()
+                .setup_defer_taskrun()
+                .setup_taskrun_flag()
+                .build(entries)
+            {
+                Ok(r) => {
+                    setup.push("deferred completions");
+                    r
+                }
+                Err(_) => IoUring::new(entries).map_err(|e| format!("io_uring_setup: {e}"))?,
+            }
+        } else {
+            IoUring::new(entries).map_err(|e| format!("io_uring_setup: {e}"))?
+        };
         // Waiting with a deadline needs IORING_FEAT_EXT_ARG (Linux 5.11).
         if !ring.params().is_feature_ext_arg() {
             return Err("the kernel's io_uring cannot wait with a timeout (before 5.11)".into());
         }
-        // The kernel bumps this eventfd on every completion, so a loop that
-        // sleeps in epoll (tierlab serve) wakes for the ring's IOs.
-        let cq_event = new_eventfd(libc::EFD_NONBLOCK)?;
-        ring.submitter()
-            .register_eventfd(cq_event.as_raw_fd())
-            .map_err(|e| format!("io_uring_register(EVENTFD): {e}"))?;
-        Ok(Ring {
-            cq_event,
-            ring,
-            slots: (0..depth).map(|_| None).collect(),
-            free: (0..depth).rev().collect(),
-            in_service: 0,
-            backlog: VecDeque::new(),
-            queued: false,
-            wake: None,
-            wake_armed: false,
-        })
+        let cq_event = match waiting {
+            Waiting::InWait => None,
+            Waiting::Epoll => {
+                // The kernel bumps this eventfd on every completion, so a
+                // loop that sleeps in epoll (tierlab serve) wakes for them.
+                let fd = new_eventfd(libc::EFD_NONBLOCK)?;
+                ring.submitter()
+                    .register_eventfd(fd.as_raw_fd())
+                    .map_err(|e| format!("io_uring_register(EVENTFD): {e}"))?;
+                Some(fd)
+            }
+        };
+        // A sparse file table (Linux 5.19), filled as descriptors are met.
+        let files_ok = ring.submitter().register_files_sparse(FILES_MAX).is_ok();
+        if files_ok {
+            setup.push("registered files");
+        }
+        // One registered buffer per place in service, as large as the
+        // pinned-memory budget allows; larger IOs take unregistered ones.
+        let buf_bytes = (REGISTERED_TOTAL_BYTES / depth)
+            .clamp(REGISTERED_BUF_BYTES_MIN, REGISTERED_BUF_BYTES_MAX)
+            .next_power_of_two()
+            .min(REGISTERED_BUF_BYTES_MAX);
+        let mut bufs = BufPool::new_registered(depth, buf_bytes);
+        let iovecs: Vec<libc::iovec> = bufs
+            .iter_mut()
+            .map(|b| {
+                let (base, len) = b.region();
+                libc::iovec {
+                    iov_base: base.cast(),
+                    iov_len: len,
+                }
+            })
+            .collect();
+        // SAFETY: the buffers stay allocated while registered: the pool
+        // keeps them, and one that leaves it is only freed (its pages stay
+        // pinned by the kernel until the ring goes; nothing is written
+        // into them, since the ring uses an index only for the buffer
+        // registered there: `fixed_buf`).
+        let registered = unsafe { ring.submitter().register_buffers(&iovecs) };
+        let (bufs, table) = match registered {
+            Ok(()) => {
+                setup.push("registered buffers");
+                let table = iovecs
+                    .iter()
+                    .map(|v| (v.iov_base as usize, v.iov_len))
+                    .collect();
+                (Some((std::mem::take(&mut bufs), buf_bytes)), table)
+            }
+            // E.g. RLIMIT_MEMLOCK too low: plain buffers work as well.
+            Err(_) => (None, Vec::new()),
+        };
+        Ok((
+            Ring {
+                ring,
+                waiting,
+                setup: if setup.is_empty() {
+                    "plain".into()
+                } else {
+                    setup.join(", ")
+                },
+                cq_event,
+                slots: (0..depth).map(|_| None).collect(),
+                free: (0..depth as u32).rev().collect(),
+                in_service: 0,
+                queued: false,
+                files: Vec::new(),
+                files_ok,
+                bufs: table,
+                wake: None,
+                wake_armed: false,
+            },
+            bufs,
+        ))
+    }
+
+    /// The registered index of `fd`, registering it on first sight while
+    /// the table has room.
+    fn file(&mut self, fd: RawFd) -> FileRef {
+        if !self.files_ok {
+            return FileRef::Raw(fd);
+        }
+        if let Some(i) = self.files.iter().position(|&f| f == fd) {
+            return FileRef::Fixed(i as u32);
+        }
+        let i = self.files.len() as u32;
+        if i < FILES_MAX
+            && self
+                .ring
+                .submitter()
+                .register_files_update(i, &[fd])
+                .is_ok()
+        {
+            self.files.push(fd);
+            return FileRef::Fixed(i);
+        }
+        FileRef::Raw(fd)
+    }
+
+    /// The registered-buffer index for an IO into `buf`, if it is the
+    /// buffer registered at its index.
+    fn fixed_buf(&self, buf: &mut IoBuf) -> Option<u16> {
+        let i = buf.registered()?;
+        let (base, cap) = buf.region();
+        (self.bufs.get(i as usize) == Some(&(base as usize, cap))).then_some(i as u16)
+    }
+
+    /// True when the kernel holds completion work that an enter would
+    /// run (IORING_SQ_TASKRUN, with deferred completions).
+    fn completions_pending(&mut self) -> bool {
+        self.ring.submission().taskrun()
     }
 
     /// An eventfd for the pool to bump; the ring keeps a read armed on it.
@@ -407,21 +632,18 @@ impl Ring {
     }
 
     fn start(&mut self, req: Request, target: UringTarget) -> Result<(), String> {
-        let Some(i) = self.free.pop() else {
-            self.backlog.push_back((req, target));
-            return Ok(());
-        };
-        let bounce = target.direct.then(|| {
-            let mut a = Aligned::new(req.data.len());
-            if req.op == Op::Write {
-                a.slice(req.data.len()).copy_from_slice(&req.data);
-            }
-            a
-        });
+        // `Io` keeps at most `depth` IOs here, and there are `depth` slots.
+        let i = self.free.pop().expect("a free slot for each IO in service") as usize;
+        debug_assert!(
+            !target.direct
+                || req.data.is_empty()
+                || req.data.as_slice().as_ptr() as usize % crate::iobuf::DIRECT_ALIGN == 0,
+            "O_DIRECT IOs come in aligned buffers"
+        );
+        let file = self.file(target.fd);
         self.slots[i] = Some(Slot {
             req,
-            target,
-            bounce,
+            file,
             done_bytes: 0,
         });
         self.in_service += 1;
@@ -430,30 +652,42 @@ impl Ring {
 
     /// Puts slot `i`'s (remaining) IO on the submission queue.
     fn push_slot(&mut self, i: usize) -> Result<(), String> {
-        let s = self.slots[i].as_mut().expect("a slot in service");
-        let fd = types::Fd(s.target.fd);
+        let mut s = self.slots[i].take().expect("a slot in service");
+        let fixed = self.fixed_buf(&mut s.req.data);
         let len = s.req.data.len();
-        let base = match &mut s.bounce {
-            Some(b) => b.slice(len).as_mut_ptr(),
-            None => s.req.data.as_mut_ptr(),
-        };
-        // SAFETY: `done_bytes` ≤ `len`, so the pointer stays in the buffer.
-        let ptr = unsafe { base.add(s.done_bytes) };
+        // SAFETY: `done_bytes` ≤ `len` ≤ the buffer's capacity.
+        let ptr = unsafe { s.req.data.as_mut_ptr().add(s.done_bytes) };
         let rest = (len - s.done_bytes) as u32;
         let at = s.req.offset_bytes + s.done_bytes as u64;
-        let sqe = match s.req.op {
-            Op::Read => opcode::Read::new(fd, ptr, rest).offset(at).build(),
-            Op::Write => opcode::Write::new(fd, ptr, rest).offset(at).build(),
-            Op::Flush => opcode::Fsync::new(fd)
-                .flags(types::FsyncFlags::DATASYNC)
-                .build(),
-            Op::Trim => unreachable!("trims are done inline"),
+        // The descriptor is a type parameter of each opcode: one arm each.
+        macro_rules! sqe {
+            ($fd:expr) => {
+                match (s.req.op, fixed) {
+                    (Op::Read, Some(b)) => {
+                        opcode::ReadFixed::new($fd, ptr, rest, b).offset(at).build()
+                    }
+                    (Op::Read, None) => opcode::Read::new($fd, ptr, rest).offset(at).build(),
+                    (Op::Write, Some(b)) => opcode::WriteFixed::new($fd, ptr, rest, b)
+                        .offset(at)
+                        .build(),
+                    (Op::Write, None) => opcode::Write::new($fd, ptr, rest).offset(at).build(),
+                    (Op::Flush, _) => opcode::Fsync::new($fd)
+                        .flags(types::FsyncFlags::DATASYNC)
+                        .build(),
+                    (Op::Trim, _) => unreachable!("trims are done inline"),
+                }
+            };
+        }
+        let sqe = match s.file {
+            FileRef::Raw(fd) => sqe!(types::Fd(fd)),
+            FileRef::Fixed(f) => sqe!(types::Fixed(f)),
         };
+        self.slots[i] = Some(s);
         self.push(&sqe.user_data(i as u64))
     }
 
     fn submit_queued(&mut self) -> Result<(), String> {
-        if self.queued {
+        if self.queued || self.completions_pending() {
             self.ring
                 .submit()
                 .map_err(|e| format!("io_uring_enter: {e}"))?;
@@ -462,11 +696,18 @@ impl Ring {
         Ok(())
     }
 
-    /// Submits what is queued and sleeps until a completion or `timeout`.
-    fn wait(&mut self, timeout: Duration) -> Result<(), String> {
-        let ts = types::Timespec::from(timeout);
-        let args = types::SubmitArgs::new().timespec(&ts);
-        match self.ring.submitter().submit_with_args(1, &args) {
+    /// Submits what is queued and sleeps until a completion or `timeout`
+    /// (None: until a completion).
+    fn wait(&mut self, timeout: Option<Duration>) -> Result<(), String> {
+        let r = match timeout {
+            Some(t) => {
+                let ts = types::Timespec::from(t);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(1, &args)
+            }
+            None => self.ring.submitter().submit_and_wait(1),
+        };
+        match r {
             Ok(_) => {}
             Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR)) => {}
             Err(e) => return Err(format!("io_uring_enter: {e}")),
@@ -475,25 +716,26 @@ impl Ring {
         Ok(())
     }
 
-    /// Moves finished IOs to `ready`; continues short ones.
+    /// Moves finished IOs to `ready`; continues short ones. No system call.
     fn reap(
         &mut self,
         ready: &mut VecDeque<Completion>,
         pool: Option<&Receiver<Completion>>,
     ) -> Result<(), String> {
+        let mut batch = [(0u64, 0i32); REAP_BATCH];
         loop {
-            let cqes: Vec<(u64, i32)> = self
-                .ring
-                .completion()
-                .map(|c| (c.user_data(), c.result()))
-                .collect();
-            if cqes.is_empty() {
+            let mut n = 0;
+            for c in self.ring.completion().take(REAP_BATCH) {
+                batch[n] = (c.user_data(), c.result());
+                n += 1;
+            }
+            if n == 0 {
                 break;
             }
             // When the kernel's completions were seen: before any of them
             // is processed (or continued), so latency is the device's.
             let seen = Instant::now();
-            for (ud, res) in cqes {
+            for &(ud, res) in &batch[..n] {
                 if ud == POOL_WAKE {
                     self.wake_armed = false;
                     if let Some(rx) = pool {
@@ -545,14 +787,8 @@ impl Ring {
             }
             Ok(())
         };
-        let mut s = self.slots[i].take().expect("checked above");
-        if s.req.op == Op::Read
-            && result.is_ok()
-            && let Some(b) = &mut s.bounce
-        {
-            s.req.data.copy_from_slice(b.slice(len));
-        }
-        self.free.push(i);
+        let s = self.slots[i].take().expect("checked above");
+        self.free.push(i as u32);
         self.in_service -= 1;
         ready.push_back(Completion {
             device: s.req.device,
@@ -563,9 +799,6 @@ impl Ring {
             data: s.req.data,
             done: seen,
         });
-        if let Some((r, t)) = self.backlog.pop_front() {
-            self.start(r, t)?;
-        }
         Ok(())
     }
 }
@@ -578,9 +811,9 @@ impl Drop for Ring {
         let give_up = Instant::now() + Duration::from_secs(10);
         let mut sink = VecDeque::new();
         while self.in_service > 0 && Instant::now() < give_up {
-            let _ = self.wait(Duration::from_millis(100));
-            self.backlog.clear();
-            if self.reap(&mut sink, None).is_err() {
+            if self.wait(Some(Duration::from_millis(100))).is_err()
+                || self.reap(&mut sink, None).is_err()
+            {
                 break;
             }
             sink.clear();
@@ -604,16 +837,18 @@ mod tests {
     fn io_over(dir: &std::path::Path, kind: EngineKind, depth: usize) -> Io {
         let f = FileBackend::open(&dir.join("f"), Some(1 << 20), true, true).unwrap();
         let backends: Vec<Box<dyn Backend>> = vec![Box::new(f), Box::new(RamBackend::new(1 << 20))];
-        Io::new(Arc::new(backends), kind, depth).unwrap()
+        Io::new(Arc::new(backends), kind, depth, Waiting::InWait).unwrap()
     }
 
     fn req(device: usize, tag: u64, op: Op, offset_bytes: u64, data: Vec<u8>) -> Request {
+        let mut buf = IoBuf::zeroed(data.len());
+        buf.as_mut_slice().copy_from_slice(&data);
         Request {
             device,
             tag,
             op,
             offset_bytes,
-            data,
+            data: buf,
             trim_bytes: 0,
         }
     }
@@ -671,7 +906,12 @@ mod tests {
                 c.result.unwrap();
                 assert!(pending.remove(&c.tag));
                 let (_, len) = ios[c.tag as usize];
-                assert_eq!(c.data, pattern(c.tag, len), "{kind:?}: IO {}", c.tag);
+                assert_eq!(
+                    c.data.as_slice(),
+                    pattern(c.tag, len),
+                    "{kind:?}: IO {}",
+                    c.tag
+                );
             }
             // Memory: inline under io_uring, through the pool with threads.
             io.submit(req(1, 7, Op::Write, 100, vec![9; 10])).unwrap();
@@ -682,7 +922,11 @@ mod tests {
                 .unwrap();
             io.submit(req(1, 8, Op::Read, 100, vec![0; 10])).unwrap();
             assert_eq!(
-                io.wait(Duration::from_secs(10)).unwrap().unwrap().data,
+                io.wait(Duration::from_secs(10))
+                    .unwrap()
+                    .unwrap()
+                    .data
+                    .as_slice(),
                 vec![9; 10]
             );
         }
@@ -718,7 +962,7 @@ mod tests {
         let f = FileBackend::open(&dir.path().join("f"), Some(1 << 20), true, true).unwrap();
         let backends: Vec<Box<dyn Backend>> =
             vec![Box::new(f), Box::new(NotAFile(RamBackend::new(1 << 20)))];
-        let mut io = Io::new(Arc::new(backends), EngineKind::Uring, 4).unwrap();
+        let mut io = Io::new(Arc::new(backends), EngineKind::Uring, 4, Waiting::InWait).unwrap();
         let mut pending = std::collections::HashSet::new();
         for i in 0..40u64 {
             let device = (i % 2) as usize;
@@ -744,7 +988,7 @@ mod tests {
         }
         for _ in 0..40 {
             let c = io.wait(Duration::from_secs(30)).unwrap().unwrap();
-            assert_eq!(c.data, vec![c.tag as u8; 4096], "IO {}", c.tag);
+            assert_eq!(c.data.as_slice(), vec![c.tag as u8; 4096], "IO {}", c.tag);
         }
     }
 
@@ -758,7 +1002,7 @@ mod tests {
         let f = FileBackend::open(&dir.path().join("f"), Some(1 << 20), true, true).unwrap();
         let backends: Vec<Box<dyn Backend>> =
             vec![Box::new(f), Box::new(NotAFile(RamBackend::new(1 << 20)))];
-        let mut io = Io::new(Arc::new(backends), EngineKind::Uring, 1).unwrap();
+        let mut io = Io::new(Arc::new(backends), EngineKind::Uring, 1, Waiting::InWait).unwrap();
         for i in 0..20u64 {
             let device = (i % 2) as usize;
             io.submit(req(device, i, Op::Write, i * 4096, vec![i as u8; 4096]))
@@ -801,5 +1045,143 @@ mod tests {
             waited >= Duration::from_millis(25) && waited < Duration::from_secs(5),
             "{waited:?}"
         );
+    }
+
+    /// Writes then reads `n` 4 KiB blocks with the engine's own buffers
+    /// (registered ones first), checking each block's bytes.
+    fn round_trip_in_pool_buffers(io: &mut Io, n: u64) {
+        for i in 0..n {
+            let mut b = io.buffer(4096);
+            b.as_mut_slice().fill(i as u8 ^ 0x5A);
+            io.submit(Request {
+                device: 0,
+                tag: i,
+                op: Op::Write,
+                offset_bytes: i * 4096,
+                data: b,
+                trim_bytes: 0,
+            })
+            .unwrap();
+        }
+        for _ in 0..n {
+            let c = io.wait(Duration::from_secs(10)).unwrap().expect("a write");
+            c.result.unwrap();
+            io.recycle(c.data);
+        }
+        for i in 0..n {
+            let mut b = io.buffer(4096);
+            b.as_mut_slice().fill(0);
+            io.submit(Request {
+                device: 0,
+                tag: i,
+                op: Op::Read,
+                offset_bytes: i * 4096,
+                data: b,
+                trim_bytes: 0,
+            })
+            .unwrap();
+        }
+        for _ in 0..n {
+            let c = io.wait(Duration::from_secs(10)).unwrap().expect("a read");
+            c.result.unwrap();
+            assert!(
+                c.data.as_slice().iter().all(|&x| x == c.tag as u8 ^ 0x5A),
+                "block {}",
+                c.tag
+            );
+            io.recycle(c.data);
+        }
+    }
+
+    /// The ring's registered buffers carry data both ways, and a buffer
+    /// registered with another ring is used there as a plain one (its
+    /// index names a different buffer here): the bytes are right either way.
+    #[test]
+    fn registered_buffers_round_trip_and_foreign_ones_are_plain() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = io_over(dir.path(), EngineKind::Uring, 4);
+        assert!(
+            a.description.contains("registered buffers"),
+            "{}",
+            a.description
+        );
+        round_trip_in_pool_buffers(&mut a, 24);
+        let other = tempfile::tempdir().unwrap();
+        let mut b = io_over(other.path(), EngineKind::Uring, 4);
+        let mut foreign = b.buffer(4096);
+        assert!(foreign.registered().is_some());
+        foreign.as_mut_slice().fill(0xC3);
+        a.submit(Request {
+            device: 0,
+            tag: 2,
+            op: Op::Write,
+            offset_bytes: 8192,
+            data: foreign,
+            trim_bytes: 0,
+        })
+        .unwrap();
+        let c = a.wait(Duration::from_secs(10)).unwrap().unwrap();
+        c.result.unwrap();
+        let mut check = vec![0u8; 4096];
+        std::fs::File::open(dir.path().join("f"))
+            .and_then(|f| std::os::unix::fs::FileExt::read_exact_at(&f, &mut check, 8192))
+            .unwrap();
+        assert_eq!(check, vec![0xC3; 4096]);
+        b.recycle(c.data);
+    }
+
+    /// SQPOLL: the same bytes through a polled ring.
+    #[test]
+    fn a_polled_ring_round_trips_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut io = io_over(dir.path(), EngineKind::UringSqpoll, 4);
+        assert!(io.description.contains("SQPOLL"), "{}", io.description);
+        round_trip_in_pool_buffers(&mut io, 16);
+    }
+
+    /// With `Waiting::Epoll` the ring bumps the eventfd `wake_fd` gives,
+    /// so a loop sleeping in poll(2) wakes for a completion.
+    #[test]
+    fn epoll_mode_wakes_the_descriptor_for_completions() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = FileBackend::open(&dir.path().join("f"), Some(1 << 20), true, true).unwrap();
+        let backends: Vec<Box<dyn Backend>> = vec![Box::new(f)];
+        let mut io = Io::new(Arc::new(backends), EngineKind::Uring, 2, Waiting::Epoll).unwrap();
+        let fd = io.wake_fd().expect("an eventfd in epoll mode");
+        let mut b = io.buffer(4096);
+        b.as_mut_slice().fill(1);
+        io.submit(Request {
+            device: 0,
+            tag: 9,
+            op: Op::Write,
+            offset_bytes: 0,
+            data: b,
+            trim_bytes: 0,
+        })
+        .unwrap();
+        io.submit_pending().unwrap();
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, 10_000) };
+        assert_eq!(n, 1, "the eventfd became readable");
+        io.clear_wake();
+        let c = io.try_next().unwrap().expect("the write, without waiting");
+        assert_eq!(c.tag, 9);
+        c.result.unwrap();
+    }
+
+    /// Inline, `wait(Duration::MAX)` (until a completion) returns at once:
+    /// nothing is in flight that could complete.
+    #[test]
+    fn an_endless_wait_with_nothing_in_flight_returns_inline() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut io = io_over(dir.path(), EngineKind::Auto, 0);
+        let t = Instant::now();
+        assert!(io.wait(Duration::MAX).unwrap().is_none());
+        assert!(t.elapsed() < Duration::from_secs(5));
     }
 }

@@ -21,7 +21,7 @@ use tierlab_sim::Tenant;
 use tierlab_sim::config::SimConfig;
 
 use crate::datapath::{Core, Finished, HostRequest};
-use crate::engine::{EngineKind, Io};
+use crate::engine::{EngineKind, Io, Waiting};
 use crate::error::RunError;
 use crate::verify::{self, SECTOR, Verifier};
 
@@ -118,7 +118,13 @@ struct Exec {
     info: RealInfo,
     host_ios: u64,
     stop: Option<Arc<AtomicBool>>,
+    /// Host IO buffers back from finished IOs, for the next ones (the
+    /// hot loop allocates none).
+    spare_bufs: Vec<Vec<u8>>,
 }
+
+/// Spare host buffers kept at most (more than any iodepth needs).
+const SPARE_BUFS_MAX: usize = 4096;
 
 /// `Finished::user` of a final-scan read (a write's is its stamp version).
 const SCAN: u64 = 1;
@@ -182,7 +188,24 @@ impl Exec {
         if h.record {
             self.tenants[h.tenant as usize].complete();
         }
+        if self.spare_bufs.len() < SPARE_BUFS_MAX && h.buf.capacity() > 0 {
+            self.spare_bufs.push(h.buf);
+        }
         Ok(())
+    }
+
+    /// A zeroed host buffer of `size` bytes, reused when one is spare
+    /// (zeroed all the same: a write without --verify writes zeros, as a
+    /// fresh buffer would).
+    fn host_buf(&mut self, size: usize) -> Vec<u8> {
+        match self.spare_bufs.pop() {
+            Some(mut b) => {
+                b.clear();
+                b.resize(size, 0);
+                b
+            }
+            None => vec![0u8; size],
+        }
     }
 
     fn issue(
@@ -196,14 +219,14 @@ impl Exec {
         let mut version = 0;
         let buf = match a.op {
             Op::Write => {
-                let mut b = vec![0u8; size];
+                let mut b = self.host_buf(size);
                 if let Some(v) = &mut self.verifier {
                     version = v.next_version();
                     verify::stamp(&mut b, a.offset_bytes / SECTOR, version);
                 }
                 b
             }
-            Op::Read => vec![0u8; size],
+            Op::Read => self.host_buf(size),
             _ => Vec::new(),
         };
         if !scan {
@@ -342,13 +365,17 @@ impl Exec {
                     Duration::from_nanos(t - now).min(Duration::from_millis(100))
                 }
                 Some(t) => Duration::from_nanos(t - now),
-                // A completion wakes us; held IOs wait for one.
-                None if busy => Duration::from_secs(3600),
+                // A completion wakes us (however long it takes); held IOs
+                // wait for one.
+                None if busy => Duration::MAX,
                 None if !self.held.is_empty() => Duration::ZERO,
                 None if !tenants_done => Duration::from_millis(1),
                 None => Duration::ZERO,
             };
             if wait.is_zero() {
+                // Round again without sleeping: what was queued goes to
+                // the kernel now (`wait` would have taken it).
+                self.core.io.submit_pending().map_err(RunError::DataPath)?;
                 continue;
             }
             if self.core.wait(wait).map_err(RunError::DataPath)? {
@@ -479,8 +506,14 @@ pub fn run(
         ..Default::default()
     };
     let backends = Arc::new(backends);
-    let io = Io::new(Arc::clone(&backends), opts.io_engine, opts.io_threads)
-        .map_err(RunError::Engine)?;
+    // This thread makes and drives the engine, sleeping in `wait`.
+    let io = Io::new(
+        Arc::clone(&backends),
+        opts.io_engine,
+        opts.io_threads,
+        Waiting::InWait,
+    )
+    .map_err(RunError::Engine)?;
     let info = RealInfo {
         io_engine: io.description.clone(),
         ..info
@@ -496,6 +529,7 @@ pub fn run(
         info,
         host_ios: 0,
         stop: opts.stop.clone(),
+        spare_bufs: Vec::new(),
     };
     let drain_ns = (opts.drain_s * NS_PER_S as f64) as TimeNs;
     let end_ns = match exec.run_loop(drain_ns, true) {

@@ -21,14 +21,16 @@ use std::time::Instant;
 use tierlab_core::Op;
 
 use crate::backend::Backend;
+use crate::iobuf::IoBuf;
 
 pub struct Request {
     pub device: usize,
     pub tag: u64,
     pub op: Op,
     pub offset_bytes: u64,
-    /// Writes: the data. Reads: a buffer of the IO's size to fill.
-    pub data: Vec<u8>,
+    /// Writes: the data. Reads: a buffer of the IO's size to fill (its
+    /// length is the IO's). Empty for flushes and trims.
+    pub data: IoBuf,
     /// Trims: the length of the range (no buffer).
     pub trim_bytes: u64,
 }
@@ -39,8 +41,9 @@ pub struct Completion {
     pub op: Op,
     pub offset_bytes: u64,
     pub result: io::Result<()>,
-    /// Reads: the bytes read. Writes: the buffer back (reused).
-    pub data: Vec<u8>,
+    /// Reads: the bytes read. Writes: the buffer back (for reuse:
+    /// `Io::recycle`).
+    pub data: IoBuf,
     pub done: Instant,
 }
 
@@ -106,8 +109,8 @@ pub fn serve(backends: &[Box<dyn Backend>], r: Request) -> Completion {
     let mut data = r.data;
     let b = &backends[r.device];
     let result = match r.op {
-        Op::Read => b.read_at(&mut data, r.offset_bytes),
-        Op::Write => b.write_at(&data, r.offset_bytes),
+        Op::Read => b.read_at(data.as_mut_slice(), r.offset_bytes),
+        Op::Write => b.write_at(data.as_slice(), r.offset_bytes),
         Op::Flush => b.flush(),
         Op::Trim => b.trim(r.offset_bytes, r.trim_bytes),
     };

@@ -37,7 +37,7 @@ use tierlab_core::NS_PER_S;
 use tierlab_core::metrics::{MetricsConfig, Recorder};
 use tierlab_nbd::Export;
 use tierlab_real::datapath::Core;
-use tierlab_real::engine::{EngineKind, Io};
+use tierlab_real::engine::{EngineKind, Io, Waiting};
 use tierlab_stack::{StackConfig, StackContext};
 
 pub use report::{RequestCounts, ServeReport};
@@ -310,7 +310,13 @@ impl Server {
         })
         .map_err(|e| format!("metrics: {e}"))?;
         let backends = Arc::new(backends);
-        let io = Io::new(Arc::clone(&backends), opts.io_engine, opts.io_threads)?;
+        // The server sleeps in epoll: the engine bumps an eventfd (`wake_fd`).
+        let io = Io::new(
+            Arc::clone(&backends),
+            opts.io_engine,
+            opts.io_threads,
+            Waiting::Epoll,
+        )?;
         let mut core = Core::new(policy, backends, names, io, recorder, interval_ns);
         if opts.model_timing {
             let models = tierlab_stack::devices::build_models(&config.devices, config.seed)
