@@ -8,7 +8,6 @@ pub mod datapath;
 pub mod engine;
 pub mod error;
 pub mod executor;
-pub mod fio_compare;
 pub mod ids;
 pub mod iobuf;
 pub mod open;
