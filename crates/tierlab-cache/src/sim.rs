@@ -56,25 +56,38 @@ pub fn page_key(device_id: u32, page: u64) -> Key {
 /// zero-size records. `page_size` must be non-zero.
 #[inline]
 pub fn record_pages(rec: &IoRecord, page_size: u32) -> impl Iterator<Item = Key> + use<> {
+    let dev = rec.device_id;
+    // An exclusive end, so a skipped record is simply the empty range.
+    let (first, end) = match page_range(rec, page_size) {
+        Some((first, last)) => (first, last + 1),
+        None => (0, 0),
+    };
+    (first..end).map(move |p| page_key(dev, p))
+}
+
+/// The first and last page index (before [`page_key`] wraps them) a record
+/// touches; `None` for flushes and zero-size records. `page_size` must be
+/// non-zero. The last page is below `u64::MAX`.
+#[inline]
+pub fn page_range(rec: &IoRecord, page_size: u32) -> Option<(u64, u64)> {
+    if rec.op == Op::Flush || rec.size_bytes == 0 {
+        return None;
+    }
     let ps = page_size.max(1) as u64;
-    let skip = rec.op == Op::Flush || rec.size_bytes == 0;
-    // saturating: size 0 (skipped anyway) and offsets near u64::MAX.
+    // saturating: offsets near u64::MAX; the end byte is then at most
+    // u64::MAX - 1, so `last + 1` cannot overflow.
     let end_byte = rec
         .offset_bytes
         .saturating_add(rec.size_bytes as u64)
         .saturating_sub(1);
     // Page sizes are almost always powers of two: shift instead of two
     // 64-bit divisions per record (a third of the cache-only loop's cost).
-    let (first, last) = if ps.is_power_of_two() {
+    Some(if ps.is_power_of_two() {
         let shift = ps.trailing_zeros();
         (rec.offset_bytes >> shift, end_byte >> shift)
     } else {
         (rec.offset_bytes / ps, end_byte / ps)
-    };
-    let dev = rec.device_id;
-    // An exclusive end, so a skipped record is simply the empty range.
-    let end = if skip { first } else { last + 1 };
-    (first..end).map(move |p| page_key(dev, p))
+    })
 }
 
 /// For each position `i`, the index of the next occurrence of `keys[i]`,

@@ -7,6 +7,7 @@
 use clap::Args;
 use tierlab_cache::mrc::{self, MrcMethod, MrcPoint};
 use tierlab_cache::sim::{self, CacheSimResult};
+use tierlab_trace::prefetch::with_prefetch;
 use tierlab_trace::units::format_size_bytes;
 
 use crate::CliResult;
@@ -102,9 +103,13 @@ fn mrc_method(policy: &str, shards_rate: Option<f64>) -> CliResult<MrcMethod> {
 fn run_mrc(args: &CacheArgs, page_size: u32) -> CliResult<Vec<MrcPoint>> {
     let policy = check_policy(&args.mrc_policy)?;
     let sizes = args.input.capacity_pages(&args.mrc, "--mrc", page_size)?;
-    let mut reader = args.input.open()?;
     let method = mrc_method(&policy, args.shards_rate)?;
-    let points = mrc::curve(&mut reader, &policy, method, &sizes, page_size)?;
+    let reader = args.input.open()?;
+    let worth_it = reader.prefetch_pays();
+    let (points, reader) = with_prefetch(reader, worth_it, |s| {
+        mrc::curve(s, &policy, method, &sizes, page_size)
+    });
+    let points = points?;
     report_skipped(&reader);
     Ok(points)
 }
@@ -148,8 +153,11 @@ pub fn run(args: CacheArgs) -> CliResult {
         .input
         .capacity_pages(&args.capacity, "--capacity", page_size)?;
     let configs = sim::grid(&args.policy, &pages, page_size)?;
-    let mut reader = args.input.open()?;
-    let results = sim::run(&mut reader, &configs)?;
+    let reader = args.input.open()?;
+    // Parsing runs on a second thread, the caches on this one.
+    let worth_it = reader.prefetch_pays();
+    let (results, reader) = with_prefetch(reader, worth_it, |s| sim::run(s, &configs));
+    let results = results?;
     report_skipped(&reader);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&results)?);

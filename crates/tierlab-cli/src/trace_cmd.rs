@@ -1,6 +1,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
+use tierlab_trace::prefetch::with_prefetch;
 use tierlab_trace::slice::{Rebase, Slice, SliceSpec, find_densest};
 use tierlab_trace::units::{format_size_bytes, parse_size_bytes};
 use tierlab_trace::writer::{WriteOptions, WriteSummary, write_trace};
@@ -256,8 +257,11 @@ pub fn run(cmd: TraceCommand) -> CliResult {
             Ok(())
         }
         TraceCommand::Stats { input, json } => {
-            let mut reader = input.open()?;
-            let s = stats::compute(&mut reader)?;
+            let reader = input.open()?;
+            // Parsing runs on a second thread, the statistics on this one.
+            let worth_it = reader.prefetch_pays();
+            let (s, reader) = with_prefetch(reader, worth_it, stats::compute);
+            let s = s?;
             report_skipped(&reader);
             if json {
                 let mut v = serde_json::to_value(&s)?;

@@ -3,7 +3,7 @@
 //! Numbers go to docs/benchmarks.md with the command that produced them.
 //! The command line prints the [`BenchResult`]s this returns.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
@@ -83,6 +83,19 @@ impl RecordStream for BenchInput {
     }
 }
 
+/// Writes the bench input (`records` records with MSR Cambridge field
+/// widths: 18-digit filetimes, 11-digit offsets, 512 B–64 KiB requests over
+/// 16 GiB of one volume) to `path` in `format`; the same records every time.
+pub fn write_input(path: &Path, format: Format, records: u64) -> ExpResult<()> {
+    write_trace(
+        &mut BenchInput::new(records),
+        path,
+        format,
+        &WriteOptions::default(),
+    )?;
+    Ok(())
+}
+
 /// One benchmark: the best of the repetitions.
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchResult {
@@ -137,18 +150,8 @@ pub fn run(args: &BenchArgs) -> ExpResult<Vec<BenchResult>> {
         "tierlab: writing {} records as MSR CSV and native ...",
         args.records
     );
-    write_trace(
-        &mut BenchInput::new(args.records),
-        &msr,
-        Format::Msr,
-        &WriteOptions::default(),
-    )?;
-    write_trace(
-        &mut BenchInput::new(args.records),
-        &native,
-        Format::Native,
-        &WriteOptions::default(),
-    )?;
+    write_input(&msr, Format::Msr, args.records)?;
+    write_input(&native, Format::Native, args.records)?;
     let mut results = Vec::new();
     let mut record = |name: &str, (n, secs): (u64, f64), target: Option<f64>| {
         results.push(BenchResult {

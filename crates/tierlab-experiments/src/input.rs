@@ -57,10 +57,14 @@ impl InputArgs {
                         .to_string(),
                 ));
             }
-            let mut reader = self
+            let reader = self
                 .open()
                 .map_err(|e| tierlab_trace::TraceError::Invalid(e.to_string()))?;
-            tierlab_cache::size::footprint_pages(&mut reader, page_size)
+            let worth_it = reader.prefetch_pays();
+            tierlab_trace::prefetch::with_prefetch(reader, worth_it, |s| {
+                tierlab_cache::size::footprint_pages(s, page_size)
+            })
+            .0
         };
         Ok(
             tierlab_cache::size::sizes_in_pages(texts, page_size, footprint).map_err(

@@ -334,6 +334,13 @@ impl TraceReader {
         self.skipped_other
     }
 
+    /// Whether parsing this trace on a second thread pays
+    /// ([`crate::prefetch`]): for every format but native, whose records
+    /// are decoded in place faster than a hand-over between threads.
+    pub fn prefetch_pays(&self) -> bool {
+        !matches!(self.source, Source::Native { .. })
+    }
+
     /// Records returned so far.
     pub fn records_read(&self) -> u64 {
         self.records
