@@ -98,15 +98,21 @@ fn release_pages(map: &memmap2::Mmap, offset: usize, len: usize) {
 
 /// A record must end within 64-bit byte addresses: `offset + size` is used
 /// everywhere (footprints, regions, device bounds).
+#[inline(always)]
 fn fits(r: IoRecord) -> Result<IoRecord, FieldError> {
     if r.offset_bytes.checked_add(r.size_bytes as u64).is_none() {
-        return Err(FieldError::new(
-            "size",
-            format!("{} at offset {}", r.size_bytes, r.offset_bytes).as_bytes(),
-            "a request that ends below 2^64 bytes",
-        ));
+        return Err(too_far(&r));
     }
     Ok(r)
+}
+
+#[cold]
+fn too_far(r: &IoRecord) -> FieldError {
+    FieldError::new(
+        "size",
+        format!("{} at offset {}", r.size_bytes, r.offset_bytes).as_bytes(),
+        "a request that ends below 2^64 bytes",
+    )
 }
 
 fn fits_parsed(p: Parsed) -> Result<Parsed, FieldError> {
