@@ -99,7 +99,7 @@ pub fn trim(field: &[u8]) -> &[u8] {
 /// Eight ASCII digits (the first the most significant) as a number, or
 /// `None` if any byte is not a digit: one load and three multiplies instead
 /// of eight dependent steps.
-#[inline]
+#[inline(always)]
 fn eight_digits(bytes: &[u8; 8]) -> Option<u64> {
     let x = u64::from_le_bytes(*bytes);
     // Every high nibble is 3, and adding 6 to each low nibble carries into
@@ -118,7 +118,7 @@ fn eight_digits(bytes: &[u8; 8]) -> Option<u64> {
 
 /// 1 to 19 ASCII digits, which cannot overflow a u64; `None` for anything
 /// else (the general path then decides).
-#[inline]
+#[inline(always)]
 fn plain_digits(f: &[u8]) -> Option<u64> {
     if f.is_empty() || f.len() > 19 {
         return None;
