@@ -7,7 +7,6 @@
 use clap::Args;
 use tierlab_cache::mrc::{self, MrcMethod, MrcPoint};
 use tierlab_cache::sim::{self, CacheSimResult};
-use tierlab_trace::prefetch::with_prefetch;
 use tierlab_trace::units::format_size_bytes;
 
 use crate::CliResult;
@@ -104,11 +103,9 @@ fn run_mrc(args: &CacheArgs, page_size: u32) -> CliResult<Vec<MrcPoint>> {
     let policy = check_policy(&args.mrc_policy)?;
     let sizes = args.input.capacity_pages(&args.mrc, "--mrc", page_size)?;
     let method = mrc_method(&policy, args.shards_rate)?;
-    let reader = args.input.open()?;
-    let worth_it = reader.prefetch_pays();
-    let (points, reader) = with_prefetch(reader, worth_it, |s| {
-        mrc::curve(s, &policy, method, &sizes, page_size)
-    });
+    let (points, reader) = args
+        .input
+        .read_with(|s| mrc::curve(s, &policy, method, &sizes, page_size))?;
     let points = points?;
     report_skipped(&reader);
     Ok(points)
@@ -153,10 +150,8 @@ pub fn run(args: CacheArgs) -> CliResult {
         .input
         .capacity_pages(&args.capacity, "--capacity", page_size)?;
     let configs = sim::grid(&args.policy, &pages, page_size)?;
-    let reader = args.input.open()?;
     // Parsing runs on a second thread, the caches on this one.
-    let worth_it = reader.prefetch_pays();
-    let (results, reader) = with_prefetch(reader, worth_it, |s| sim::run(s, &configs));
+    let (results, reader) = args.input.read_with(|s| sim::run(s, &configs))?;
     let results = results?;
     report_skipped(&reader);
     if args.json {

@@ -1,7 +1,6 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use tierlab_trace::prefetch::with_prefetch;
 use tierlab_trace::slice::{Rebase, Slice, SliceSpec, find_densest};
 use tierlab_trace::units::{format_size_bytes, parse_size_bytes};
 use tierlab_trace::writer::{WriteOptions, WriteSummary, write_trace};
@@ -257,10 +256,8 @@ pub fn run(cmd: TraceCommand) -> CliResult {
             Ok(())
         }
         TraceCommand::Stats { input, json } => {
-            let reader = input.open()?;
             // Parsing runs on a second thread, the statistics on this one.
-            let worth_it = reader.prefetch_pays();
-            let (s, reader) = with_prefetch(reader, worth_it, stats::compute);
+            let (s, reader) = input.read_with(stats::compute)?;
             let s = s?;
             report_skipped(&reader);
             if json {

@@ -206,13 +206,18 @@ fn set_bits(words: &mut [u64; BITMAP_WORDS], lo: u16, hi: u16) -> u64 {
     let (lo, hi) = (lo as usize, hi as usize);
     let (first_word, last_word) = (lo / 64, hi / 64);
     let mut added = 0u64;
-    for w in first_word..=last_word {
+    for (w, word) in words
+        .iter_mut()
+        .enumerate()
+        .take(last_word + 1)
+        .skip(first_word)
+    {
         let from = if w == first_word { lo % 64 } else { 0 };
         let to = if w == last_word { hi % 64 } else { 63 };
         // Bits from..=to; `to - from` is at most 63, so the shift is defined.
         let mask = (u64::MAX >> (63 - (to - from))) << from;
-        added += (mask & !words[w]).count_ones() as u64;
-        words[w] |= mask;
+        added += (mask & !*word).count_ones() as u64;
+        *word |= mask;
     }
     added
 }

@@ -193,17 +193,11 @@ fn produce<S: RecordStream>(
                 return;
             }
         }
-        match last {
-            Some(Message::End) => {
-                let _ = send.send(Message::End);
+        if let Some(message) = last {
+            let end = matches!(message, Message::End);
+            if send.send(message).is_err() || end {
                 return;
             }
-            Some(message) => {
-                if send.send(message).is_err() {
-                    return;
-                }
-            }
-            None => {}
         }
     }
 }
