@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::distinct::DistinctBlocks;
+use crate::distinct::{DistinctBlocks, PendingRange};
 
 use crate::error::Result;
 use crate::reader::RecordStream;
@@ -42,11 +42,20 @@ pub struct TraceStats {
     pub time_base: &'static str,
 }
 
+/// Block ranges wait this many records between their prefetch and their
+/// insert: enough to cover a miss to memory at parse speed.
+const PREFETCH_RECORDS: usize = 16;
+
 /// Accumulates statistics one record at a time.
 #[derive(Default)]
 pub struct StatsBuilder {
     s: TraceStats,
     blocks: DistinctBlocks,
+    /// The block ranges of the last records, prefetched and not inserted
+    /// yet; a ring of `PREFETCH_RECORDS`.
+    pending: [PendingRange; PREFETCH_RECORDS],
+    pending_len: usize,
+    pending_next: usize,
     last_time: Option<u64>,
     response_sum_ns: u128,
     response_count: u64,
@@ -96,11 +105,24 @@ impl StatsBuilder {
         if r.size_bytes > 0 && r.op != Op::Flush {
             let first = r.offset_bytes / FOOTPRINT_BLOCK_BYTES;
             let last = (end_bytes - 1) / FOOTPRINT_BLOCK_BYTES;
-            self.blocks.insert_range(r.device_id, first, last);
+            // Footprints of random IO spread over megabytes of bitmaps:
+            // fetch this range's word now, insert it 16 records later.
+            let pending = self.blocks.prefetch_range(r.device_id, first, last);
+            let slot = &mut self.pending[self.pending_next];
+            if self.pending_len == PREFETCH_RECORDS {
+                self.blocks.insert_pending(*slot);
+            } else {
+                self.pending_len += 1;
+            }
+            *slot = pending;
+            self.pending_next = (self.pending_next + 1) % PREFETCH_RECORDS;
         }
     }
 
     pub fn finish(mut self, devices: u64, time_base: TimeBase) -> TraceStats {
+        for &p in &self.pending[..self.pending_len] {
+            self.blocks.insert_pending(p);
+        }
         let s = &mut self.s;
         s.footprint_4k_blocks = self.blocks.len();
         s.devices = devices;
