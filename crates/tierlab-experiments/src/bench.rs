@@ -300,30 +300,16 @@ pub enum LibCacheSimCsv {
     Distinct,
 }
 
-/// The peer, run as `python -c LIBCACHESIM_MSR_CSV_PY MODE CSV`: reads an
+/// The peer, scripts/libcachesim_msr_csv.py, run as `python -c
+/// LIBCACHESIM_MSR_CSV_PY MODE CSV` (or `python scripts/libcachesim_msr_csv.py
+/// MODE CSV`, MODE `read` or `distinct`): reads an
 /// MSR Cambridge CSV with libCacheSim's CSV reader (PyPI `libcachesim`,
 /// C code; columns 1 time, 5 offset as the object id, 6 size; no header)
 /// and prints one JSON line `{"wall_s", "cpu_s", "count"}` timing only the
 /// C call. `count` is the records read (`read`) or the distinct offsets
 /// (`distinct`). libCacheSim samples the working set of files over 1 GiB,
 /// so `distinct` is exact only below that.
-pub const LIBCACHESIM_MSR_CSV_PY: &str = r#"
-import json, resource, sys, time
-import libcachesim as lcs
-from libcachesim.libcachesim_python import Reader, cal_working_set_size
-mode, path = sys.argv[1], sys.argv[2]
-params = lcs.ReaderInitParam(has_header=False, has_header_set=True, delimiter=",")
-params.time_field, params.obj_id_field, params.obj_size_field = 1, 5, 6
-reader = Reader(path, lcs.TraceType.CSV_TRACE, params)
-r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-if mode == "read":
-    count = reader.get_num_of_req()
-else:
-    count, _wss_bytes = cal_working_set_size(reader)
-t1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
-cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-print(json.dumps({"wall_s": t1 - t0, "cpu_s": cpu, "count": count}))
-"#;
+pub const LIBCACHESIM_MSR_CSV_PY: &str = include_str!("../../../scripts/libcachesim_msr_csv.py");
 
 /// One run of the libCacheSim peer (see [`LIBCACHESIM_MSR_CSV_PY`]) with
 /// `python` (an interpreter with `libcachesim` installed); returns its
