@@ -60,13 +60,15 @@ pub fn record_pages(rec: &IoRecord, page_size: u32) -> impl Iterator<Item = Key>
     page_range(rec, page_size).map(move |p| page_key(dev, p))
 }
 
-/// The page indices a record touches (`first..end`); empty for flushes and
-/// zero-size records.
+/// The page indices a record touches (`first..end`, before [`page_key`]
+/// wraps them); empty for flushes and zero-size records. The end is at
+/// most `u64::MAX`.
 #[inline]
-fn page_range(rec: &IoRecord, page_size: u32) -> std::ops::Range<u64> {
+pub fn page_range(rec: &IoRecord, page_size: u32) -> std::ops::Range<u64> {
     let ps = page_size.max(1) as u64;
     let skip = rec.op == Op::Flush || rec.size_bytes == 0;
-    // saturating: size 0 (skipped anyway) and offsets near u64::MAX.
+    // saturating: offsets near u64::MAX; the end byte is then at most
+    // u64::MAX - 1, so `last + 1` cannot overflow.
     let end_byte = rec
         .offset_bytes
         .saturating_add(rec.size_bytes as u64)

@@ -127,11 +127,24 @@ pub fn footprint_pages(
     stream: &mut dyn tierlab_trace::RecordStream,
     page_size: u32,
 ) -> tierlab_trace::error::Result<u64> {
-    let mut pages = rustc_hash::FxHashSet::default();
+    use crate::sim::{PAGE_BITS, page_range};
+    // The distinct keys of `record_pages`: page indices wrap at 2^PAGE_BITS.
+    let mut pages = tierlab_trace::distinct::DistinctBlocks::new();
+    let mask = (1u64 << PAGE_BITS) - 1;
     while let Some(rec) = stream.next_record()? {
-        pages.extend(crate::sim::record_pages(&rec, page_size));
+        let range = page_range(&rec, page_size);
+        if !range.is_empty() {
+            let (first, last) = (range.start, range.end - 1);
+            if first >> PAGE_BITS == last >> PAGE_BITS {
+                pages.insert_range(rec.device_id, first & mask, last & mask);
+            } else {
+                for page in first..=last {
+                    pages.insert(rec.device_id, page & mask);
+                }
+            }
+        }
     }
-    Ok(pages.len() as u64)
+    Ok(pages.len())
 }
 
 /// Parses every text of `texts` as a cache size and turns it into pages;
@@ -216,6 +229,52 @@ mod tests {
         assert!(parse_cache_size("0%").is_err());
         assert!(parse_cache_size("150%").is_err());
         assert!(parse_cache_size("x%").is_err());
+    }
+
+    #[test]
+    fn footprint_is_the_distinct_keys_of_record_pages() {
+        use crate::sim::{VecStream, record_pages};
+        use tierlab_trace::{DeviceTable, IoRecord, Op, TimeBase};
+        let rec = |device_id, offset_bytes, size_bytes, op| IoRecord {
+            time_ns: 0,
+            offset_bytes,
+            size_bytes,
+            device_id,
+            op,
+            response_ns: None,
+        };
+        let mut records = vec![
+            rec(0, 0, 4096, Op::Read),
+            rec(0, 4095, 2, Op::Write),               // pages 0 and 1
+            rec(1, 0, 512, Op::Trim),                 // another device
+            rec(0, 8192, 0, Op::Read),                // nothing
+            rec(0, 1 << 30, 4096, Op::Flush),         // nothing
+            rec(0, 1 << 60, 8192, Op::Read),          // page 2^48 wraps to 0, and 1
+            rec(0, (1 << 60) - 4096, 8192, Op::Read), // across the wrap: 2^48 - 1, 0
+            rec(2, u64::MAX - 8191, 8191, Op::Read),
+        ];
+        // A dense run and sparse pages, as a generator would give.
+        for i in 0..5000u64 {
+            records.push(rec(
+                (i % 3) as u32,
+                (i * 7919 % 20_000) * 1024,
+                6144,
+                Op::Read,
+            ));
+            records.push(rec(0, i << 42, 4096, Op::Write));
+        }
+        for page_size in [512u32, 4096, 6144, 1 << 20] {
+            let mut keys = rustc_hash::FxHashSet::default();
+            for r in &records {
+                keys.extend(record_pages(r, page_size));
+            }
+            let mut stream = VecStream::new(records.clone(), DeviceTable::new(), TimeBase::None);
+            assert_eq!(
+                footprint_pages(&mut stream, page_size).unwrap(),
+                keys.len() as u64,
+                "page size {page_size}"
+            );
+        }
     }
 
     #[test]

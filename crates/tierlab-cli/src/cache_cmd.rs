@@ -102,9 +102,11 @@ fn mrc_method(policy: &str, shards_rate: Option<f64>) -> CliResult<MrcMethod> {
 fn run_mrc(args: &CacheArgs, page_size: u32) -> CliResult<Vec<MrcPoint>> {
     let policy = check_policy(&args.mrc_policy)?;
     let sizes = args.input.capacity_pages(&args.mrc, "--mrc", page_size)?;
-    let mut reader = args.input.open()?;
     let method = mrc_method(&policy, args.shards_rate)?;
-    let points = mrc::curve(&mut reader, &policy, method, &sizes, page_size)?;
+    let (points, reader) = args
+        .input
+        .read_with(|s| mrc::curve(s, &policy, method, &sizes, page_size))?;
+    let points = points?;
     report_skipped(&reader);
     Ok(points)
 }
@@ -148,8 +150,9 @@ pub fn run(args: CacheArgs) -> CliResult {
         .input
         .capacity_pages(&args.capacity, "--capacity", page_size)?;
     let configs = sim::grid(&args.policy, &pages, page_size)?;
-    let mut reader = args.input.open()?;
-    let results = sim::run(&mut reader, &configs)?;
+    // Parsing runs on a second thread, the caches on this one.
+    let (results, reader) = args.input.read_with(|s| sim::run(s, &configs))?;
+    let results = results?;
     report_skipped(&reader);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&results)?);

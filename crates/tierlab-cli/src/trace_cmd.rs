@@ -256,8 +256,9 @@ pub fn run(cmd: TraceCommand) -> CliResult {
             Ok(())
         }
         TraceCommand::Stats { input, json } => {
-            let mut reader = input.open()?;
-            let s = stats::compute(&mut reader)?;
+            // Parsing runs on a second thread, the statistics on this one.
+            let (s, reader) = input.read_with(stats::compute)?;
+            let s = s?;
             report_skipped(&reader);
             if json {
                 let mut v = serde_json::to_value(&s)?;

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use tierlab_trace::formats::blkparse;
-use tierlab_trace::{Format, ParamError, ReadOptions, TraceReader};
+use tierlab_trace::prefetch::with_prefetch;
+use tierlab_trace::{Format, ParamError, ReadOptions, RecordStream, TraceReader};
 
 use crate::ExpResult;
 
@@ -40,6 +41,18 @@ impl InputArgs {
         Ok(TraceReader::open(&self.input, &options)?)
     }
 
+    /// Opens the trace and runs `consume` over it, the trace parsed ahead
+    /// on a second thread where that pays (`tierlab_trace::prefetch`);
+    /// returns the reader too, for its counters (records skipped).
+    pub fn read_with<T>(
+        &self,
+        consume: impl FnOnce(&mut dyn RecordStream) -> T,
+    ) -> ExpResult<(T, TraceReader)> {
+        let reader = self.open()?;
+        let worth_it = reader.prefetch_pays();
+        Ok(with_prefetch(reader, worth_it, consume))
+    }
+
     /// Cache sizes `texts` as pages ([`tierlab_cache::size::sizes_in_pages`]);
     /// a share of the footprint costs a first pass over the input (so not
     /// from stdin). `what` names the option in errors.
@@ -57,10 +70,9 @@ impl InputArgs {
                         .to_string(),
                 ));
             }
-            let mut reader = self
-                .open()
-                .map_err(|e| tierlab_trace::TraceError::Invalid(e.to_string()))?;
-            tierlab_cache::size::footprint_pages(&mut reader, page_size)
+            self.read_with(|s| tierlab_cache::size::footprint_pages(s, page_size))
+                .map_err(|e| tierlab_trace::TraceError::Invalid(e.to_string()))?
+                .0
         };
         Ok(
             tierlab_cache::size::sizes_in_pages(texts, page_size, footprint).map_err(

@@ -23,6 +23,7 @@ use tierlab_sim::run::{self as sim_run, RunResult};
 use tierlab_sim::{Progress, SimError};
 use tierlab_trace::formats::blkparse;
 use tierlab_trace::generate::{self, KvParams};
+use tierlab_trace::prefetch::with_prefetch;
 use tierlab_trace::stats::{self, TraceStats};
 use tierlab_trace::writer::{self, WriteOptions, WriteSummary};
 use tierlab_trace::{
@@ -382,9 +383,11 @@ fn trace_stats<'py>(
     let options = read_options(format, skip_bad, blk_event)?;
     let (s, format, skipped_bad) = py
         .detach(move || {
-            let mut reader = TraceReader::open(&path, &options)?;
-            let s = stats::compute(&mut reader)?;
-            Ok((s, reader.format(), reader.skipped_bad()))
+            // Parsed ahead on a second thread where that pays, as in the CLI.
+            let reader = TraceReader::open(&path, &options)?;
+            let worth_it = reader.prefetch_pays();
+            let (s, reader) = with_prefetch(reader, worth_it, stats::compute);
+            Ok((s?, reader.format(), reader.skipped_bad()))
         })
         .map_err(to_py_err)?;
     // Destructured without `..`: a new statistic fails to compile here until
@@ -1083,8 +1086,12 @@ fn cache_sim_json(
     }
     let options = read_options(format, skip_bad, None)?;
     let footprint = || {
-        let mut reader = TraceReader::open(&path, &options)?;
-        tierlab_cache::size::footprint_pages(&mut reader, page_bytes)
+        let reader = TraceReader::open(&path, &options)?;
+        let worth_it = reader.prefetch_pays();
+        with_prefetch(reader, worth_it, |s| {
+            tierlab_cache::size::footprint_pages(s, page_bytes)
+        })
+        .0
     };
     let pages = tierlab_cache::size::sizes_in_pages(&capacities, page_bytes, footprint).map_err(
         |e| match e {
@@ -1095,8 +1102,9 @@ fn cache_sim_json(
     let configs = tierlab_cache::sim::grid(&policies, &pages, page_bytes).map_err(param_err)?;
     let results = py
         .detach(move || {
-            let mut reader = TraceReader::open(&path, &options)?;
-            tierlab_cache::sim::run(&mut reader, &configs)
+            let reader = TraceReader::open(&path, &options)?;
+            let worth_it = reader.prefetch_pays();
+            with_prefetch(reader, worth_it, |s| tierlab_cache::sim::run(s, &configs)).0
         })
         .map_err(to_py_err)?;
     serde_json::to_string(&results).map_err(|e| PyRuntimeError::new_err(e.to_string()))

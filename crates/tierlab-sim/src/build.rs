@@ -8,6 +8,7 @@ use tierlab_trace::spread::SpreadMode;
 use tierlab_core::NS_PER_S;
 use tierlab_stack::{DeviceSpec, StackContext, TenantSpec};
 use tierlab_trace::generate::KvParams;
+use tierlab_trace::prefetch::Prefetch;
 use tierlab_trace::slice::{Slice, SliceSpec};
 use tierlab_trace::{ReadOptions, RecordStream, TraceReader};
 
@@ -64,8 +65,11 @@ pub fn workload(
                 },
             )
             .map_err(|e| ConfigError::trace(key("trace"), e))?;
-            match device {
-                Some(d) => Ok(Box::new(
+            // Text traces are parsed ahead on a second core while the
+            // simulation runs (the records are the same).
+            let prefetch = reader.prefetch_pays() && tierlab_trace::prefetch::second_core();
+            let stream: Box<dyn RecordStream + Send> = match device {
+                Some(d) => Box::new(
                     Slice::new(
                         reader,
                         SliceSpec {
@@ -74,9 +78,14 @@ pub fn workload(
                         },
                     )
                     .map_err(|e| ConfigError::trace(key("device"), e))?,
-                )),
-                None => Ok(Box::new(reader)),
-            }
+                ),
+                None => Box::new(reader),
+            };
+            Ok(if prefetch {
+                Box::new(Prefetch::spawn(stream))
+            } else {
+                stream
+            })
         }
         WorkloadConfig::Generator { generator, params } => {
             let mut kv = Vec::new();

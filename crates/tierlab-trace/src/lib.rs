@@ -3,6 +3,7 @@
 //! streams: memory does not grow with trace length.
 
 pub mod detect;
+pub mod distinct;
 pub mod error;
 pub mod format;
 pub mod formats;
@@ -10,6 +11,7 @@ pub mod generate;
 pub mod input;
 pub mod names;
 pub mod parse;
+pub mod prefetch;
 pub mod reader;
 pub mod record;
 pub mod slice;

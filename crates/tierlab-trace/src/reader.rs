@@ -142,16 +142,21 @@ fn ends_in_range(r: &IoRecord) -> bool {
 
 /// A record must end within 64-bit byte addresses: `offset + size` is used
 /// everywhere (footprints, regions, device bounds).
-#[inline]
+#[inline(always)]
 fn fits(r: IoRecord) -> Result<IoRecord, FieldError> {
     if !ends_in_range(&r) {
-        return Err(FieldError::new(
-            "size",
-            format!("{} at offset {}", r.size_bytes, r.offset_bytes).as_bytes(),
-            "a request that ends below 2^64 bytes",
-        ));
+        return Err(too_far(&r));
     }
     Ok(r)
+}
+
+#[cold]
+fn too_far(r: &IoRecord) -> FieldError {
+    FieldError::new(
+        "size",
+        format!("{} at offset {}", r.size_bytes, r.offset_bytes).as_bytes(),
+        "a request that ends below 2^64 bytes",
+    )
 }
 
 fn fits_parsed(p: Parsed) -> Result<Parsed, FieldError> {
@@ -377,6 +382,13 @@ impl TraceReader {
     /// Lines that are not IOs (headers, comments, non-IO events).
     pub fn skipped_other(&self) -> u64 {
         self.skipped_other
+    }
+
+    /// Whether parsing this trace on a second thread pays
+    /// ([`crate::prefetch`]): for every format but native, whose records
+    /// are decoded in place faster than a hand-over between threads.
+    pub fn prefetch_pays(&self) -> bool {
+        !matches!(self.source, Source::Native { .. })
     }
 
     /// Records returned so far.
