@@ -71,7 +71,7 @@ class Check:
 
     def target(self) -> str:
         return {
-            "ratio_min": f"≥ {self.bound:g}×",
+            "ratio_min": f"≥ {self.bound:.3g}×",
             "ratio_max": f"≤ {self.bound:g}×",
             "diff_max": f"≤ +{self.bound:g}",
             "equal": f"equal to {self.bound:g} decimals",
@@ -677,8 +677,74 @@ def _pipeline_cases(ctx: Context) -> list[Case]:
     ]
 
 
+def _trace_cases(ctx: Context) -> list[Case]:
+    from libcachesim import ReaderInitParam, TraceType
+    from libcachesim.libcachesim_python import Reader
+
+    records = 2_000_000 if ctx.quick else 10_000_000
+    csv = ctx.dir / "bench.csv"
+    native = ctx.dir / "bench.tlt"
+    # `tierlab bench`'s input: an MSR Cambridge CSV with realistic field
+    # widths (18-digit filetimes, 11-digit offsets), and the same records
+    # in the native format.
+    for path in (csv, native):
+        _cli(["bench", "--records", str(records), "--write-input", path])
+    for path in (csv, native):  # warm the page cache: parsing is measured
+        with open(path, "rb") as f:
+            while f.read(1 << 24):
+                pass
+    ctx.log(f"trace: {records:,} records, {csv.stat().st_size >> 20} MiB of MSR CSV ({csv})")
+
+    def stats() -> Metrics:
+        wall, cpu = _timed_cli(["trace", "stats", csv, "--json"])
+        return {"records/s": records / wall, "records per CPU s": records / cpu}
+
+    def libcachesim_reader() -> Metrics:
+        # libCacheSim's C loop reading and parsing every line
+        # (read_one_req), nothing else: columns 1 time, 5 offset (the
+        # object id), 6 size; no header.
+        params = ReaderInitParam(has_header=False, has_header_set=True, delimiter=",")
+        params.time_field, params.obj_id_field, params.obj_size_field = 1, 5, 6
+        reader = Reader(str(csv), TraceType.CSV_TRACE, params)
+        t0, c0 = time.perf_counter(), _cpu_s(resource.RUSAGE_SELF)
+        count = reader.get_num_of_req()
+        wall, cpu = time.perf_counter() - t0, _cpu_s(resource.RUSAGE_SELF) - c0
+        if count != records:
+            raise RuntimeError(f"libCacheSim read {count:,} of the CSV's {records:,} records")
+        return {"records/s": records / wall, "records per CPU s": records / cpu}
+
+    def cache(path: Path) -> Callable[[], Metrics]:
+        def run() -> Metrics:
+            wall, cpu = _timed_cli(["cache", path, "--policy", "lru", "--capacity", "64MiB", "--json"])
+            return {"records/s": records / wall, "records per CPU s": records / cpu}
+
+        return run
+
+    return [
+        Case(
+            name="trace-stats-csv",
+            title=f"`tierlab trace stats` on a {records:,}-record MSR CSV (requests, bytes, footprint, ...)",
+            peer_name="libCacheSim CSV reader (read only)",
+            tierlab=stats,
+            peer=libcachesim_reader,
+            checks=[Check("records/s", "ratio_min", 4.0), Check("records per CPU s", "info")],
+            note="tierlab parses and counts distinct blocks; the peer only reads and parses",
+        ),
+        Case(
+            name="trace-cache-csv",
+            title=f"`tierlab cache` (LRU, 64 MiB) on the MSR CSV vs the same run on the native trace",
+            peer_name="tierlab cache on native",
+            tierlab=cache(csv),
+            peer=cache(native),
+            checks=[Check("records/s", "ratio_min", 1 / 1.5), Check("records per CPU s", "info")],
+            note="target: within 1.5× of the native run's time",
+        ),
+    ]
+
+
 GROUPS: list[Group] = [
     Group("pipeline", "trace parsing and generators (`tierlab bench`), no peer", lambda: None, _pipeline_cases),
+    Group("trace", "trace stats vs libCacheSim's CSV reader; cache on CSV vs native", _have_libcachesim, _trace_cases),
     Group("real", "the real executor (`tierlab run`) vs fio on a /dev/shm file", _real_needs, _real_cases),
     Group("cache", "cache-only LRU and S3-FIFO vs libCacheSim", _have_libcachesim, _cache_cases),
     Group("sim", "the simulator: ATSMF vs linear stack, detailed vs queueing SSD", _sim_needs, _sim_cases),
@@ -729,7 +795,7 @@ def _select(only: Sequence[str] | None) -> list[tuple[Group, set[str] | None]]:
 
 #: Case name prefixes of each group (so --only can pick cases without
 #: building the group's inputs first).
-_PREFIXES = {"pipeline": ["pipeline"], "real": ["real-"], "cache": ["lru-", "s3fifo-"], "sim": ["sim-"], "serve": ["serve-"]}
+_PREFIXES = {"pipeline": ["pipeline"], "trace": ["trace-"], "real": ["real-"], "cache": ["lru-", "s3fifo-"], "sim": ["sim-"], "serve": ["serve-"]}
 
 
 def _case_group(name: str) -> str | None:

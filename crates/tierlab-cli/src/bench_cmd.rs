@@ -1,6 +1,8 @@
 //! `tierlab bench`: prints the results of `tierlab_experiments::bench`
 //! as a Markdown table (for docs/benchmarks.md) or JSON.
 
+use std::path::PathBuf;
+
 use clap::Args;
 use tierlab_experiments::bench::{self, BenchArgs};
 
@@ -18,11 +20,26 @@ pub struct BenchCliArgs {
     /// packages and processes), so this binary only says where it is.
     #[arg(long)]
     pub compare: bool,
+    /// Only write the benchmark's input trace (`--records` of them) to this
+    /// file, MSR CSV or native by its name (.csv, .tlt), for timing other
+    /// tools on it; measure nothing.
+    #[arg(long, value_name = "FILE")]
+    pub write_input: Option<PathBuf>,
 }
 
 pub fn run(args: BenchCliArgs) -> CliResult {
     if args.compare {
         return crate::python_command("bench --compare");
+    }
+    if let Some(path) = &args.write_input {
+        let format = tierlab_trace::Format::from_output_name(path).ok_or_else(|| {
+            format!(
+                "--write-input {}: name the file by its format: .csv (MSR Cambridge), .tlt (native), or another that `tierlab trace formats` lists as written",
+                path.display()
+            )
+        })?;
+        bench::write_input(path, format, args.bench.records)?;
+        return Ok(());
     }
     let results = bench::run(&args.bench)?;
     if args.json {
