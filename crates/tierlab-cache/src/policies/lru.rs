@@ -108,9 +108,11 @@ impl Lru {
     /// least 3/4 of the ring: at most 1/3 of a table write per access).
     #[cold]
     fn make_room(&mut self) {
+        // A warm-up of distinct pages fills the whole span with live
+        // entries (every slot): then the ring doubles.
         let live_count = self.map.len();
         assert!(
-            live_count < self.ring.len(),
+            live_count <= self.ring.len(),
             "more live entries than ring slots"
         );
         if live_count * 4 > self.ring.len() {
@@ -372,6 +374,17 @@ mod tests {
             let want = (4 * (cap + 1)).next_power_of_two().max(64);
             assert_eq!(c.ring.len(), want, "capacity {cap}");
         }
+    }
+
+    #[test]
+    fn a_cold_start_of_distinct_pages_larger_than_the_first_ring_grows_it() {
+        // Every access a new page until the cache is full: the ring's whole
+        // span is live when it first fills (a panic before this test).
+        let cap = 3 * RING_LEN_INITIAL;
+        let keys: Vec<Key> = (0..2 * cap as u64).chain(0..cap as u64 / 2).collect();
+        let mut c = Lru::new(cap);
+        let got: Vec<Access> = keys.iter().map(|&k| c.access(k)).collect();
+        assert_eq!(got, reference(cap, &keys));
     }
 
     #[test]
