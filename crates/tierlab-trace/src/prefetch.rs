@@ -86,7 +86,8 @@ impl<S: RecordStream + Send + 'static> Prefetch<S> {
     /// Stops the reader thread and returns the stream. After the end of
     /// the stream was returned, the stream's counters are final; before,
     /// it may have read up to [`QUEUE_BATCHES`] batches more than were
-    /// consumed.
+    /// consumed. Stopping early waits for the read in progress: on a pipe
+    /// that stays open without data, until the writer closes it.
     pub fn into_inner(mut self) -> S {
         // Disconnecting makes the reader thread's next send fail.
         let thread = self
