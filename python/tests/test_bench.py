@@ -92,24 +92,25 @@ def test_the_native_binary_points_to_the_python_command() -> None:
     assert "`tierlab bench --compare` is a command of the Python package" in res.stderr
 
 
-def test_lru_group_agrees_with_libcachesim_on_miss_ratios(tmp_path) -> None:
+def test_cache_group_agrees_with_libcachesim_on_misses(tmp_path) -> None:
     pytest.importorskip("libcachesim", reason="libcachesim is not installed (pip install 'tierlab[dev]')")
-    df = bench.compare(["lru"], rounds=1, quick=True, dir=tmp_path, progress=False)
-    assert set(df["case"]) == {"lru-1pct", "lru-10pct"}
-    miss = df[df["metric"] == "miss ratio"]
-    assert len(miss) == 2
+    df = bench.compare(["cache"], rounds=1, quick=True, dir=tmp_path, progress=False)
+    assert set(df["case"]) == {"lru-1pct", "lru-10pct", "s3fifo-1pct", "s3fifo-10pct"}
+    miss = df[df["metric"] == "misses"]
+    assert len(miss) == 4
     for r in miss.itertuples():
-        # Same stream, same capacity in pages: libCacheSim's LRU and ours
-        # must miss exactly the same requests.
+        # Same stream, same capacity in pages: libCacheSim's LRU and
+        # S3-FIFO and ours must miss exactly the same requests.
         assert r.verdict == "met", f"{r.case}: tierlab {r.tierlab} vs libCacheSim {r.peer}"
-        assert 0.0 < r.tierlab < 1.0
+        assert r.tierlab == r.peer and r.tierlab > 0
     # The 10 % cache misses less than the 1 % one.
     by_case = dict(zip(miss["case"], miss["tierlab"]))
     assert by_case["lru-10pct"] < by_case["lru-1pct"]
+    assert by_case["s3fifo-10pct"] < by_case["s3fifo-1pct"]
     speed = df[df["metric"] == "requests/s"]
     assert (speed["tierlab"] > 0).all() and (speed["peer"] > 0).all()
     table = bench.markdown(df)
-    assert "| lru-1pct | miss ratio |" in table
+    assert "| lru-1pct | misses |" in table
 
 
 def test_a_group_whose_peer_is_missing_is_skipped_with_the_reason(monkeypatch, tmp_path) -> None:
