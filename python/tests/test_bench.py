@@ -63,7 +63,7 @@ def test_a_case_without_peer_reports_every_metric_without_ratio() -> None:
 def test_unknown_names_and_bad_rounds_are_refused(capsys) -> None:
     assert dispatch(["bench", "--compare", "--only", "lur"]) == 2
     err = capsys.readouterr().err
-    assert "--only 'lur': not a benchmark group or case" in err and "pipeline, real, cache, sim, serve" in err
+    assert "--only 'lur': not a benchmark group or case" in err and "pipeline, trace, real, cache, sim, serve" in err and "did you mean `lru`?" in err
     assert dispatch(["bench", "--compare", "--rounds", "0"]) == 2
     assert "--rounds: expected at least 1, found 0" in capsys.readouterr().err
     with pytest.raises(ValueError, match="rounds"):
@@ -73,13 +73,13 @@ def test_unknown_names_and_bad_rounds_are_refused(capsys) -> None:
 def test_only_picks_groups_and_case_prefixes() -> None:
     picked = bench._select(["lru-1pct", "real"])
     assert [(g.name, names) for g, names in picked] == [("real", None), ("cache", {"lru-1pct"})]
-    assert [g.name for g, _ in bench._select(None)] == ["pipeline", "real", "cache", "sim", "serve"]
+    assert [g.name for g, _ in bench._select(None)] == ["pipeline", "trace", "real", "cache", "sim", "serve"]
 
 
 def test_list_names_every_group(capsys) -> None:
     assert dispatch(["bench", "--compare", "--list"]) == 0
     out = capsys.readouterr().out
-    for g in ("pipeline", "real", "cache", "sim", "serve"):
+    for g in ("pipeline", "trace", "real", "cache", "sim", "serve"):
         assert f"\n{g}" in "\n" + out
 
 

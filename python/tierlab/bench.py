@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import json
 import math
 import os
@@ -793,8 +794,11 @@ def _select(only: Sequence[str] | None) -> list[tuple[Group, set[str] | None]]:
             continue
         owner = _case_group(name)
         if owner is None:
+            known = [g.name for g in GROUPS] + [p.rstrip("-") for ps in _PREFIXES.values() for p in ps]
+            near = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean `{near[0]}`?" if near else ";"
             raise ValueError(
-                f"--only {name!r}: not a benchmark group or case; groups: {', '.join(g.name for g in GROUPS)} "
+                f"--only {name!r}: not a benchmark group or case{hint} groups: {', '.join(g.name for g in GROUPS)} "
                 f"(`tierlab bench --compare --list` lists the cases)"
             )
         if chosen.get(owner, set()) is not None:
