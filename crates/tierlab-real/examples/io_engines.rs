@@ -1,4 +1,4 @@
-//! The IO engines side by side on a real disk (docs/benchmarks.md):
+//! The IO engines side by side on a real disk:
 //!
 //!   cargo run --release -p tierlab-real --example io_engines [IOS] [DIR]
 //!

@@ -9,8 +9,8 @@
 //!   reads, so the same wait covers both. Memory backends are a copy:
 //!   done inline.
 //!
-//!   What keeps the ring's cost per IO low (docs/benchmarks.md, "Real
-//!   executor against fio"):
+//!   What keeps the ring's cost per IO low (docs/benchmarks.md, "Where
+//!   the time goes"):
 //!   - *batches*: pushing an IO on the ring is no system call. One
 //!     `io_uring_enter` hands every queued IO to the kernel and sleeps
 //!     until the next completion (`wait`); completions are then taken
