@@ -132,3 +132,16 @@ def test_table_numbers_are_human() -> None:
         "150",
         "2.6 G",
     ]
+
+
+def test_the_real_group_leaves_nothing_in_dev_shm(tmp_path) -> None:
+    if bench._real_needs() is not None:
+        pytest.skip(f"the real group cannot run here: {bench._real_needs()}")
+    before = set(Path("/dev/shm").glob("tierlab-bench-*"))
+    df = bench.compare(["real-inline"], rounds=1, quick=True, dir=tmp_path, progress=False)
+    (row,) = df.itertuples()
+    assert row.case == "real-inline-qd1-read" and row.metric == "µs per IO"
+    # Both sides did IO: a positive time per IO each.
+    assert row.tierlab > 0 and row.peer > 0, row
+    # The 1 GiB input file in /dev/shm is gone with its directory.
+    assert set(Path("/dev/shm").glob("tierlab-bench-*")) == before

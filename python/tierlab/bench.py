@@ -123,6 +123,9 @@ class Context:
     dir: Path
     quick: bool
     log: Callable[[str], None] = field(default=lambda s: None)
+    #: Inputs a group makes outside ``dir`` (a file in /dev/shm) are
+    #: entered here and removed when the run ends, failed or not.
+    resources: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
 
 # --- measuring ---------------------------------------------------------------
@@ -209,7 +212,7 @@ def _real_needs() -> str | None:
 
 def _real_cases(ctx: Context) -> list[Case]:
     ios = 60_000 if ctx.quick else 300_000
-    shm = Path(tempfile.mkdtemp(prefix="tierlab-bench-", dir="/dev/shm"))
+    shm = Path(ctx.resources.enter_context(tempfile.TemporaryDirectory(prefix="tierlab-bench-", dir="/dev/shm")))
     data = shm / "real.img"
     # A written file: reads of holes in tmpfs would cost nothing.
     with open(data, "wb") as f:
@@ -843,19 +846,28 @@ def compare(
                 continue
             ctx = Context(dir=Path(tmp) / group.name, quick=quick, log=log)
             ctx.dir.mkdir()
-            cases = [c for c in group.build(ctx) if names is None or any(c.name.startswith(n) for n in names)]
-            for case in cases:
-                try:
-                    rows.extend(_run_case(case, rounds, log))
-                except (RuntimeError, OSError, subprocess.CalledProcessError, KeyError, ValueError) as e:
-                    # One broken case must not hide the others' numbers.
-                    detail = getattr(e, "stderr", None) or str(e)
-                    log(f"{case.name}: failed: {detail}")
-                    rows.append(
-                        dict.fromkeys(COLUMNS, "")
-                        | {"case": case.name, "verdict": "failed", "note": str(detail).strip().splitlines()[-1][:300]}
-                    )
+            with ctx.resources:
+                rows.extend(_run_group(group, names, ctx, rounds, log))
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _run_group(
+    group: Group, names: set[str] | None, ctx: Context, rounds: int, log: Callable[[str], None]
+) -> list[dict]:
+    rows: list[dict] = []
+    cases = [c for c in group.build(ctx) if names is None or any(c.name.startswith(n) for n in names)]
+    for case in cases:
+        try:
+            rows.extend(_run_case(case, rounds, log))
+        except (RuntimeError, OSError, subprocess.CalledProcessError, KeyError, ValueError) as e:
+            # One broken case must not hide the others' numbers.
+            detail = getattr(e, "stderr", None) or str(e)
+            log(f"{case.name}: failed: {detail}")
+            rows.append(
+                dict.fromkeys(COLUMNS, "")
+                | {"case": case.name, "verdict": "failed", "note": str(detail).strip().splitlines()[-1][:300]}
+            )
+    return rows
 
 
 def _run_case(case: Case, rounds: int, log: Callable[[str], None]) -> list[dict]:
