@@ -158,10 +158,13 @@ def _quiet_fds() -> Iterator[Path]:
 def _cli(args: Sequence[str]) -> str:
     """Run the tierlab CLI in this process with its output captured; return
     that output, or raise with it when the command fails."""
-    with _quiet_fds() as log:
-        code = _native.run_cli([str(a) for a in args])
-    text = log.read_text(errors="replace")
-    log.unlink()
+    try:
+        with _quiet_fds() as log:
+            code = _native.run_cli([str(a) for a in args])
+        text = log.read_text(errors="replace")
+    finally:
+        with contextlib.suppress(NameError, OSError):
+            log.unlink()
     if code != 0:
         raise RuntimeError(f"tierlab {' '.join(map(str, args))} exited {code}:\n{text[-4000:]}")
     return text
