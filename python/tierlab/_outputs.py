@@ -242,7 +242,7 @@ def reproduce(
     traces:
         Real traces to add. atsmf: ``{"NAME": "PATH[@START_MIN-END_MIN]"}``;
         hswd: a list of paths; raid: the folder of the public traces
-        (``--traces``; default ``../shared/traces``, skipped when absent).
+        (``--traces``; none by default: only the generated workloads run).
     seed:
         Seed of the generated workloads / runs (atsmf, hswd, raid).
     seeds:

@@ -794,7 +794,7 @@ fn reproduce(
         "raid" => {
             let mut a = raid::RaidArgs::new(out);
             a.quick = quick;
-            a.traces = traces_dir.unwrap_or(a.traces);
+            a.traces = traces_dir;
             a.seed = seed.unwrap_or(a.seed);
             Job::Raid(a)
         }

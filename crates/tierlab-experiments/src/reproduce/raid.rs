@@ -2,8 +2,9 @@
 //! experiment (spec/ssd-raid.md, seed 003) on the detailed flash SSD:
 //! RAID 1 of two single-chip SSDs against one such SSD, read IOPS, on
 //! generated workloads matching the nine traces of the thesis' Table 1
-//! (`ssdraid.*` presets) and on the real traces in ../shared/traces whose
-//! addresses fit the SSD (the others are skipped with a message).
+//! (`ssdraid.*` presets) and, with `--traces DIR`, on the public real
+//! traces in DIR whose addresses fit the SSD (the others are skipped with
+//! a message).
 //!
 //! Every run replays its workload open loop at its own timestamps. **Read
 //! IOPS** = reads completed / read-busy time, where read-busy time is the
@@ -76,9 +77,11 @@ pub struct RaidArgs {
     /// Output directory (table.csv, improvement.csv, SVG plots, configs).
     #[arg(long)]
     pub out: PathBuf,
-    /// Folder of the real traces (skipped with a message when absent).
-    #[arg(long, default_value = RaidArgs::TRACES_DIR)]
-    pub traces: PathBuf,
+    /// Folder of public real traces to add (the MSR, UMass and Tencent
+    /// windows listed in docs/flash-ssd.md; those missing from it are
+    /// skipped with a message). Without it only the generated workloads run.
+    #[arg(long)]
+    pub traces: Option<PathBuf>,
     /// Arrival rate of the generated workloads, requests/s.
     #[arg(long, default_value_t = RaidArgs::RATE_IOPS)]
     pub rate_iops: f64,
@@ -101,7 +104,6 @@ pub struct RaidArgs {
 
 impl RaidArgs {
     /// Defaults of the options, shared by the command line and [`RaidArgs::new`].
-    pub const TRACES_DIR: &str = "../shared/traces";
     pub const RATE_IOPS: f64 = 200.0;
     pub const PRECONDITION: &str = "steady";
 
@@ -111,7 +113,7 @@ impl RaidArgs {
         RaidArgs {
             quick: false,
             out,
-            traces: PathBuf::from(Self::TRACES_DIR),
+            traces: None,
             rate_iops: Self::RATE_IOPS,
             seed: 1,
             iodepth: 0,
@@ -389,29 +391,35 @@ pub fn run(args: RaidArgs) -> ExpResult {
             )
         })
         .collect();
-    if args.traces.is_dir() {
-        for (file, device) in REAL_TRACES {
-            let path = args.traces.join(file);
-            if !path.exists() {
-                eprintln!("  skipped {file}: not in {}", args.traces.display());
-                continue;
-            }
-            let abs = std::fs::canonicalize(&path)?;
-            let device = device.map_or(String::new(), |d| format!(", device = \"{d}\""));
-            let name = file.rsplit('/').next().unwrap_or(file).to_string();
-            workloads.push((
-                format!("trace:{name}"),
-                format!(
-                    "workload = {{ trace = {:?}{device} }}\n",
-                    abs.display().to_string()
-                ),
-            ));
+    match &args.traces {
+        Some(dir) if !dir.is_dir() => {
+            return Err(format!(
+                "`--traces`: {}: not a folder (expected the folder holding msr/, umass-spc/ \
+                 and tencent-cbs/ trace windows; leave it out to run the generated workloads only)",
+                dir.display()
+            )
+            .into());
         }
-    } else {
-        eprintln!(
-            "  real traces skipped: {} is not a folder (pass --traces DIR)",
-            args.traces.display()
-        );
+        Some(dir) => {
+            for (file, device) in REAL_TRACES {
+                let path = dir.join(file);
+                if !path.exists() {
+                    eprintln!("  skipped {file}: not in {}", dir.display());
+                    continue;
+                }
+                let abs = std::fs::canonicalize(&path)?;
+                let device = device.map_or(String::new(), |d| format!(", device = \"{d}\""));
+                let name = file.rsplit('/').next().unwrap_or(file).to_string();
+                workloads.push((
+                    format!("trace:{name}"),
+                    format!(
+                        "workload = {{ trace = {:?}{device} }}\n",
+                        abs.display().to_string()
+                    ),
+                ));
+            }
+        }
+        None => eprintln!("  generated workloads only (--traces DIR adds public real traces)"),
     }
     let started = Instant::now();
     let as_asked = Setup {
