@@ -115,6 +115,17 @@ fn a_forced_format_of_the_other_kind_is_refused() {
     );
     let o = tierlab(&["trace", "stats", &t, "--format", "msr"]);
     assert!(o.status.success(), "{}", stderr(&o));
+    // A text format on another text format: the first record's field
+    // error, and the format detection picks (it used to be the field
+    // error alone).
+    fails_with(
+        tierlab(&["trace", "stats", &t, "--format", "systor"]),
+        &[
+            "the forced format `systor` does not read this file (line 1: field `Timestamp`",
+            "detection reads it as `msr`",
+            "force `msr`",
+        ],
+    );
 }
 
 #[test]

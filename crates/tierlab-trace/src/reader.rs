@@ -238,6 +238,7 @@ impl TraceReader {
                     path: shown.clone(),
                     message,
                 })?;
+                Self::probe_forced(f, &shown, &head, path, options)?;
                 f
             }
             None => detect::detect(&head, path).map_err(|message| TraceError::Format {
@@ -249,6 +250,63 @@ impl TraceReader {
             return Self::open_native(path, shown, compression, stream, head, options);
         }
         Self::from_stream(shown, format, stream, head, options)
+    }
+
+    /// A forced text format on a file that detection reads as another one:
+    /// if the forced format cannot parse the first record, say which format
+    /// detection picks, as `check_forced` does across text and binary. (A
+    /// forced format that parses is left alone: forcing is how a user
+    /// overrides detection.)
+    fn probe_forced(
+        forced: Format,
+        shown: &Path,
+        head: &[u8],
+        path: &Path,
+        options: &ReadOptions,
+    ) -> Result<()> {
+        let Ok(detected) = detect::detect(head, path) else {
+            return Ok(());
+        };
+        if detected == forced || options.skip_bad || forced == Format::Native {
+            return Ok(());
+        }
+        // Only the sniffed head: the first record is in it.
+        let first = Self::from_stream(
+            shown.to_path_buf(),
+            forced,
+            Box::new(std::io::empty()),
+            head.to_vec(),
+            options,
+        )
+        .and_then(|mut probe| probe.next_record());
+        let why = match first {
+            Err(TraceError::Parse {
+                location, error, ..
+            }) => {
+                let at = match location {
+                    Location::Line(n) => format!("line {n}: "),
+                    Location::Byte(b) => format!("byte {b}: "),
+                    Location::Input => String::new(),
+                };
+                format!(
+                    "{at}field `{}`: expected {}, found {:?}",
+                    error.field, error.expected, error.found
+                )
+            }
+            Err(TraceError::Format { message, .. }) => message,
+            _ => return Ok(()),
+        };
+        Err(TraceError::Format {
+            path: shown.to_path_buf(),
+            message: format!(
+                "the forced format `{}` does not read this file ({why}); detection reads it \
+                 as `{}` ({}): drop the forced format to use detection, or force `{}`",
+                forced.name(),
+                detected.name(),
+                detected.description(),
+                detected.name()
+            ),
+        })
     }
 
     /// Native traces keep device names in a trailer, so they are read from an

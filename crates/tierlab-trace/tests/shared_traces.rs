@@ -122,7 +122,13 @@ fn format_override_is_honoured() {
         .and_then(|mut r| tierlab_trace::RecordStream::next_record(&mut r))
         .unwrap_err()
         .to_string();
-    assert!(err.contains("P3.lis.zst:1: field `Timestamp`"), "{err}");
+    // ... and names the format detection picks.
+    assert!(
+        err.contains(
+            "P3.lis.zst: the forced format `msr` does not read this file (line 1: field `Timestamp`"
+        ) && err.contains("detection reads it as `arc`"),
+        "{err}"
+    );
 }
 
 #[test]
