@@ -94,10 +94,23 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
+            // `--report` (the HTML report) is the Python package's: say so
+            // rather than leave a bare "unexpected argument".
+            if e.kind() == clap::error::ErrorKind::UnknownArgument
+                && args.iter().any(|a| a == "--report")
+            {
+                eprintln!(
+                    "\ntip: `--report` (the HTML report) is an option of the Python package's \
+                     tierlab (`.venv/bin/tierlab ... --report` after ./scripts/setup.sh); this \
+                     binary writes the same tables, and `.venv/bin/tierlab report DIR` renders \
+                     them afterwards"
+                );
+            }
             return if e.use_stderr() {
                 ExitCode::from(2)
             } else {

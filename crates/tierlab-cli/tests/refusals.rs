@@ -275,6 +275,14 @@ fn python_commands_on_the_rust_binary_say_where_they_are() {
         tierlab(&["sweep", "a.toml"]),
         &["`tierlab sweep` is a command of the Python package"],
     );
+    // `reproduce raid --report` used to end at clap's "unexpected argument".
+    fails_with(
+        tierlab(&["reproduce", "raid", "--quick", "--out", "x", "--report"]),
+        &[
+            "unexpected argument '--report'",
+            "`--report` (the HTML report) is an option of the Python package's tierlab",
+        ],
+    );
 }
 
 /// The emulator SIGKILLed leaves its FUSE mount dangling ("Transport
