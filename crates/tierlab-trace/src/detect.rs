@@ -13,6 +13,14 @@ use crate::formats::{fio, native, oracle, vscsi};
 /// Lines examined for text formats.
 const SAMPLE_LINES: usize = 32;
 
+/// The header of the CloudPhysics CSV in libCacheSim's samples
+/// (`data/cloudPhysicsIO.csv`): seconds, SCSI opcode, bytes, 512 B sectors.
+pub const CLOUDPHYSICS_CSV_HEADER: &str = "version,time,op,size,lbn";
+/// The column mapping that reads it (docs/trace-formats.md).
+pub const CLOUDPHYSICS_CSV_COLUMNS: &str = "time=2,op=3,size=4,lbn=5,header";
+
+/// The format of a trace from its first bytes. `Format::Csv` only for the
+/// CloudPhysics CSV header, which `CLOUDPHYSICS_CSV_COLUMNS` reads.
 pub fn detect(head: &[u8], path: &Path) -> Result<Format, String> {
     if head.is_empty() {
         return Err("the input is empty: cannot detect its format (pass --format)".into());
@@ -57,13 +65,9 @@ pub fn detect(head: &[u8], path: &Path) -> Result<Format, String> {
     if first.starts_with("Timestamp,Response,IOType,LUN,Offset,Size") {
         return Ok(Format::Systor);
     }
-    if first == "version,time,op,size,lbn" {
-        return Err(
-            "the CloudPhysics CSV of libCacheSim's samples (version,time,op,size,lbn): \
-                    read it with --csv-columns \"time=2,op=3,size=4,lbn=5,header\" (or the \
-                    format csv:time=2,op=3,size=4,lbn=5,header)"
-                .into(),
-        );
+    if first == CLOUDPHYSICS_CSV_HEADER {
+        // Read with `CLOUDPHYSICS_CSV_COLUMNS` (TraceReader::open).
+        return Ok(Format::Csv);
     }
     let data: Vec<&str> = lines
         .iter()

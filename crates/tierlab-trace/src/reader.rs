@@ -249,6 +249,16 @@ impl TraceReader {
         if format == Format::Native {
             return Self::open_native(path, shown, compression, stream, head, options);
         }
+        if forced.is_none() && format == Format::Csv {
+            // Detected from the CloudPhysics CSV header: its known mapping.
+            let mut options = options.clone();
+            options.csv = Some(
+                detect::CLOUDPHYSICS_CSV_COLUMNS
+                    .parse()
+                    .expect("the CloudPhysics mapping parses"),
+            );
+            return Self::from_stream(shown, format, stream, head, &options);
+        }
         Self::from_stream(shown, format, stream, head, options)
     }
 
