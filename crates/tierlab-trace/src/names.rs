@@ -5,16 +5,37 @@
 /// The known name nearest to `name` (case-insensitive optimal string
 /// alignment distance: a typo, a doubled or dropped letter, two letters
 /// swapped), if one is close enough to be what was meant: at most 2 edits,
-/// and fewer edits than `name` has letters.
+/// and fewer edits than `name` has letters. Failing that, an abbreviation
+/// or a misspelt ending (`passthru`): the one known name that shares a
+/// prefix of at least 4 letters and 2/3 of the shorter of the two.
 pub fn nearest<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let lower = name.trim().to_ascii_lowercase();
     let limit = 2.min(lower.chars().count().saturating_sub(1));
-    known
-        .into_iter()
-        .map(|k| (strsim::osa_distance(&lower, &k.to_ascii_lowercase()), k))
+    let known: Vec<&'a str> = known.into_iter().collect();
+    let by_edits = known
+        .iter()
+        .map(|k| (strsim::osa_distance(&lower, &k.to_ascii_lowercase()), *k))
         .filter(|&(d, _)| d <= limit)
         .min_by_key(|&(d, _)| d)
-        .map(|(_, k)| k)
+        .map(|(_, k)| k);
+    by_edits.or_else(|| {
+        let shared = |k: &str| {
+            lower
+                .chars()
+                .zip(k.to_ascii_lowercase().chars())
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        let mut close = known.iter().filter(|k| {
+            let p = shared(k);
+            let shorter = lower.chars().count().min(k.chars().count());
+            p >= 4 && 3 * p >= 2 * shorter
+        });
+        match (close.next(), close.next()) {
+            (Some(k), None) => Some(*k),
+            _ => None,
+        }
+    })
 }
 
 /// `" (did you mean `x`?)"` for the nearest known name, else `""`.
@@ -101,6 +122,10 @@ mod tests {
             Some("intel-p3700")
         );
         assert_eq!(nearest("msrc", ["msr", "native", "systor"]), Some("msr"));
+        // Abbreviated or with a misspelt ending: a long shared prefix.
+        let kinds = ["passthrough", "linear", "cache", "flashcache", "atsmf"];
+        assert_eq!(nearest("passthru", kinds), Some("passthrough"));
+        assert_eq!(nearest("flashcach3d", kinds), Some("flashcache"));
     }
 
     #[test]
@@ -109,6 +134,9 @@ mod tests {
         // One letter is never "one typo away" from a two-letter name.
         assert_eq!(nearest("q", ["2q"]), None);
         assert_eq!(did_you_mean("banana", ["fifo"]), "");
+        // A shared prefix must be long, and point at one name only.
+        assert_eq!(nearest("linux", ["linear"]), None);
+        assert_eq!(nearest("ssdraid.x", ["ssdraid.hm_0", "ssdraid.web_0"]), None);
         assert_eq!(did_you_mean("lur", ["lru"]), " (did you mean `lru`?)");
     }
 }
