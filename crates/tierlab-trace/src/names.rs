@@ -136,7 +136,10 @@ mod tests {
         assert_eq!(did_you_mean("banana", ["fifo"]), "");
         // A shared prefix must be long, and point at one name only.
         assert_eq!(nearest("linux", ["linear"]), None);
-        assert_eq!(nearest("ssdraid.x", ["ssdraid.hm_0", "ssdraid.web_0"]), None);
+        assert_eq!(
+            nearest("ssdraid.x", ["ssdraid.hm_0", "ssdraid.web_0"]),
+            None
+        );
         assert_eq!(did_you_mean("lur", ["lru"]), " (did you mean `lru`?)");
     }
 }
