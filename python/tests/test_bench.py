@@ -5,6 +5,7 @@ independent of how fast either side is)."""
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import statistics
 import subprocess
@@ -145,3 +146,17 @@ def test_the_real_group_leaves_nothing_in_dev_shm(tmp_path) -> None:
     assert row.tierlab > 0 and row.peer > 0, row
     # The 1 GiB input file in /dev/shm is gone with its directory.
     assert set(Path("/dev/shm").glob("tierlab-bench-*")) == before
+
+
+def test_the_pinned_case_runs_both_tools_on_one_cpu_and_unpins_after(tmp_path) -> None:
+    """The pinned QD1 case confines tierlab's executor (and so its io_uring
+    worker) and fio to one CPU, and this process's own affinity is as it
+    was afterwards."""
+    if bench._real_needs() is not None:
+        pytest.skip(f"the real group cannot run here: {bench._real_needs()}")
+    before = os.sched_getaffinity(0)
+    df = bench.compare(["real-uring-qd1-read-pinned"], rounds=1, quick=True, dir=tmp_path, progress=False)
+    assert os.sched_getaffinity(0) == before
+    rows = {r.metric: r for r in df.itertuples()}
+    assert set(rows) == {"µs per IO", "CPU µs per IO"}
+    assert rows["µs per IO"].tierlab > 0 and rows["µs per IO"].peer > 0
