@@ -194,6 +194,29 @@ def _have_libcachesim() -> str | None:
     return None
 
 
+def _pin_cpu() -> int:
+    """The CPU of the pinned cases: the last this process may use."""
+    return max(os.sched_getaffinity(0))
+
+
+@contextlib.contextmanager
+def _pinned(on: bool) -> Iterator[None]:
+    """Confines the calling thread to `_pin_cpu()` while on; threads it
+    starts, processes it forks and the kernel's io_uring workers of either
+    inherit the mask. Pinned, a hand-off between two of them is a context
+    switch on one CPU instead of the wake-up of an idle vCPU (~20 µs on a VM
+    without guest halt-polling, which dominates a QD1 round trip)."""
+    if not on:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {_pin_cpu()})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
 # --- real data path: tierlab run vs fio ---------------------------------------
 
 _REAL_FILE_BYTES = 1 << 30
@@ -224,26 +247,6 @@ def _real_cases(ctx: Context) -> list[Case]:
             f.write(chunk)
     ctx.log(f"real: {data} ({_REAL_FILE_BYTES >> 20} MiB, written), {ios:,} IOs per run")
 
-    # One CPU for the pinned cases: the last this process may use. Pinned,
-    # the submitting thread and its io_uring worker share the CPU, so a
-    # hand-off is a context switch rather than waking an idle vCPU (which
-    # costs ~20 µs on a VM without guest halt-polling and dominates QD1).
-    pin_cpu = max(os.sched_getaffinity(0))
-
-    @contextlib.contextmanager
-    def pinned(on: bool) -> Iterator[None]:
-        if not on:
-            yield
-            return
-        # The calling thread only; threads it starts (and the kernel's
-        # io_uring workers for them) inherit the mask.
-        before = os.sched_getaffinity(0)
-        os.sched_setaffinity(0, {pin_cpu})
-        try:
-            yield
-        finally:
-            os.sched_setaffinity(0, before)
-
     def tierlab_side(rw: str, depth: int, engine: str, pin: bool = False) -> Callable[[], Metrics]:
         read_ratio = 1.0 if rw == "read" else 0.0
         cfg = ctx.dir / f"real-{rw}-{depth}-{engine}.toml"
@@ -267,7 +270,7 @@ interval_s = 60.0
         def run() -> Metrics:
             threads = "0" if engine == "inline" else str(depth)
             eng = "auto" if engine == "inline" else engine
-            with pinned(pin):
+            with _pinned(pin):
                 wall, cpu = _timed_cli(
                     ["run", cfg, "--out", out, "--io-engine", eng, "--io-threads", threads, "--drain-s", "1", "-q"]
                 )
@@ -280,26 +283,26 @@ interval_s = 60.0
     def fio_side(rw: str, depth: int, engine: str, pin: bool = False) -> Callable[[], Metrics]:
         def run() -> Metrics:
             cpu0 = _cpu_s(resource.RUSAGE_CHILDREN)
-            res = subprocess.run(
-                [
-                    "fio",
-                    *([f"--cpus_allowed={pin_cpu}"] if pin else []),
-                    "--name=bench",
-                    f"--filename={data}",
-                    f"--size={_REAL_FILE_BYTES}",
-                    "--direct=1",
-                    f"--ioengine={engine}",
-                    f"--rw=rand{rw}",
-                    "--bs=4k",
-                    f"--iodepth={depth}",
-                    f"--number_ios={ios}",
-                    "--norandommap",
-                    "--randrepeat=0",
-                    "--output-format=json",
-                ],
-                capture_output=True,
-                text=True,
-            )
+            with _pinned(pin):
+                res = subprocess.run(
+                    [
+                        "fio",
+                        "--name=bench",
+                        f"--filename={data}",
+                        f"--size={_REAL_FILE_BYTES}",
+                        "--direct=1",
+                        f"--ioengine={engine}",
+                        f"--rw=rand{rw}",
+                        "--bs=4k",
+                        f"--iodepth={depth}",
+                        f"--number_ios={ios}",
+                        "--norandommap",
+                        "--randrepeat=0",
+                        "--output-format=json",
+                    ],
+                    capture_output=True,
+                    text=True,
+                )
             if res.returncode != 0:
                 raise RuntimeError(f"fio failed ({res.returncode}):\n{res.stderr[-2000:]}")
             cpu = _cpu_s(resource.RUSAGE_CHILDREN) - cpu0
@@ -335,7 +338,7 @@ interval_s = 60.0
     cases.append(
         Case(
             name="real-uring-qd1-read-pinned",
-            title=f"4 KiB random reads, QD1, io_uring, both tools pinned to CPU {pin_cpu} (added latency per IO)",
+            title=f"4 KiB random reads, QD1, io_uring, both tools pinned to CPU {_pin_cpu()} (added latency per IO)",
             peer_name="fio io_uring",
             tierlab=tierlab_side("read", 1, "uring", pin=True),
             peer=fio_side("read", 1, "io_uring", pin=True),
@@ -652,38 +655,42 @@ def _serve_cases(ctx: Context) -> list[Case]:
             "client CPU µs per IO": cpu * 1e6 / max(side["total_ios"], 1),
         }
 
-    def tierlab_side(stack: str, job: tuple) -> Callable[[], Metrics]:
+    def tierlab_side(stack: str, job: tuple, pin: bool = False) -> Callable[[], Metrics]:
         def run() -> Metrics:
-            with serve(configs[stack], unix=ctx.dir / "tierlab.sock", io_threads=0) as s:
+            with _pinned(pin), serve(configs[stack], unix=ctx.dir / "tierlab.sock", io_threads=0) as s:
                 return fio_nbd(s.uri, *job[1:])
 
         return run
 
-    def nbdkit_side(job: tuple) -> Callable[[], Metrics]:
+    def nbdkit_side(job: tuple, pin: bool = False) -> Callable[[], Metrics]:
         def run() -> Metrics:
-            sock = ctx.dir / "nbdkit.sock"
-            with contextlib.suppress(FileNotFoundError):
-                sock.unlink()
-            p = subprocess.Popen(
-                ["nbdkit", "--foreground", "--exit-with-parent", "-U", str(sock), "memory", str(size)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            try:
-                for _ in range(1000):
-                    if sock.exists() or p.poll() is not None:
-                        break
-                    time.sleep(0.01)
-                if not sock.exists():
-                    why = p.stderr.read() if p.poll() is not None else "no socket after 10 s"
-                    raise RuntimeError(f"nbdkit did not start: {why}")
-                return fio_nbd(f"nbd+unix:///?socket={sock}", *job[1:])
-            finally:
-                p.terminate()
-                p.wait(timeout=30)
+            with _pinned(pin):
+                return nbdkit_run(job)
 
         return run
+
+    def nbdkit_run(job: tuple) -> Metrics:
+        sock = ctx.dir / "nbdkit.sock"
+        with contextlib.suppress(FileNotFoundError):
+            sock.unlink()
+        p = subprocess.Popen(
+            ["nbdkit", "--foreground", "--exit-with-parent", "-U", str(sock), "memory", str(size)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            for _ in range(1000):
+                if sock.exists() or p.poll() is not None:
+                    break
+                time.sleep(0.01)
+            if not sock.exists():
+                why = p.stderr.read() if p.poll() is not None else "no socket after 10 s"
+                raise RuntimeError(f"nbdkit did not start: {why}")
+            return fio_nbd(f"nbd+unix:///?socket={sock}", *job[1:])
+        finally:
+            p.terminate()
+            p.wait(timeout=30)
 
     cases = []
     for stack in SERVE_STACKS:
@@ -699,6 +706,20 @@ def _serve_cases(ctx: Context) -> list[Case]:
                     checks=[Check(metric, "info"), Check("client CPU µs per IO", "info")],
                 )
             )
+    # QD1 with server and client on one CPU: the round trip's hand-offs are
+    # context switches, not idle-vCPU wake-ups (see `_pinned`), so these
+    # show each server's own cost per request.
+    for job in (j for j in SERVE_JOBS if j[3] == 1):
+        cases.append(
+            Case(
+                name=f"serve-ram-{job[0]}-pinned",
+                title=f"NBD over a Unix socket, fio {job[1]} {job[2]} QD1, ram stack, server and client pinned to CPU {_pin_cpu()}",
+                peer_name="nbdkit memory",
+                tierlab=tierlab_side("ram", job, pin=True),
+                peer=nbdkit_side(job, pin=True),
+                checks=[Check("IOPS", "info"), Check("client CPU µs per IO", "info")],
+            )
+        )
     return cases
 
 
