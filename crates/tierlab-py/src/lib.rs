@@ -150,13 +150,16 @@ fn read_options(
     blk_event: Option<&str>,
 ) -> PyResult<ReadOptions> {
     let blkparse_event = blk_event
-        .map(|e| e.parse::<blkparse::Event>().map_err(PyValueError::new_err))
+        .map(|e| {
+            e.parse::<blkparse::Event>()
+                .map_err(|e| param_err(e.within("blk_event")))
+        })
         .transpose()?;
     // `csv:MAPPING` carries a column mapping in the one format string.
     let (format, csv) = match format {
         Some(f) => {
             let (format, csv) =
-                tierlab_trace::formats::csv::parse_format_spec(f).map_err(PyValueError::new_err)?;
+                tierlab_trace::formats::csv::parse_format_spec(f).map_err(param_err)?;
             (Some(format), csv)
         }
         None => (None, None),

@@ -7,13 +7,23 @@
 
 use std::path::Path;
 
+use crate::error::TraceError;
 use crate::format::Format;
 use crate::formats::{fio, native, oracle, vscsi};
 
 /// Lines examined for text formats.
 const SAMPLE_LINES: usize = 32;
 
-pub fn detect(head: &[u8], path: &Path) -> Result<Format, String> {
+/// The format of the input `path` begins with `head`; the error names the
+/// path (as `input::display_path` shows it) and says what to pass.
+pub fn detect(head: &[u8], path: &Path) -> Result<Format, TraceError> {
+    detect_head(head, path).map_err(|message| TraceError::Format {
+        path: crate::input::display_path(path),
+        message,
+    })
+}
+
+fn detect_head(head: &[u8], path: &Path) -> Result<Format, String> {
     if head.is_empty() {
         return Err("the input is empty: cannot detect its format (pass --format)".into());
     }
