@@ -67,8 +67,12 @@ pub enum ServeError {
         action: &'static str,
         source: std::io::Error,
     },
-    /// Writing `--record`'s trace failed.
-    Record { path: PathBuf, error: TraceError },
+    /// Writing `--record`'s trace failed (boxed: a TraceError is large,
+    /// and every function of the event loop returns this type).
+    Record {
+        path: PathBuf,
+        error: Box<TraceError>,
+    },
     /// The data path stopped serving: a device IO the policy could not
     /// survive, the policy misusing the data path, the engine failing.
     DataPath(DataPathError),
@@ -171,7 +175,7 @@ impl std::error::Error for ServeError {
             ServeError::Sys { source, .. }
             | ServeError::File { source, .. }
             | ServeError::Tcp { source, .. } => Some(source),
-            ServeError::Record { error, .. } => Some(error),
+            ServeError::Record { error, .. } => Some(error.as_ref()),
             ServeError::DataPath(e) => Some(e),
             _ => None,
         }

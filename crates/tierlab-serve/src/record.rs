@@ -44,7 +44,7 @@ impl TraceRecord {
         })?;
         let writer = NativeWriter::new(file).map_err(|error| ServeError::Record {
             path: path.to_path_buf(),
-            error,
+            error: Box::new(error),
         })?;
         Ok(TraceRecord {
             path: path.to_path_buf(),
@@ -89,7 +89,7 @@ impl TraceRecord {
     fn fail(&self, error: tierlab_trace::TraceError) -> ServeError {
         ServeError::Record {
             path: self.path.clone(),
-            error,
+            error: Box::new(error),
         }
     }
 
@@ -111,6 +111,9 @@ impl TraceRecord {
         let path = self.path.clone();
         self.writer
             .finish(&names, TimeBase::Relative)
-            .map_err(|error| ServeError::Record { path, error })
+            .map_err(|error| ServeError::Record {
+                path,
+                error: Box::new(error),
+            })
     }
 }
