@@ -152,6 +152,13 @@ def test_missing_file_and_bad_arguments(tmp_path: Path) -> None:
     src.write_text(GOOD_MSR)
     with pytest.raises(ValueError, match="unknown trace format"):
         tierlab.read_trace(src, "nosuchformat")
+    # A bad format or blkparse event is a ParamError naming the argument.
+    with pytest.raises(tierlab.ParamError, match="did you mean `msr`") as e:
+        tierlab.read_trace(src, "msrc")
+    assert e.value.key == "format"
+    with pytest.raises(tierlab.ParamError) as e:
+        tierlab.read_trace(src, blk_event="X")
+    assert (e.value.key, e.value.found) == ("blk_event", '"X"')
     with pytest.raises(ValueError, match="limit"):
         tierlab.read_trace(src, limit=-1)
     with pytest.raises(ValueError, match="unknown operations"):

@@ -77,11 +77,30 @@ def test_bad_arguments_raise_clear_errors(tmp_path):
     with pytest.raises(tierlab.ConfigError, match="did you mean `cache`"):
         with tierlab.serve(bad, unix=tmp_path / "s.sock"):
             pass
+    # A backing file that cannot be opened is the OSError of its kind,
+    # naming the device's key and the file.
     missing = _cache_stack(tmp_path)
     missing["devices"][1]["path"] = str(tmp_path / "nowhere" / "disk.img")
-    with pytest.raises(RuntimeError, match="nowhere"):
+    with pytest.raises(FileNotFoundError, match=r"key `devices\[1\]`: .*nowhere"):
         with tierlab.serve(missing, unix=tmp_path / "s.sock"):
             pass
+    # A backing store's bad value is a ParamError with its key path.
+    small = _cache_stack(tmp_path)
+    small["devices"][1]["create"] = "yes"
+    with pytest.raises(tierlab.ParamError) as e:
+        with tierlab.serve(small, unix=tmp_path / "s.sock"):
+            pass
+    assert e.value.key == "devices[1].create"
+    assert e.value.expected == "true or false"
+    # Options are ParamErrors naming the flag or argument.
+    with pytest.raises(tierlab.ParamError) as e:
+        with tierlab.serve(_cache_stack(tmp_path), tcp="localhost:x"):
+            pass
+    assert e.value.key == "--tcp"
+    with pytest.raises(tierlab.ParamError, match="did you mean `uring`") as e:
+        with tierlab.serve(_cache_stack(tmp_path), unix=tmp_path / "s.sock", io_engine="iouring"):
+            pass
+    assert e.value.key == "io_engine"
 
 
 def _hswd_stack(tmp_path):

@@ -51,7 +51,7 @@ fn seconds(s: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_engine(s: &str) -> Result<EngineKind, String> {
+fn parse_engine(s: &str) -> Result<EngineKind, tierlab_core::ParamError> {
     s.parse()
 }
 

@@ -63,7 +63,7 @@ pub struct ServeArgs {
     pub verbose: bool,
 }
 
-fn parse_engine(s: &str) -> Result<EngineKind, String> {
+fn parse_engine(s: &str) -> Result<EngineKind, tierlab_core::ParamError> {
     s.parse()
 }
 

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use tierlab_core::ParamError;
+use tierlab_real::error::BackendError;
 use tierlab_stack::ConfigError;
 
 #[derive(Debug)]
@@ -13,8 +14,8 @@ pub enum CrashError {
     /// An option out of range (`host_ios`, `read_percent`, ...).
     Option(ParamError),
     /// The checker could not assemble the stack over its in-memory stores
-    /// (an array it cannot open).
-    Media(String),
+    /// (an array it cannot open: a key of its table, its bitmap).
+    Media(BackendError),
     /// The recorded run failed: the policy refused its fresh stores, a
     /// device IO failed, or the workload did not finish.
     Run(String),
@@ -30,7 +31,8 @@ impl std::fmt::Display for CrashError {
         match self {
             CrashError::Config(e) => e.fmt(f),
             CrashError::Option(e) => e.fmt(f),
-            CrashError::Media(m) | CrashError::Run(m) => f.write_str(m),
+            CrashError::Media(e) => e.fmt(f),
+            CrashError::Run(m) => f.write_str(m),
             CrashError::Io { path, source } => write!(f, "{}: {source}", path.display()),
         }
     }
@@ -42,7 +44,8 @@ impl std::error::Error for CrashError {
             CrashError::Config(e) => Some(e),
             CrashError::Option(e) => Some(e),
             CrashError::Io { source, .. } => Some(source),
-            CrashError::Media(_) | CrashError::Run(_) => None,
+            CrashError::Media(e) => Some(e),
+            CrashError::Run(_) => None,
         }
     }
 }

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use tierlab_core::apply::OutboxSink;
+use tierlab_core::apply::{OutboxSink, PolicyError};
 use tierlab_core::policy::{BufRef, HostIo, IoError, Outbox, Policy};
 use tierlab_core::testkit::{Events, Next, WriteFaults, end_device_io};
 use tierlab_core::{DeviceIo, Op, TimeNs};
@@ -263,7 +263,7 @@ impl Exec {
         let mut out = std::mem::take(&mut self.out);
         let name = self.policy.name().to_string();
         if let Err(e) = out.apply(&name, self.now_ns(), self) {
-            self.error.get_or_insert(e);
+            self.error.get_or_insert(e.to_string());
         }
         self.out = out;
     }
@@ -372,8 +372,7 @@ impl Exec {
             (Op::Write, Some(src)) => match self.copy_out(src, io.size_bytes as usize) {
                 Ok(d) => Some(d),
                 Err(e) => {
-                    self.error
-                        .get_or_insert(format!("{}: {e}", self.policy.name()));
+                    self.error.get_or_insert(e.to_string());
                     Some(vec![0; io.size_bytes as usize])
                 }
             },
@@ -507,20 +506,28 @@ impl Exec {
         }
     }
 
-    fn copy_out(&self, src: BufRef, len: usize) -> Result<Vec<u8>, String> {
+    fn copy_out(&self, src: BufRef, len: usize) -> Result<Vec<u8>, PolicyError> {
+        let fail = |message: String| PolicyError::Other {
+            policy: self.policy.name().to_string(),
+            message,
+        };
         let (buf, off) = match src {
             BufRef::Host {
                 host_id,
                 offset_bytes,
             } => (
                 self.host.get(&host_id).map(|h| &h.buf).ok_or_else(|| {
-                    format!("a device write from host IO {host_id}, which is not in flight")
+                    fail(format!(
+                        "a device write from host IO {host_id}, which is not in flight"
+                    ))
                 })?,
                 offset_bytes,
             ),
             BufRef::Staging { id, offset_bytes } => (
                 self.staging.get(&id).ok_or_else(|| {
-                    format!("a device write from staging buffer {id}, which does not exist")
+                    fail(format!(
+                        "a device write from staging buffer {id}, which does not exist"
+                    ))
                 })?,
                 offset_bytes,
             ),
@@ -528,10 +535,10 @@ impl Exec {
         };
         let off = off as usize;
         buf.get(off..off + len).map(|s| s.to_vec()).ok_or_else(|| {
-            format!(
+            fail(format!(
                 "a device write of {len} bytes at {off} of a {}-byte buffer",
                 buf.len()
-            )
+            ))
         })
     }
 
@@ -568,7 +575,7 @@ impl Exec {
 }
 
 impl OutboxSink for Exec {
-    type Error = String;
+    type Error = PolicyError;
 
     fn device_count(&self) -> usize {
         self.media.devices()
@@ -584,19 +591,24 @@ impl OutboxSink for Exec {
         device: usize,
         io: DeviceIo,
         data: Option<BufRef>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PolicyError> {
         self.start(device, io, data, Owner::Policy(io.tag));
         Ok(())
     }
 
-    fn complete(&mut self, _now: TimeNs, host_id: u64, _tier: u16) -> Result<(), String> {
-        let name = self.policy.name().to_string();
-        let h = self
-            .host
-            .get_mut(&host_id)
-            .ok_or_else(|| format!("{name}: host IO {host_id} completed twice or never issued"))?;
+    fn complete(&mut self, _now: TimeNs, host_id: u64, _tier: u16) -> Result<(), PolicyError> {
+        let policy = self.policy.name().to_string();
+        let Some(h) = self.host.get_mut(&host_id) else {
+            return Err(PolicyError::Other {
+                policy,
+                message: format!("host IO {host_id} completed twice or never issued"),
+            });
+        };
         if h.barrier_left.is_some() {
-            return Err(format!("{name}: host FLUSH {host_id} completed twice"));
+            return Err(PolicyError::Other {
+                policy,
+                message: format!("host FLUSH {host_id} completed twice"),
+            });
         }
         if h.op == Op::Flush {
             // As `tierlab serve` answers NBD FLUSH: every store flushed
@@ -622,12 +634,18 @@ impl OutboxSink for Exec {
         Ok(())
     }
 
-    fn fail_host(&mut self, _now: TimeNs, host_id: u64, _error: IoError) -> Result<(), String> {
-        let name = self.policy.name().to_string();
-        let h = self
-            .host
-            .remove(&host_id)
-            .ok_or_else(|| format!("{name}: host IO {host_id} failed twice or never issued"))?;
+    fn fail_host(
+        &mut self,
+        _now: TimeNs,
+        host_id: u64,
+        _error: IoError,
+    ) -> Result<(), PolicyError> {
+        let Some(h) = self.host.remove(&host_id) else {
+            return Err(PolicyError::Other {
+                policy: self.policy.name().to_string(),
+                message: format!("host IO {host_id} failed twice or never issued"),
+            });
+        };
         // Not acknowledged: nothing is logged for it.
         self.host_ios_failed += 1;
         self.finished.push((host_id, h));
@@ -639,7 +657,7 @@ impl OutboxSink for Exec {
         self.q.set_timer(at_ns, timer_id);
     }
 
-    fn cap_tenant(&mut self, _tenant: u32, _iops: Option<f64>) -> Result<(), String> {
+    fn cap_tenant(&mut self, _tenant: u32, _iops: Option<f64>) -> Result<(), PolicyError> {
         Ok(()) // one host, no caps to carry out
     }
 

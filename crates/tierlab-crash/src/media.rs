@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tierlab_core::policy::{StoreError, StoreOp};
 use tierlab_real::backend::Backend;
+use tierlab_real::error::BackendError;
 use tierlab_real::raid::RaidBackend;
 
 use crate::CrashError;
@@ -117,12 +118,12 @@ pub struct Media {
 }
 
 /// The physical store a rewritten path names.
-fn phys_index(t: &toml::Table, at: &str) -> Result<usize, String> {
+fn phys_index(t: &toml::Table, at: &str) -> Result<usize, BackendError> {
     t.get("path")
         .and_then(|p| p.as_str())
         .and_then(|p| p.strip_prefix("phys:"))
         .and_then(|n| n.parse().ok())
-        .ok_or_else(|| format!("key `{at}`: no store assigned (checker bug)"))
+        .ok_or_else(|| BackendError::key(at, "no store assigned (checker bug)"))
 }
 
 impl Media {
@@ -139,7 +140,7 @@ impl Media {
             .map(|i| Arc::new(Mutex::new(i)))
             .collect();
         let journal: Journal = Arc::default();
-        let mem = |t: &toml::Table, at: &str| -> Result<Box<dyn Backend>, String> {
+        let mem = |t: &toml::Table, at: &str| -> Result<Box<dyn Backend>, BackendError> {
             let index = phys_index(t, at)?;
             Ok(Box::new(MemStore {
                 index,

@@ -120,8 +120,8 @@ const SVG_MAX_COLUMNS: usize = 300;
 const SVG_MAX_ROWS: usize = 200;
 
 /// Parses a duration: `24s`, `1.5min`, `500ms`, `2h`, `1d`; a bare number is
-/// seconds.
-pub fn parse_duration_ns(text: &str, what: &str) -> Result<u64, String> {
+/// seconds. `what` is the flag or key the error names (`--period`).
+pub fn parse_duration_ns(text: &str, what: &str) -> Result<u64, ParamError> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
@@ -135,19 +135,24 @@ pub fn parse_duration_ns(text: &str, what: &str) -> Result<u64, String> {
         "m" | "min" => 60e9,
         "h" => 3600e9,
         "d" => 86400e9,
-        _ => {
-            return Err(format!(
-                "{what} {t:?}: unknown unit; use ns, us, ms, s, min, h or d (e.g. 24s, 1920min)"
+        other => {
+            return Err(ParamError::new(
+                what,
+                format!("{t:?} (unknown unit `{other}`)"),
+                "a duration with a unit of ns, us, ms, s, min, h or d (e.g. 24s, 1920min)",
             ));
         }
     };
-    let value: f64 = number
-        .replace('_', "")
-        .parse()
-        .map_err(|_| format!("{what} {t:?} is not a duration (e.g. 24s, 1.5min, 1h)"))?;
+    let value: f64 = number.replace('_', "").parse().map_err(|_| {
+        ParamError::new(what, format!("{t:?}"), "a duration (e.g. 24s, 1.5min, 1h)")
+    })?;
     let ns = value * scale;
     if !ns.is_finite() || ns >= u64::MAX as f64 {
-        return Err(format!("{what} {t:?} is too long"));
+        return Err(ParamError::new(
+            what,
+            format!("{t:?}"),
+            "a duration shorter than 2^64 ns (584 years)",
+        ));
     }
     Ok(ns.round() as u64)
 }
@@ -174,7 +179,7 @@ impl Config {
         if sub_lun_size_bytes == 0 {
             return Err("--sub-lun-size must be at least 1 byte".into());
         }
-        let period_ns = parse_duration_ns(&a.period, "--period")?;
+        let period_ns = parse_duration_ns(&a.period, "--period").map_err(|e| e.to_string())?;
         if period_ns < 1_000_000 {
             return Err(format!(
                 "--period {:?}: must be at least 1 ms (paper: 24s)",
@@ -211,13 +216,15 @@ impl Config {
             .start
             .as_deref()
             .map(|s| parse_duration_ns(s, "--start"))
-            .transpose()?
+            .transpose()
+            .map_err(|e| e.to_string())?
             .unwrap_or(0);
         let end_ns = a
             .end
             .as_deref()
             .map(|s| parse_duration_ns(s, "--end"))
-            .transpose()?;
+            .transpose()
+            .map_err(|e| e.to_string())?;
         if let Some(end) = end_ns {
             if end <= start_ns {
                 return Err(format!(
@@ -227,7 +234,8 @@ impl Config {
                 ));
             }
         }
-        let lookback_ns = parse_duration_ns(&a.arbitrary_lookback, "--arbitrary-lookback")?;
+        let lookback_ns = parse_duration_ns(&a.arbitrary_lookback, "--arbitrary-lookback")
+            .map_err(|e| e.to_string())?;
         if lookback_ns == 0 {
             return Err("--arbitrary-lookback must be longer than 0 (spec: 1h)".into());
         }
@@ -1196,7 +1204,13 @@ mod tests {
         assert_eq!(parse_duration_ns("1h", "x"), Ok(3_600_000_000_000));
         assert_eq!(parse_duration_ns("500ms", "x"), Ok(500_000_000));
         let e = parse_duration_ns("3 weeks", "--period").unwrap_err();
-        assert!(e.contains("--period") && e.contains("unknown unit"), "{e}");
+        assert_eq!(e.key(), "--period");
+        assert_eq!(e.found, "\"3 weeks\" (unknown unit `weeks`)");
+        let e = e.to_string();
+        assert!(
+            e.contains("`--period`") && e.contains("unknown unit"),
+            "{e}"
+        );
         assert!(parse_duration_ns("s", "x").is_err());
         assert!(parse_duration_ns("1e30d", "x").is_err());
     }

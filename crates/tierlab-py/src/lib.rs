@@ -69,8 +69,14 @@ create_exception!(
 /// as the `OSError` or `TraceError` reading it directly raises). The
 /// message is the CLI's.
 fn config_err(e: SimConfigError) -> PyErr {
-    use tierlab_sim::config::ConfigErrorKind;
     let message = e.to_string();
+    config_err_with(&e, message)
+}
+
+/// `config_err`'s class for `e`, with `message` (that of an error `e` is
+/// part of).
+fn config_err_with(e: &SimConfigError, message: String) -> PyErr {
+    use tierlab_sim::config::ConfigErrorKind;
     let key = e.key_path();
     let err = match e.kind.as_ref() {
         ConfigErrorKind::Param(p) => return param_err_with(p, message),
@@ -86,6 +92,26 @@ fn config_err(e: SimConfigError) -> PyErr {
         let _ = err.value(py).setattr("key", key);
     });
     err
+}
+
+/// The Python exception for `tierlab serve`'s error: a bad option is a
+/// `ParamError`, the stack's config as `config_err` maps it (a backing
+/// store's key included), an OS error the `OSError` subclass of its kind
+/// (a backing file, the socket); what stopped serving (a device IO the
+/// policy could not survive, the final sync) a `RuntimeError`. The message
+/// is the CLI's.
+fn serve_err(e: tierlab_serve::ServeError) -> PyErr {
+    let message = e.to_string();
+    if let tierlab_serve::ServeError::Option(p) = &e {
+        return param_err_with(p, message);
+    }
+    if let Some(c) = e.config_error() {
+        return config_err_with(c, message);
+    }
+    if let Some(io) = e.io_error() {
+        return os_error(io.kind(), message);
+    }
+    PyRuntimeError::new_err(message)
 }
 
 /// A bad argument or value as `tierlab.ParamError` (a `ValueError`).
@@ -150,13 +176,16 @@ fn read_options(
     blk_event: Option<&str>,
 ) -> PyResult<ReadOptions> {
     let blkparse_event = blk_event
-        .map(|e| e.parse::<blkparse::Event>().map_err(PyValueError::new_err))
+        .map(|e| {
+            e.parse::<blkparse::Event>()
+                .map_err(|e| param_err(e.within("blk_event")))
+        })
         .transpose()?;
     // `csv:MAPPING` carries a column mapping in the one format string.
     let (format, csv) = match format {
         Some(f) => {
             let (format, csv) =
-                tierlab_trace::formats::csv::parse_format_spec(f).map_err(PyValueError::new_err)?;
+                tierlab_trace::formats::csv::parse_format_spec(f).map_err(param_err)?;
             (Some(format), csv)
         }
         None => (None, None),
@@ -1110,6 +1139,9 @@ fn cache_sim_json(
     serde_json::to_string(&results).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
+type ServeThread =
+    std::thread::JoinHandle<Option<Result<tierlab_serve::ServeReport, tierlab_serve::ServeError>>>;
+
 /// A stack served over NBD in a background thread (`tierlab.serve`).
 #[pyclass(module = "tierlab._native")]
 struct Served {
@@ -1122,7 +1154,9 @@ struct Served {
     #[pyo3(get)]
     tiers: Vec<String>,
     stop: tierlab_serve::StopHandle,
-    thread: Option<std::thread::JoinHandle<Result<tierlab_serve::ServeReport, String>>>,
+    /// None from the thread: it did not bind (the error went to
+    /// `serve_start`).
+    thread: Option<ServeThread>,
 }
 
 #[pymethods]
@@ -1137,7 +1171,8 @@ impl Served {
         let report = py
             .detach(move || t.join())
             .map_err(|_| PyRuntimeError::new_err("the serving thread panicked"))?
-            .map_err(PyRuntimeError::new_err)?;
+            .ok_or_else(|| PyRuntimeError::new_err("the serving thread did not bind"))?
+            .map_err(serve_err)?;
         serde_json::to_string(&report)
             .map(Some)
             .map_err(|e| PyRuntimeError::new_err(e.to_string()))
@@ -1208,7 +1243,7 @@ fn serve_start(
     let base = base_dir.unwrap_or(base);
     let listen = match (unix, tcp) {
         (Some(u), None) => tierlab_serve::Listen::Unix(u),
-        (None, Some(t)) => tierlab_serve::Listen::parse_tcp(&t).map_err(PyValueError::new_err)?,
+        (None, Some(t)) => tierlab_serve::Listen::parse_tcp(&t).map_err(serve_err)?,
         _ => {
             return Err(PyValueError::new_err(
                 "serve: give exactly one of unix=PATH and tcp=\"[HOST:]PORT\"",
@@ -1224,7 +1259,7 @@ fn serve_start(
         record,
         io_engine: io_engine
             .parse()
-            .map_err(|e: String| PyValueError::new_err(e))?,
+            .map_err(|e: tierlab_trace::ParamError| param_err(e.within("io_engine")))?,
         io_threads,
         verbose: false,
         write_back_on_stop,
@@ -1237,15 +1272,15 @@ fn serve_start(
         Vec<String>,
         tierlab_serve::StopHandle,
     );
-    let (tx, rx) = std::sync::mpsc::channel::<Result<Listening, String>>();
+    let (tx, rx) = std::sync::mpsc::channel::<Result<Listening, tierlab_serve::ServeError>>();
     let thread = std::thread::Builder::new()
         .name("tierlab-serve".into())
         .spawn(move || {
             let server = match tierlab_serve::Server::bind(&config, &base, &listen, opts) {
                 Ok(s) => s,
                 Err(e) => {
-                    let _ = tx.send(Err(e.clone()));
-                    return Err(e);
+                    let _ = tx.send(Err(e));
+                    return None;
                 }
             };
             let _ = tx.send(Ok((
@@ -1254,7 +1289,7 @@ fn serve_start(
                 server.tier_names().to_vec(),
                 server.stop_handle(),
             )));
-            server.run()
+            Some(server.run())
         })
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start the server thread: {e}")))?;
     let bound = py.detach(move || rx.recv());
@@ -1262,7 +1297,7 @@ fn serve_start(
         Ok(Ok(b)) => b,
         Ok(Err(e)) => {
             let _ = thread.join();
-            return Err(PyRuntimeError::new_err(e));
+            return Err(serve_err(e));
         }
         Err(_) => {
             let _ = thread.join();

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tierlab_core::Op;
+use tierlab_core::{Op, ParamError};
 
 /// One device's storage. Implementations are shared by the IO threads.
 pub trait Backend: Send + Sync {
@@ -72,6 +72,7 @@ pub struct UringTarget {
     pub direct: bool,
 }
 
+use crate::error::BackendError;
 pub use crate::iobuf::DIRECT_ALIGN;
 use crate::iobuf::IoBuf;
 
@@ -120,48 +121,65 @@ impl FileBackend {
         capacity_bytes: Option<u64>,
         create: bool,
         want_direct: bool,
-    ) -> Result<FileBackend, String> {
+    ) -> Result<FileBackend, BackendError> {
         let shown = path.display();
+        let io = |action: String| {
+            move |source: io::Error| BackendError::Io {
+                key: String::new(),
+                path: path.to_path_buf(),
+                action,
+                source,
+            }
+        };
         let buffered = OpenOptions::new()
             .read(true)
             .write(true)
             .create(create)
             .truncate(false)
             .open(path)
-            .map_err(|e| format!("{shown}: cannot open read-write: {e}"))?;
-        let meta = buffered.metadata().map_err(|e| format!("{shown}: {e}"))?;
+            .map_err(io("cannot open read-write".into()))?;
+        let meta = buffered
+            .metadata()
+            .map_err(io("cannot read its metadata".into()))?;
         let is_block = {
             use std::os::unix::fs::FileTypeExt;
             meta.file_type().is_block_device()
         };
         let size = if is_block {
-            block_device_bytes(&buffered)
-                .map_err(|e| format!("{shown}: cannot read its size: {e}"))?
+            block_device_bytes(&buffered).map_err(io("cannot read its size".into()))?
         } else {
             meta.len()
         };
+        // Keys relative to the device's table (the caller adds it).
         let capacity = match capacity_bytes {
             Some(c) if is_block && c > size => {
-                return Err(format!(
-                    "{shown}: capacity_bytes {c} is more than the device holds ({size} bytes)"
-                ));
+                return Err(BackendError::param(ParamError::new(
+                    "capacity_bytes",
+                    c,
+                    format!("at most {size}, what the device {shown} holds"),
+                )));
             }
             Some(c) if !is_block && c > size => {
                 if !create {
-                    return Err(format!(
-                        "{shown}: the file holds {size} bytes, capacity_bytes is {c}; \
-                         set create = true to extend it"
+                    return Err(BackendError::param(
+                        ParamError::new(
+                            "capacity_bytes",
+                            c,
+                            format!("at most {size}, what the file {shown} holds"),
+                        )
+                        .because("set create = true to extend it"),
                     ));
                 }
                 buffered
                     .set_len(c)
-                    .map_err(|e| format!("{shown}: cannot extend to {c} bytes: {e}"))?;
+                    .map_err(io(format!("cannot extend to {c} bytes")))?;
                 c
             }
             Some(c) => c,
             None if size == 0 => {
-                return Err(format!(
-                    "{shown}: empty file; give capacity_bytes (and create = true)"
+                return Err(BackendError::key(
+                    "capacity_bytes",
+                    format!("missing; {shown} is an empty file: give its size (and create = true)"),
                 ));
             }
             None => size,
@@ -626,19 +644,50 @@ mod tests {
 
     #[test]
     fn open_errors_say_what_to_do() {
+        use crate::error::BackendError;
+        use tierlab_stack::config::ConfigErrorKind;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("missing.img");
-        let e = FileBackend::open(&path, None, false, true).err().unwrap();
+        let e = FileBackend::open(&path, None, false, true)
+            .err()
+            .unwrap()
+            .within("devices[0]");
+        match &e {
+            BackendError::Io {
+                key,
+                path: p,
+                source,
+                ..
+            } => {
+                assert_eq!((key.as_str(), p), ("devices[0]", &path));
+                assert_eq!(source.kind(), io::ErrorKind::NotFound);
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = e.to_string();
         assert!(
             e.contains("missing.img") && e.contains("cannot open"),
             "{e}"
         );
         std::fs::write(&path, b"").unwrap();
         let e = FileBackend::open(&path, None, false, true).err().unwrap();
-        assert!(e.contains("capacity_bytes"), "{e}");
+        assert_eq!(e.key_path(), "capacity_bytes");
+        assert!(e.to_string().contains("capacity_bytes"), "{e}");
+        // A file smaller than its capacity_bytes: a bad value of that key.
         let e = FileBackend::open(&path, Some(4096), false, true)
             .err()
-            .unwrap();
-        assert!(e.contains("create = true"), "{e}");
+            .unwrap()
+            .within("devices[1]");
+        let BackendError::Config(c) = &e else {
+            panic!("{e:?}")
+        };
+        let ConfigErrorKind::Param(p) = c.kind.as_ref() else {
+            panic!("{e:?}")
+        };
+        assert_eq!(
+            (p.key(), p.found.as_str()),
+            ("devices[1].capacity_bytes".into(), "4096")
+        );
+        assert!(e.to_string().contains("create = true"), "{e}");
     }
 }

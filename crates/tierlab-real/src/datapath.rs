@@ -22,15 +22,15 @@ use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tierlab_core::apply::OutboxSink;
+use tierlab_core::apply::{OutboxSink, PolicyError};
 use tierlab_core::device::{DeviceModel, DeviceState};
 use tierlab_core::metrics::Recorder;
 use tierlab_core::policy::{BufRef, HostIo, IoError, Outbox, Policy, StoreError, StoreOp};
-use tierlab_core::{Completion as ModelCompletion, DeviceIo, Op, TimeNs};
+use tierlab_core::{Completion as ModelCompletion, DeviceIo, Op, ParamError, TimeNs};
 
 use crate::backend::Backend;
 use crate::engine::Io;
-use crate::error::RunError;
+use crate::error::{DataPathError, DeviceIoError, RunError};
 use crate::ids::{IdMap, Slab};
 use crate::iobuf::IoBuf;
 use crate::pool::{Completion, Request};
@@ -240,23 +240,28 @@ impl Core {
     /// Model timing: device IOs complete only when the backing store and
     /// `models[device]` are both done. One model per backing store, each
     /// at least as large.
-    pub fn with_models(mut self, models: Vec<Box<dyn DeviceModel>>) -> Result<Core, String> {
+    pub fn with_models(mut self, models: Vec<Box<dyn DeviceModel>>) -> Result<Core, DataPathError> {
         if models.len() != self.backends.len() {
-            return Err(format!(
-                "model timing needs one model per device: {} models for {} devices",
-                models.len(),
-                self.backends.len()
-            ));
+            return Err(DataPathError::Models(ParamError::rooted(
+                "devices",
+                format!("{} models", models.len()),
+                format!(
+                    "one model per device for model timing ({} devices)",
+                    self.backends.len()
+                ),
+            )));
         }
         for (i, (m, b)) in models.iter().zip(self.backends.iter()).enumerate() {
             if m.capacity_bytes() < b.capacity_bytes() {
-                return Err(format!(
-                    "key `devices[{i}]`: the model holds {} bytes, less than its backing store \
-                     ({}, {} bytes); give the model a capacity_bytes at least as large",
-                    m.capacity_bytes(),
-                    b.describe(),
-                    b.capacity_bytes()
-                ));
+                return Err(DataPathError::Models(ParamError::rooted(
+                    format!("devices[{i}].capacity_bytes"),
+                    format!("a model of {} bytes", m.capacity_bytes()),
+                    format!(
+                        "a model at least as large as its backing store ({}, {} bytes)",
+                        b.describe(),
+                        b.capacity_bytes()
+                    ),
+                )));
             }
         }
         self.models = Some(ModelTiming {
@@ -288,8 +293,12 @@ impl Core {
         self.policy_clock_ns
     }
 
-    fn fail(&self, msg: String) -> String {
-        format!("{} (policy {})", msg, self.policy.name())
+    /// The policy misused the data path (`message` says how).
+    fn fail(&self, message: String) -> DataPathError {
+        DataPathError::Policy(PolicyError::Other {
+            policy: self.policy.name().to_string(),
+            message,
+        })
     }
 
     /// Host IOs issued and not finished.
@@ -330,7 +339,7 @@ impl Core {
     }
 
     /// Hands a host IO to the policy; returns its id.
-    pub fn issue(&mut self, now: TimeNs, req: HostRequest) -> Result<u64, String> {
+    pub fn issue(&mut self, now: TimeNs, req: HostRequest) -> Result<u64, DataPathError> {
         let now = self.policy_time(self.now_ns().max(now));
         let id = self.next_host_id;
         self.next_host_id += 1;
@@ -360,7 +369,7 @@ impl Core {
     /// Flushes every backing store (fdatasync) as one barrier: its id comes
     /// out of `flushed` when every store has finished. Writes completed
     /// before the call are durable then.
-    pub fn flush_backends(&mut self, now: TimeNs) -> Result<u64, String> {
+    pub fn flush_backends(&mut self, now: TimeNs) -> Result<u64, DataPathError> {
         let now = self.policy_time(self.now_ns().max(now));
         let barrier = self.next_barrier;
         self.next_barrier += 1;
@@ -380,7 +389,7 @@ impl Core {
 
     /// Carries out the policy's outbox (`Outbox::apply`, shared by every
     /// executor; this executor's side is `impl OutboxSink for Core`).
-    fn apply(&mut self, now: TimeNs) -> Result<(), String> {
+    fn apply(&mut self, now: TimeNs) -> Result<(), DataPathError> {
         let mut out = std::mem::take(&mut self.out);
         let name = std::mem::take(&mut self.policy_name);
         let result = out.apply(&name, now, self);
@@ -396,7 +405,7 @@ impl Core {
         io: DeviceIo,
         target: Option<BufRef>,
         owner: Owner,
-    ) -> Result<(), String> {
+    ) -> Result<(), DataPathError> {
         let len = io.size_bytes as usize;
         // Memory stores: copy straight between the policy's buffer and the
         // store, inline (no intermediate buffer, no thread), unless model
@@ -469,7 +478,8 @@ impl Core {
             } else {
                 0
             },
-        })
+        })?;
+        Ok(())
     }
 
     /// A read or write of a memory store, straight from or into the buffer
@@ -541,7 +551,7 @@ impl Core {
     /// Fills `dst` with the bytes a device write takes from `src` (None:
     /// zeros, as for a write with no source; `apply` refuses those unless
     /// the executor moves no data).
-    fn copy_out(&self, src: Option<BufRef>, dst: &mut [u8]) -> Result<(), String> {
+    fn copy_out(&self, src: Option<BufRef>, dst: &mut [u8]) -> Result<(), DataPathError> {
         let len = dst.len();
         let Some(src) = src else {
             dst.fill(0);
@@ -578,28 +588,27 @@ impl Core {
         Ok(())
     }
 
-    fn copy_in(&mut self, dst: BufRef, data: &[u8]) -> Result<(), String> {
+    fn copy_in(&mut self, dst: BufRef, data: &[u8]) -> Result<(), DataPathError> {
         match dst {
             BufRef::Host {
                 host_id,
                 offset_bytes,
             } => {
                 let off = offset_bytes as usize;
-                let name = self.policy.name().to_string();
-                let h = self.host.get_mut(&host_id).ok_or_else(|| {
-                    format!("a device read for host IO {host_id} landed after that IO completed (policy {name})")
-                })?;
+                let Some(h) = self.host.get_mut(&host_id) else {
+                    return Err(self.fail(format!(
+                        "a device read for host IO {host_id} landed after that IO completed"
+                    )));
+                };
                 let len = h.req.buf.len();
-                h.req
-                    .buf
-                    .get_mut(off..off + data.len())
-                    .ok_or_else(|| {
-                        format!(
-                            "a device read of {} bytes into host IO {host_id} at offset {off}, which holds {len} (policy {name})",
-                            data.len()
-                        )
-                    })?
-                    .copy_from_slice(data);
+                let Some(dst) = h.req.buf.get_mut(off..off + data.len()) else {
+                    return Err(self.fail(format!(
+                        "a device read of {} bytes into host IO {host_id} at offset {off}, which \
+                         holds {len}",
+                        data.len()
+                    )));
+                };
+                dst.copy_from_slice(data);
             }
             BufRef::Staging { id, offset_bytes } => {
                 let off = offset_bytes as usize;
@@ -616,7 +625,7 @@ impl Core {
 
     /// Takes every completion that is already there (and those model
     /// timing releases by now); true if any reached the stack.
-    pub fn poll_completions(&mut self) -> Result<bool, String> {
+    pub fn poll_completions(&mut self) -> Result<bool, DataPathError> {
         let mut progressed = false;
         while let Some(c) = self.io.try_next()? {
             progressed |= self.device_done(c)?;
@@ -631,7 +640,7 @@ impl Core {
     /// Sleeps in the IO engine until a completion or `timeout`
     /// (`Duration::MAX`: until a completion), and hands what came to the
     /// stack; true if any did.
-    pub fn wait(&mut self, timeout: Duration) -> Result<bool, String> {
+    pub fn wait(&mut self, timeout: Duration) -> Result<bool, DataPathError> {
         match self.io.wait(timeout)? {
             Some(c) => self.device_done(c),
             None => Ok(false),
@@ -640,7 +649,7 @@ impl Core {
 
     /// A backing store finished an IO. With model timing it may wait for
     /// its model; returns true when it reached the stack.
-    pub fn device_done(&mut self, c: Completion) -> Result<bool, String> {
+    pub fn device_done(&mut self, c: Completion) -> Result<bool, DataPathError> {
         if let Some(m) = &mut self.models {
             if !m.model_done.remove(&c.tag) {
                 m.parked.insert(c.tag, c);
@@ -659,7 +668,7 @@ impl Core {
 
     /// Advances the device models to `now`; completions whose backing IO
     /// is also done reach the stack. True if any did.
-    pub fn advance_models(&mut self, now: TimeNs) -> Result<bool, String> {
+    pub fn advance_models(&mut self, now: TimeNs) -> Result<bool, DataPathError> {
         let Some(m) = &mut self.models else {
             return Ok(false);
         };
@@ -697,23 +706,23 @@ impl Core {
             .min()
     }
 
-    fn deliver(&mut self, mut c: Completion, at: TimeNs) -> Result<(), String> {
+    fn deliver(&mut self, mut c: Completion, at: TimeNs) -> Result<(), DataPathError> {
         let now = self.policy_time(at);
         let (d, dev) = self
             .devices
             .remove(c.tag)
             .expect("a completion for an IO the executor submitted");
-        let failed = c.result.as_ref().err().map(|e| {
+        let failed = std::mem::replace(&mut c.result, Ok(())).err().map(|e| {
             (
-                IoError::from_io(e),
-                format!(
-                    "device {} ({}): {} of {} bytes at offset {} failed: {e}",
-                    self.names[d],
-                    self.backends[d].describe(),
-                    c.op.as_str(),
-                    dev.size_bytes,
-                    c.offset_bytes
-                ),
+                IoError::from_io(&e),
+                DeviceIoError {
+                    device: self.names[d].clone(),
+                    backend: self.backends[d].describe(),
+                    op: c.op,
+                    size_bytes: dev.size_bytes,
+                    offset_bytes: c.offset_bytes,
+                    source: e,
+                },
             )
         });
         let copied = match dev.target {
@@ -731,10 +740,10 @@ impl Core {
                 self.recorder.device_state(d, now, DeviceState::Idle);
             }
         }
-        if let Some((_, message)) = &failed {
+        if let Some((_, error)) = &failed {
             self.device_errors += 1;
             if self.device_error_messages.len() < 20 {
-                self.device_error_messages.push(message.clone());
+                self.device_error_messages.push(error.to_string());
             }
         }
         match (dev.owner, failed) {
@@ -743,14 +752,14 @@ impl Core {
                 self.policy.on_device_completion(now, d, tag, &mut self.out);
                 self.apply(now)
             }
-            (Owner::Policy(tag), Some((error, message))) => {
+            (Owner::Policy(tag), Some((error, device_error))) => {
                 self.events += 1;
                 if !self
                     .policy
                     .on_device_error(now, d, tag, error, &mut self.out)
                 {
                     // The policy cannot survive it: stop (fail-stop).
-                    return Err(message);
+                    return Err(DataPathError::Device(device_error));
                 }
                 self.apply(now)
             }
@@ -774,7 +783,7 @@ impl Core {
     }
 
     /// Fires the timers that are due; returns when the next one is.
-    pub fn fire_timers(&mut self, now: TimeNs) -> Result<Option<TimeNs>, String> {
+    pub fn fire_timers(&mut self, now: TimeNs) -> Result<Option<TimeNs>, DataPathError> {
         let now = self.policy_time(now);
         while let Some(Reverse((t, _, id))) = self.timers.peek().copied() {
             if t > now {
@@ -790,7 +799,7 @@ impl Core {
 
     /// Asks the policy to write every byte only a fast tier holds to its
     /// backing device (`Policy::drain`); `drained` says when it is done.
-    pub fn drain(&mut self, now: TimeNs) -> Result<(), String> {
+    pub fn drain(&mut self, now: TimeNs) -> Result<(), DataPathError> {
         let now = self.policy_time(now);
         self.policy.drain(now, &mut self.out);
         self.apply(now)
@@ -894,7 +903,7 @@ impl Core {
         id: u64,
         tier: u16,
         error: Option<IoError>,
-    ) -> Result<(), String> {
+    ) -> Result<(), DataPathError> {
         let h = self
             .host
             .remove(&id)
@@ -930,7 +939,7 @@ impl Core {
 }
 
 impl OutboxSink for Core {
-    type Error = String;
+    type Error = DataPathError;
 
     fn device_count(&self) -> usize {
         self.backends.len()
@@ -946,15 +955,20 @@ impl OutboxSink for Core {
         d: usize,
         io: DeviceIo,
         target: Option<BufRef>,
-    ) -> Result<(), String> {
+    ) -> Result<(), DataPathError> {
         self.start_device_io(now, d, io, target, Owner::Policy(io.tag))
     }
 
-    fn complete(&mut self, now: TimeNs, host_id: u64, tier: u16) -> Result<(), String> {
+    fn complete(&mut self, now: TimeNs, host_id: u64, tier: u16) -> Result<(), DataPathError> {
         self.host_done(now, host_id, tier, None)
     }
 
-    fn fail_host(&mut self, now: TimeNs, host_id: u64, error: IoError) -> Result<(), String> {
+    fn fail_host(
+        &mut self,
+        now: TimeNs,
+        host_id: u64,
+        error: IoError,
+    ) -> Result<(), DataPathError> {
         self.host_done(now, host_id, 0, Some(error))
     }
 
@@ -963,7 +977,7 @@ impl OutboxSink for Core {
         self.timers.push(Reverse((at_ns, self.timer_seq, timer_id)));
     }
 
-    fn cap_tenant(&mut self, tenant: u32, iops: Option<f64>) -> Result<(), String> {
+    fn cap_tenant(&mut self, tenant: u32, iops: Option<f64>) -> Result<(), DataPathError> {
         // The driver owns the tenants: it takes `caps` after each call.
         self.caps.push((tenant, iops));
         Ok(())
@@ -1077,6 +1091,17 @@ mod tests {
 
     fn settle(c: &mut Core) {
         while c.poll_completions().unwrap() {}
+    }
+
+    /// Model timing needs a model per store: refused as a bad value of
+    /// `devices`, by kind.
+    #[test]
+    fn model_timing_without_a_model_per_store_is_refused() {
+        let e = core(u64::MAX).with_models(Vec::new()).err().unwrap();
+        let DataPathError::Models(p) = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!((p.key(), p.found.as_str()), ("devices".into(), "0 models"));
     }
 
     /// A sync that failed once fails every later FLUSH, although the

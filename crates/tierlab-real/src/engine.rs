@@ -41,9 +41,10 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError, channel};
 use std::time::{Duration, Instant};
 
 use io_uring::{IoUring, opcode, types};
-use tierlab_core::Op;
+use tierlab_core::{Op, ParamError};
 
 use crate::backend::{Backend, UringTarget};
+use crate::error::EngineError;
 use crate::iobuf::{BufPool, IoBuf};
 use crate::pool::{self, Completion, Pool, Request};
 
@@ -61,16 +62,17 @@ pub enum EngineKind {
 }
 
 impl std::str::FromStr for EngineKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ParamError;
+    fn from_str(s: &str) -> Result<Self, ParamError> {
         match s {
             "auto" => Ok(EngineKind::Auto),
             "uring" | "io_uring" => Ok(EngineKind::Uring),
             "uring-sqpoll" | "io_uring-sqpoll" => Ok(EngineKind::UringSqpoll),
             "threads" => Ok(EngineKind::Threads),
-            _ => Err(format!(
-                "unknown IO engine `{s}`; allowed: auto, uring, uring-sqpoll, threads"
-            )),
+            _ => Err(
+                ParamError::unknown_name("", s, ["auto", "uring", "uring-sqpoll", "threads"])
+                    .because("an IO engine"),
+            ),
         }
     }
 }
@@ -115,7 +117,7 @@ impl Io {
         kind: EngineKind,
         depth: usize,
         waiting: Waiting,
-    ) -> Result<Io, String> {
+    ) -> Result<Io, EngineError> {
         let mut io = Io {
             backends,
             depth,
@@ -130,46 +132,41 @@ impl Io {
         };
         if depth == 0 {
             if kind != EngineKind::Auto {
-                return Err(format!(
-                    "--io-engine {} needs at least one IO in service; --io-threads 0 means \
-                     inline IO, which takes no engine (leave --io-engine at auto)",
-                    match kind {
+                return Err(EngineError::NeedsDepth {
+                    engine: match kind {
                         EngineKind::Uring => "uring",
                         EngineKind::UringSqpoll => "uring-sqpoll",
                         _ => "threads",
-                    }
-                ));
+                    },
+                });
             }
             io.description = "inline (each IO on the executor's thread, queue depth 1)".into();
             return Ok(io);
         }
         let ring = match kind {
-            EngineKind::Threads => Err("--io-engine threads".to_string()),
-            _ => Ring::new(depth, kind == EngineKind::UringSqpoll, waiting),
+            EngineKind::Threads => None,
+            _ => Some(Ring::new(depth, kind == EngineKind::UringSqpoll, waiting)),
         };
         match (ring, kind) {
-            (Ok((r, bufs)), _) => {
+            (Some(Ok((r, bufs))), _) => {
                 io.description = format!("io_uring ({depth} IOs in service at most; {})", r.setup);
                 if let Some((bufs, bytes)) = bufs {
                     io.bufs.registered(bufs, bytes);
                 }
                 io.ring = Some(r);
             }
-            (Err(e), EngineKind::Uring | EngineKind::UringSqpoll) => {
-                return Err(format!(
-                    "io_uring is not available here ({e}); use --io-engine threads"
-                ));
+            (Some(Err(e)), EngineKind::Uring | EngineKind::UringSqpoll) => {
+                return Err(EngineError::UringUnavailable(Box::new(e)));
             }
-            (Err(why), _) => {
+            (why, _) => {
                 // An eventfd the pool bumps per completion, so a server
                 // loop can sleep on it (`wake_fd`) besides its sockets.
                 let fd = new_eventfd(libc::EFD_NONBLOCK)?;
                 io.pool_wake = Some(Arc::clone(&fd));
                 io.start_pool(Some(fd));
-                io.description = if kind == EngineKind::Threads {
-                    format!("threads ({depth})")
-                } else {
-                    format!("threads ({depth}; io_uring unavailable: {why})")
+                io.description = match why {
+                    Some(Err(why)) => format!("threads ({depth}; io_uring unavailable: {why})"),
+                    _ => format!("threads ({depth})"),
                 };
             }
         }
@@ -195,7 +192,7 @@ impl Io {
     }
 
     /// Starts one IO; its completion comes out of `try_next` or `wait`.
-    pub fn submit(&mut self, r: Request) -> Result<(), String> {
+    pub fn submit(&mut self, r: Request) -> Result<(), EngineError> {
         let b = &self.backends[r.device];
         if self.depth == 0 || r.op == Op::Trim || (self.ring.is_some() && b.is_memory()) {
             self.ready.push_back(pool::serve(&self.backends, r));
@@ -216,7 +213,7 @@ impl Io {
 
     /// io_uring mode: puts `r` on the ring, or in the pool when its
     /// backend is not one file.
-    fn dispatch(&mut self, r: Request) -> Result<(), String> {
+    fn dispatch(&mut self, r: Request) -> Result<(), EngineError> {
         debug_assert!(self.in_service < self.depth);
         self.in_service += 1;
         let ring = self.ring.as_mut().expect("io_uring mode");
@@ -234,7 +231,7 @@ impl Io {
 
     /// io_uring mode: takes what the ring and the pool finished (no system
     /// call), and starts waiting IOs in the places they freed.
-    fn reap(&mut self) -> Result<(), String> {
+    fn reap(&mut self) -> Result<(), EngineError> {
         let before = self.ready.len();
         let ring = self.ring.as_mut().expect("io_uring mode");
         ring.reap(&mut self.ready, self.pool.as_ref().map(|p| &p.1))?;
@@ -256,7 +253,7 @@ impl Io {
     /// `Waiting::InWait` this hands queued IOs to the kernel only when it
     /// enters the kernel anyway (completion work is pending there); a
     /// caller that will not `wait` calls `submit_pending`.
-    pub fn try_next(&mut self) -> Result<Option<Completion>, String> {
+    pub fn try_next(&mut self) -> Result<Option<Completion>, EngineError> {
         if let Some(c) = self.ready.pop_front() {
             return Ok(Some(c));
         }
@@ -270,7 +267,7 @@ impl Io {
                 Ok(c) => return Ok(Some(c)),
                 Err(TryRecvError::Empty) => {}
                 Err(TryRecvError::Disconnected) => {
-                    return Err("the IO threads stopped unexpectedly".into());
+                    return Err(EngineError::ThreadsStopped);
                 }
             }
         }
@@ -313,7 +310,7 @@ impl Io {
     /// Hands queued IOs to the kernel now (io_uring), before a loop
     /// sleeps somewhere else than in `wait`, or goes round without
     /// sleeping.
-    pub fn submit_pending(&mut self) -> Result<(), String> {
+    pub fn submit_pending(&mut self) -> Result<(), EngineError> {
         match &mut self.ring {
             Some(r) => r.submit_queued(),
             None => Ok(()),
@@ -329,7 +326,7 @@ impl Io {
     /// The next completion, waiting at most `timeout` (None: none came).
     /// A `timeout` too long to be a deadline (`Duration::MAX`) waits for a
     /// completion however long it takes.
-    pub fn wait(&mut self, timeout: Duration) -> Result<Option<Completion>, String> {
+    pub fn wait(&mut self, timeout: Duration) -> Result<Option<Completion>, EngineError> {
         if let Some(c) = self.try_next()? {
             return Ok(Some(c));
         }
@@ -356,9 +353,7 @@ impl Io {
             Some((_, rx)) => match rx.recv_timeout(timeout) {
                 Ok(c) => Ok(Some(c)),
                 Err(RecvTimeoutError::Timeout) => Ok(None),
-                Err(RecvTimeoutError::Disconnected) => {
-                    Err("the IO threads stopped unexpectedly".into())
-                }
+                Err(RecvTimeoutError::Disconnected) => Err(EngineError::ThreadsStopped),
             },
             None => {
                 // Inline: nothing is in flight anywhere; just the deadline
@@ -381,12 +376,20 @@ impl Drop for Io {
     }
 }
 
+/// `map_err` for a failed system call.
+fn sys(call: &'static str) -> impl FnOnce(io::Error) -> EngineError {
+    move |source| EngineError::Sys { call, source }
+}
+
 /// An eventfd (`flags`: 0 or EFD_NONBLOCK).
-fn new_eventfd(flags: libc::c_int) -> Result<Arc<OwnedFd>, String> {
+fn new_eventfd(flags: libc::c_int) -> Result<Arc<OwnedFd>, EngineError> {
     // SAFETY: eventfd returns a new descriptor or -1.
     let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | flags) };
     if raw < 0 {
-        return Err(format!("eventfd: {}", io::Error::last_os_error()));
+        return Err(EngineError::Sys {
+            call: "eventfd",
+            source: io::Error::last_os_error(),
+        });
     }
     // SAFETY: `raw` is a fresh descriptor owned by nobody else.
     Ok(Arc::new(unsafe { OwnedFd::from_raw_fd(raw) }))
@@ -455,7 +458,7 @@ impl Ring {
         depth: usize,
         sqpoll: bool,
         waiting: Waiting,
-    ) -> Result<(Ring, Option<(Vec<IoBuf>, usize)>), String> {
+    ) -> Result<(Ring, Option<(Vec<IoBuf>, usize)>), EngineError> {
         let entries = (depth + 1).next_power_of_two().max(8) as u32;
         let mut setup = Vec::new();
         let ring = if sqpoll {
@@ -463,7 +466,7 @@ impl Ring {
             IoUring::builder()
                 .setup_sqpoll(SQPOLL_IDLE_MS)
                 .build(entries)
-                .map_err(|e| format!("io_uring_setup (SQPOLL): {e}"))?
+                .map_err(sys("io_uring_setup (SQPOLL)"))?
         } else if waiting == Waiting::InWait {
             // Deferred completion work needs Linux 6.1; without it the ring
             // still works, each completion then interrupting the thread.
@@ -477,14 +480,16 @@ impl Ring {
                     setup.push("deferred completions");
                     r
                 }
-                Err(_) => IoUring::new(entries).map_err(|e| format!("io_uring_setup: {e}"))?,
+                Err(_) => IoUring::new(entries).map_err(sys("io_uring_setup"))?,
             }
         } else {
-            IoUring::new(entries).map_err(|e| format!("io_uring_setup: {e}"))?
+            IoUring::new(entries).map_err(sys("io_uring_setup"))?
         };
         // Waiting with a deadline needs IORING_FEAT_EXT_ARG (Linux 5.11).
         if !ring.params().is_feature_ext_arg() {
-            return Err("the kernel's io_uring cannot wait with a timeout (before 5.11)".into());
+            return Err(EngineError::Unsupported(
+                "the kernel's io_uring cannot wait with a timeout (before 5.11)",
+            ));
         }
         let cq_event = match waiting {
             Waiting::InWait => None,
@@ -494,7 +499,7 @@ impl Ring {
                 let fd = new_eventfd(libc::EFD_NONBLOCK)?;
                 ring.submitter()
                     .register_eventfd(fd.as_raw_fd())
-                    .map_err(|e| format!("io_uring_register(EVENTFD): {e}"))?;
+                    .map_err(sys("io_uring_register(EVENTFD)"))?;
                 Some(fd)
             }
         };
@@ -600,7 +605,7 @@ impl Ring {
     }
 
     /// An eventfd for the pool to bump; the ring keeps a read armed on it.
-    fn watch_pool(&mut self) -> Result<Arc<OwnedFd>, String> {
+    fn watch_pool(&mut self) -> Result<Arc<OwnedFd>, EngineError> {
         // Blocking: the ring's read of it must wait for a bump, not fail
         // with EAGAIN (io_uring honours O_NONBLOCK).
         let fd = new_eventfd(0)?;
@@ -609,7 +614,7 @@ impl Ring {
         Ok(fd)
     }
 
-    fn arm_wake(&mut self) -> Result<(), String> {
+    fn arm_wake(&mut self) -> Result<(), EngineError> {
         let (fd, buf) = self.wake.as_mut().expect("watch_pool ran");
         let sqe = opcode::Read::new(types::Fd(fd.as_raw_fd()), buf.as_mut_ptr(), 8)
             .build()
@@ -619,19 +624,18 @@ impl Ring {
         Ok(())
     }
 
-    fn push(&mut self, sqe: &io_uring::squeue::Entry) -> Result<(), String> {
+    fn push(&mut self, sqe: &io_uring::squeue::Entry) -> Result<(), EngineError> {
         // SAFETY (for both pushes): every buffer an SQE points to lives in
         // a slot (or `wake`) until its completion is reaped; see Drop.
         if unsafe { self.ring.submission().push(sqe) }.is_err() {
             self.submit_queued()?;
-            unsafe { self.ring.submission().push(sqe) }
-                .map_err(|_| "the io_uring submission queue is full".to_string())?;
+            unsafe { self.ring.submission().push(sqe) }.map_err(|_| EngineError::QueueFull)?;
         }
         self.queued = true;
         Ok(())
     }
 
-    fn start(&mut self, req: Request, target: UringTarget) -> Result<(), String> {
+    fn start(&mut self, req: Request, target: UringTarget) -> Result<(), EngineError> {
         // `Io` keeps at most `depth` IOs here, and there are `depth` slots.
         let i = self.free.pop().expect("a free slot for each IO in service") as usize;
         debug_assert!(
@@ -651,7 +655,7 @@ impl Ring {
     }
 
     /// Puts slot `i`'s (remaining) IO on the submission queue.
-    fn push_slot(&mut self, i: usize) -> Result<(), String> {
+    fn push_slot(&mut self, i: usize) -> Result<(), EngineError> {
         let mut s = self.slots[i].take().expect("a slot in service");
         let fixed = self.fixed_buf(&mut s.req.data);
         let len = s.req.data.len();
@@ -686,11 +690,9 @@ impl Ring {
         self.push(&sqe.user_data(i as u64))
     }
 
-    fn submit_queued(&mut self) -> Result<(), String> {
+    fn submit_queued(&mut self) -> Result<(), EngineError> {
         if self.queued || self.completions_pending() {
-            self.ring
-                .submit()
-                .map_err(|e| format!("io_uring_enter: {e}"))?;
+            self.ring.submit().map_err(sys("io_uring_enter"))?;
             self.queued = false;
         }
         Ok(())
@@ -698,7 +700,7 @@ impl Ring {
 
     /// Submits what is queued and sleeps until a completion or `timeout`
     /// (None: until a completion).
-    fn wait(&mut self, timeout: Option<Duration>) -> Result<(), String> {
+    fn wait(&mut self, timeout: Option<Duration>) -> Result<(), EngineError> {
         let r = match timeout {
             Some(t) => {
                 let ts = types::Timespec::from(t);
@@ -710,7 +712,12 @@ impl Ring {
         match r {
             Ok(_) => {}
             Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR)) => {}
-            Err(e) => return Err(format!("io_uring_enter: {e}")),
+            Err(source) => {
+                return Err(EngineError::Sys {
+                    call: "io_uring_enter",
+                    source,
+                });
+            }
         }
         self.queued = false;
         Ok(())
@@ -721,7 +728,7 @@ impl Ring {
         &mut self,
         ready: &mut VecDeque<Completion>,
         pool: Option<&Receiver<Completion>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         let mut batch = [(0u64, 0i32); REAP_BATCH];
         loop {
             let mut n = 0;
@@ -761,7 +768,7 @@ impl Ring {
         res: i32,
         seen: Instant,
         ready: &mut VecDeque<Completion>,
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         let s = self.slots[i]
             .as_mut()
             .expect("a completion for a slot in service");
@@ -838,6 +845,27 @@ mod tests {
         let f = FileBackend::open(&dir.join("f"), Some(1 << 20), true, true).unwrap();
         let backends: Vec<Box<dyn Backend>> = vec![Box::new(f), Box::new(RamBackend::new(1 << 20))];
         Io::new(Arc::new(backends), kind, depth, Waiting::InWait).unwrap()
+    }
+
+    /// A named engine with no IO in service, and a name that is no
+    /// engine, are refused by kind.
+    #[test]
+    fn engine_refusals_are_typed() {
+        let backends: Vec<Box<dyn Backend>> = vec![Box::new(RamBackend::new(1 << 20))];
+        let e = Io::new(Arc::new(backends), EngineKind::Uring, 0, Waiting::InWait)
+            .err()
+            .unwrap();
+        assert!(
+            matches!(e, EngineError::NeedsDepth { engine: "uring" }),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string().contains("--io-threads 0 means inline IO"),
+            "{e}"
+        );
+        let e = "iouring".parse::<EngineKind>().unwrap_err();
+        assert_eq!(e.found, "\"iouring\" (did you mean `uring`?)");
+        assert!(e.expected.starts_with("one of: auto, uring"), "{e}");
     }
 
     fn req(device: usize, tag: u64, op: Op, offset_bytes: u64, data: Vec<u8>) -> Request {

@@ -22,7 +22,7 @@ use tierlab_sim::config::SimConfig;
 
 use crate::datapath::{Core, Finished, HostRequest};
 use crate::engine::{EngineKind, Io, Waiting};
-use crate::error::RunError;
+use crate::error::{DataPathError, RunError};
 use crate::verify::{self, SECTOR, Verifier};
 
 pub use crate::open::{build_real_policy, build_stack, open_backends, open_device};
@@ -375,7 +375,10 @@ impl Exec {
             if wait.is_zero() {
                 // Round again without sleeping: what was queued goes to
                 // the kernel now (`wait` would have taken it).
-                self.core.io.submit_pending().map_err(RunError::DataPath)?;
+                self.core
+                    .io
+                    .submit_pending()
+                    .map_err(DataPathError::Engine)?;
                 continue;
             }
             if self.core.wait(wait).map_err(RunError::DataPath)? {

@@ -8,29 +8,34 @@ use tierlab_core::policy::Policy;
 use tierlab_sim::Tenant;
 use tierlab_sim::config::SimConfig;
 
+use tierlab_core::ParamError;
+use tierlab_trace::error::join_key;
+
 use crate::backend::{Backend, FailingBackend, FileBackend, RamBackend};
-use crate::error::RunError;
+use crate::error::{BackendError, RunError};
 
 /// `at.key` as a byte count (an integer or "64MiB"); `at` names the table
 /// in errors (`devices[0]`, `devices[0].members[2]`).
-pub(crate) fn toml_u64(t: &toml::Table, key: &str, at: &str) -> Result<Option<u64>, String> {
+pub(crate) fn toml_u64(t: &toml::Table, key: &str, at: &str) -> Result<Option<u64>, BackendError> {
     match t.get(key) {
         None => Ok(None),
         Some(toml::Value::Integer(n)) if *n > 0 => Ok(Some(*n as u64)),
         Some(toml::Value::String(s)) => tierlab_trace::units::parse_size_bytes(s)
             .map(Some)
-            .map_err(|e| format!("key `{at}.{key}`: {e}")),
-        Some(v) => Err(format!(
-            "key `{at}.{key}`: {v} is not a positive byte count"
+            .map_err(|e| BackendError::param(e.with_key(key).within(at))),
+        Some(v) => Err(BackendError::param(
+            ParamError::new(key, v, "a positive byte count").within(at),
         )),
     }
 }
 
-fn toml_bool(t: &toml::Table, key: &str, at: &str, default: bool) -> Result<bool, String> {
+fn toml_bool(t: &toml::Table, key: &str, at: &str, default: bool) -> Result<bool, BackendError> {
     match t.get(key) {
         None => Ok(default),
         Some(toml::Value::Boolean(b)) => Ok(*b),
-        Some(v) => Err(format!("key `{at}.{key}`: {v} is not true or false")),
+        Some(v) => Err(BackendError::param(
+            ParamError::new(key, v, "true or false").within(at),
+        )),
     }
 }
 
@@ -41,20 +46,24 @@ fn toml_bool(t: &toml::Table, key: &str, at: &str, default: bool) -> Result<bool
 pub fn open_backends(
     devices: &[toml::Table],
     base_dir: &Path,
-) -> Result<Vec<Box<dyn Backend>>, String> {
+) -> Result<Vec<Box<dyn Backend>>, BackendError> {
     let mut out: Vec<Box<dyn Backend>> = Vec::new();
     for (i, d) in devices.iter().enumerate() {
         out.push(open_device(d, &format!("devices[{i}]"), base_dir)?);
     }
     if out.is_empty() {
-        return Err("key `devices`: no device".into());
+        return Err(BackendError::key("devices", "no device"));
     }
     Ok(out)
 }
 
 /// Opens one device table (`at` names it in errors); a RAID opens its
 /// members through this too.
-pub fn open_device(d: &toml::Table, at: &str, base_dir: &Path) -> Result<Box<dyn Backend>, String> {
+pub fn open_device(
+    d: &toml::Table,
+    at: &str,
+    base_dir: &Path,
+) -> Result<Box<dyn Backend>, BackendError> {
     let store = open_store(d, at, base_dir)?;
     Ok(match toml_u64_or_zero(d, "fail_after_writes", at)? {
         None => store,
@@ -63,17 +72,22 @@ pub fn open_device(d: &toml::Table, at: &str, base_dir: &Path) -> Result<Box<dyn
 }
 
 /// `fail_after_writes`: a count, 0 allowed (fail from the first write).
-fn toml_u64_or_zero(t: &toml::Table, key: &str, at: &str) -> Result<Option<u64>, String> {
+fn toml_u64_or_zero(t: &toml::Table, key: &str, at: &str) -> Result<Option<u64>, BackendError> {
     match t.get(key) {
         None => Ok(None),
         Some(toml::Value::Integer(n)) if *n >= 0 => Ok(Some(*n as u64)),
-        Some(v) => Err(format!(
-            "key `{at}.{key}`: {v} is not a count of writes (0 or more)"
+        Some(v) => Err(BackendError::key(
+            join_key(at, key),
+            format!("{v} is not a count of writes (0 or more)"),
         )),
     }
 }
 
-fn open_store(d: &toml::Table, at: &str, base_dir: &Path) -> Result<Box<dyn Backend>, String> {
+fn open_store(
+    d: &toml::Table,
+    at: &str,
+    base_dir: &Path,
+) -> Result<Box<dyn Backend>, BackendError> {
     if d.get("model").and_then(|m| m.as_str()) == Some("raid") {
         let mut d = d.clone();
         d.remove("fail_after_writes");
@@ -82,26 +96,31 @@ fn open_store(d: &toml::Table, at: &str, base_dir: &Path) -> Result<Box<dyn Back
     for k in d.keys() {
         let own = k == "name" || k == "capacity_bytes";
         if !own && !tierlab_stack::REAL_DEVICE_KEYS.contains(&k.as_str()) {
-            return Err(format!(
-                "key `{at}.{k}`: not a real-device key; a real device takes \
-                 name, path, capacity_bytes, create, direct, fail_after_writes, or is \
-                 model = \"raid\" over such members (other models and presets are for \
-                 `tierlab sim`)"
+            return Err(BackendError::key(
+                join_key(at, k),
+                "not a real-device key; a real device takes name, path, capacity_bytes, \
+                 create, direct, fail_after_writes, or is model = \"raid\" over such members \
+                 (other models and presets are for `tierlab sim`)",
             ));
         }
     }
     let path = match d.get("path") {
         Some(toml::Value::String(p)) => p.clone(),
         _ => {
-            return Err(format!(
-                "key `{at}.path`: missing; give a file, a block device, or \"ram\""
+            return Err(BackendError::key(
+                join_key(at, "path"),
+                "missing; give a file, a block device, or \"ram\"",
             ));
         }
     };
     let capacity = toml_u64(d, "capacity_bytes", at)?;
     if path == "ram" {
-        let c = capacity
-            .ok_or_else(|| format!("key `{at}.capacity_bytes`: a ram device needs its size"))?;
+        let c = capacity.ok_or_else(|| {
+            BackendError::key(
+                join_key(at, "capacity_bytes"),
+                "a ram device needs its size",
+            )
+        })?;
         return Ok(Box::new(RamBackend::new(c)));
     }
     let p = PathBuf::from(&path);
@@ -109,7 +128,7 @@ fn open_store(d: &toml::Table, at: &str, base_dir: &Path) -> Result<Box<dyn Back
     let create = toml_bool(d, "create", at, false)?;
     let direct = toml_bool(d, "direct", at, true)?;
     Ok(Box::new(
-        FileBackend::open(&p, capacity, create, direct).map_err(|e| format!("key `{at}`: {e}"))?,
+        FileBackend::open(&p, capacity, create, direct).map_err(|e| e.within(at))?,
     ))
 }
 

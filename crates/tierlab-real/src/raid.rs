@@ -44,9 +44,11 @@ use tierlab_devices::raid::{
 };
 
 use tierlab_core::ParamError;
+use tierlab_trace::error::join_key;
 
 use crate::backend::Backend;
-use crate::raid_bitmap::{Bitmap, Geometry, Opened};
+use crate::error::BackendError;
+use crate::raid_bitmap::{Bitmap, BitmapError, Geometry, Opened};
 
 /// Stripe (or unit) locks: a fixed table, keyed by a hash of the number.
 /// Two stripes may share a lock; nobody holds two at once, so that only
@@ -258,21 +260,19 @@ impl RaidBackend {
         store: Box<dyn Backend>,
         chunk_bytes: u64,
         broken_skip_flush: bool,
-    ) -> Result<RaidBackend, String> {
+    ) -> Result<RaidBackend, BitmapError> {
         let geo = self
             .bitmap_geometry(chunk_bytes)
-            .map_err(|e| e.to_string())?;
+            .map_err(BitmapError::Geometry)?;
         let Opened { mut bitmap, dirty } = Bitmap::open(geo, store)?;
         bitmap.broken_skip_flush = broken_skip_flush;
         if !dirty.is_empty() {
-            self.resync(&bitmap, &dirty).map_err(|e| {
-                format!(
-                    "resynchronising {} region(s) that {} marks as written when the array \
-                     stopped: {e}",
-                    dirty.len(),
-                    bitmap.describe()
-                )
-            })?;
+            self.resync(&bitmap, &dirty)
+                .map_err(|source| BitmapError::Resync {
+                    what: bitmap.describe(),
+                    regions: dirty.len(),
+                    source,
+                })?;
         }
         self.bitmap = Some(bitmap);
         Ok(self)
@@ -824,7 +824,7 @@ fn toml_str<'a>(t: &'a toml::Table, key: &str) -> Option<&'a str> {
 /// stripe_unit_bytes, read_policy, failed_members, members), each member a
 /// backing store opened like a plain device (`executor::open_device`; a
 /// member may be an array).
-pub fn open(table: &toml::Table, at: &str, base_dir: &Path) -> Result<RaidBackend, String> {
+pub fn open(table: &toml::Table, at: &str, base_dir: &Path) -> Result<RaidBackend, BackendError> {
     open_with(
         table,
         at,
@@ -841,9 +841,9 @@ pub fn open(table: &toml::Table, at: &str, base_dir: &Path) -> Result<RaidBacken
 pub fn open_with(
     table: &toml::Table,
     at: &str,
-    open_member: &mut dyn FnMut(&toml::Table, &str) -> Result<Box<dyn Backend>, String>,
-    open_bitmap: &mut dyn FnMut(&toml::Table, &str, u64) -> Result<Box<dyn Backend>, String>,
-) -> Result<RaidBackend, String> {
+    open_member: &mut dyn FnMut(&toml::Table, &str) -> Result<Box<dyn Backend>, BackendError>,
+    open_bitmap: &mut dyn FnMut(&toml::Table, &str, u64) -> Result<Box<dyn Backend>, BackendError>,
+) -> Result<RaidBackend, BackendError> {
     let mut t = table.clone();
     t.remove("name");
     t.remove("model");
@@ -858,10 +858,10 @@ pub fn open_with(
     };
     let params: RaidParams<toml::Table> = toml::Value::Table(t)
         .try_into()
-        .map_err(|e| format!("key `{at}`: raid: {}", e.to_string().trim_end()))?;
+        .map_err(|e| BackendError::key(at, format!("raid: {}", e.to_string().trim_end())))?;
     params
         .validate_shape()
-        .map_err(|e| e.within(at).to_string())?;
+        .map_err(|e| BackendError::param(e.within(at)))?;
     let mut members = Vec::with_capacity(params.members.len());
     for (k, m) in params.members.iter().enumerate() {
         let mat = format!("{at}.members[{k}]");
@@ -885,12 +885,12 @@ pub fn open_with(
         params.read_policy,
         members,
     )
-    .map_err(|e| e.within(at).to_string())?;
+    .map_err(|e| BackendError::param(e.within(at)))?;
     let bitmap = match bitmap {
         None if chunk.is_some() => {
-            return Err(format!(
-                "key `{at}.bitmap_chunk_bytes`: given without `bitmap`; add \
-                 bitmap = {{ path = \"FILE\" }} or remove it"
+            return Err(BackendError::key(
+                join_key(at, "bitmap_chunk_bytes"),
+                "given without `bitmap`; add bitmap = { path = \"FILE\" } or remove it",
             ));
         }
         None => return Ok(array),
@@ -901,20 +901,21 @@ pub fn open_with(
             b
         }
         Some(v) => {
-            return Err(format!(
-                "key `{at}.bitmap`: {v} is not a path or a table like {{ path = \"FILE\" }}"
+            return Err(BackendError::key(
+                join_key(at, "bitmap"),
+                format!("{v} is not a path or a table like {{ path = \"FILE\" }}"),
             ));
         }
     };
     let chunk = chunk.unwrap_or(crate::raid_bitmap::DEFAULT_CHUNK_BYTES);
-    let bat = format!("{at}.bitmap");
+    let bat = join_key(at, "bitmap");
     let geo = array
         .bitmap_geometry(chunk)
-        .map_err(|e| e.within(at).to_string())?;
+        .map_err(|e| BackendError::param(e.within(at)))?;
     let store = open_bitmap(&bitmap, &bat, geo.store_bytes())?;
     array
         .with_bitmap(store, chunk, false)
-        .map_err(|e| format!("key `{bat}`: {e}"))
+        .map_err(|error| BackendError::Bitmap { key: bat, error })
 }
 
 /// A bitmap table's store: `path` (made if missing, sized by the array),
@@ -924,17 +925,21 @@ fn open_bitmap_store(
     at: &str,
     need: u64,
     base_dir: &Path,
-) -> Result<Box<dyn Backend>, String> {
+) -> Result<Box<dyn Backend>, BackendError> {
     for k in b.keys() {
         if k != "path" && k != "direct" {
-            return Err(format!(
-                "key `{at}.{k}`: not a bitmap key; a bitmap takes path and direct \
-                 (its size follows from the array)"
+            return Err(BackendError::key(
+                join_key(at, k),
+                "not a bitmap key; a bitmap takes path and direct (its size follows from the \
+                 array)",
             ));
         }
     }
     let Some(path) = toml_str(b, "path") else {
-        return Err(format!("key `{at}.path`: missing; give the bitmap's file"));
+        return Err(BackendError::key(
+            join_key(at, "path"),
+            "missing; give the bitmap's file",
+        ));
     };
     if path == "ram" {
         return Ok(Box::new(crate::backend::RamBackend::new(need)));
@@ -948,10 +953,14 @@ fn open_bitmap_store(
     let direct = match b.get("direct") {
         None => false,
         Some(toml::Value::Boolean(d)) => *d,
-        Some(v) => return Err(format!("key `{at}.direct`: {v} is not true or false")),
+        Some(v) => {
+            return Err(BackendError::param(
+                ParamError::new("direct", v, "true or false").within(at),
+            ));
+        }
     };
     let store = crate::backend::FileBackend::open(&p, Some(need), true, direct)
-        .map_err(|e| format!("key `{at}`: {e}"))?;
+        .map_err(|e| e.within(at))?;
     Ok(Box::new(store))
 }
 
@@ -960,7 +969,7 @@ fn open_bitmap_store(
 /// compare`): `name`, `capacity_bytes` and the real-only keys; for a RAID,
 /// its array keys and each member's real part (a failed member needs no
 /// backing store).
-pub fn real_device_table(t: &toml::Table, at: &str) -> Result<toml::Table, String> {
+pub fn real_device_table(t: &toml::Table, at: &str) -> Result<toml::Table, BackendError> {
     if toml_str(t, "model") == Some("raid") {
         let failed: Vec<i64> = match t.get("failed_members") {
             Some(toml::Value::Array(a)) => a.iter().filter_map(|v| v.as_integer()).collect(),
@@ -984,8 +993,9 @@ pub fn real_device_table(t: &toml::Table, at: &str) -> Result<toml::Table, Strin
         return Ok(out);
     }
     if !t.contains_key("path") || !t.contains_key("model") {
-        return Err(format!(
-            "key `{at}`: compare needs both `model` (simulation) and `path` (real run)"
+        return Err(BackendError::key(
+            at,
+            "compare needs both `model` (simulation) and `path` (real run)",
         ));
     }
     Ok(t.iter()

@@ -56,6 +56,134 @@ pub fn store_bytes_for(member_span_bytes: u64, chunk_bytes: u64) -> u64 {
     (1 + bits.div_ceil(BITS_PER_PAGE)) * PAGE_BYTES as u64
 }
 
+/// Why a write-intent bitmap was refused or failed: each names the
+/// bitmap's store (`what`, as `Backend::describe` says it).
+#[derive(Debug)]
+pub enum BitmapError {
+    /// More regions than the bitmap keeps in memory.
+    TooManyRegions {
+        what: String,
+        regions: u64,
+        chunk_bytes: u64,
+        /// The smallest region that fits.
+        chunk_bytes_min: u64,
+    },
+    /// The store is smaller than the bitmap.
+    TooSmall {
+        what: String,
+        have_bytes: u64,
+        need_bytes: u64,
+        regions: u64,
+        chunk_bytes: u64,
+    },
+    /// The store failed a read, write or sync.
+    Io { what: String, source: io::Error },
+    /// The header is not a bitmap's, is damaged, or of another version:
+    /// refused, never reinterpreted.
+    Header {
+        what: String,
+        problem: HeaderProblem,
+    },
+    /// The header describes another array: what differs, in words
+    /// (`bitmap_chunk_bytes 65536 (this config: 131072)`).
+    Foreign {
+        what: String,
+        differences: Vec<String>,
+    },
+    /// The regions the bitmap marked could not be resynchronised.
+    Resync {
+        what: String,
+        regions: usize,
+        source: io::Error,
+    },
+    /// The array cannot have this bitmap (raid0; a region that is not a
+    /// multiple of the stripe unit): keys relative to the array's table.
+    Geometry(tierlab_core::ParamError),
+}
+
+/// What is wrong with a stored bitmap header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeaderProblem {
+    NoMagic,
+    BadCrc,
+    Version(u32),
+}
+
+impl std::fmt::Display for BitmapError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BitmapError::TooManyRegions {
+                what,
+                regions,
+                chunk_bytes,
+                chunk_bytes_min,
+            } => write!(
+                f,
+                "write-intent bitmap {what}: {regions} regions of {chunk_bytes} bytes per member \
+                 is more than the {MAX_BITS} this bitmap keeps in memory; give a bigger \
+                 bitmap_chunk_bytes (at least {chunk_bytes_min})"
+            ),
+            BitmapError::TooSmall {
+                what,
+                have_bytes,
+                need_bytes,
+                regions,
+                chunk_bytes,
+            } => write!(
+                f,
+                "write-intent bitmap {what}: holds {have_bytes} bytes; this array's bitmap needs \
+                 {need_bytes} ({regions} bits of {chunk_bytes} bytes per member)"
+            ),
+            BitmapError::Io { what, source } => write!(f, "write-intent bitmap {what}: {source}"),
+            BitmapError::Header { what, problem } => {
+                write!(f, "write-intent bitmap {what}: ")?;
+                match problem {
+                    HeaderProblem::NoMagic => {
+                        f.write_str("its header is not a tierlab RAID bitmap's (no TLRBMAP1 magic)")
+                    }
+                    HeaderProblem::BadCrc => {
+                        f.write_str("its header fails its crc32c check (damaged)")
+                    }
+                    HeaderProblem::Version(v) => write!(
+                        f,
+                        "its format version is {v}; this tierlab reads version {VERSION}"
+                    ),
+                }?;
+                f.write_str(
+                    "; refusing to use it. If the array was stopped cleanly, delete the file to \
+                     start a new bitmap",
+                )
+            }
+            BitmapError::Foreign { what, differences } => write!(
+                f,
+                "write-intent bitmap {what} was made for another array: {}; give this array its \
+                 own bitmap file",
+                differences.join(", ")
+            ),
+            BitmapError::Resync {
+                what,
+                regions,
+                source,
+            } => write!(
+                f,
+                "resynchronising {regions} region(s) that {what} marks as written when the array \
+                 stopped: {source}"
+            ),
+            BitmapError::Geometry(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for BitmapError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BitmapError::Io { source, .. } | BitmapError::Resync { source, .. } => Some(source),
+            BitmapError::Geometry(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// What the bitmap describes: refused at open when it differs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
@@ -103,22 +231,19 @@ impl Geometry {
     }
     /// The differences between a stored header and this geometry, in words
     /// (empty: it matches), or why the header cannot be read.
-    fn compare(&self, p: &[u8]) -> Result<Vec<String>, String> {
+    fn compare(&self, p: &[u8]) -> Result<Vec<String>, HeaderProblem> {
         if &p[0..8] != MAGIC {
-            return Err("its header is not a tierlab RAID bitmap's (no TLRBMAP1 magic)".into());
+            return Err(HeaderProblem::NoMagic);
         }
         let u32_at = |a: usize| u32::from_le_bytes(p[a..a + 4].try_into().unwrap());
         let u64_at = |a: usize| u64::from_le_bytes(p[a..a + 8].try_into().unwrap());
         let mut copy = p[..PAGE_BYTES].to_vec();
         copy[12..16].fill(0);
         if crc32c::crc32c(&copy) != u32_at(12) {
-            return Err("its header fails its crc32c check (damaged)".into());
+            return Err(HeaderProblem::BadCrc);
         }
         if u32_at(8) != VERSION {
-            return Err(format!(
-                "its format version is {}; this tierlab reads version {VERSION}",
-                u32_at(8)
-            ));
+            return Err(HeaderProblem::Version(u32_at(8)));
         }
         let mut diff = Vec::new();
         let mut cmp = |what: &str, stored: u64, ours: u64| {
@@ -199,29 +324,30 @@ pub struct Opened {
 impl Bitmap {
     /// Opens the bitmap in `store` (made fresh if the store is all zeros)
     /// and lists the regions to resynchronise.
-    pub fn open(geo: Geometry, store: Box<dyn Backend>) -> Result<Opened, String> {
+    pub fn open(geo: Geometry, store: Box<dyn Backend>) -> Result<Opened, BitmapError> {
         let what = store.describe();
         if geo.bits() > MAX_BITS {
-            return Err(format!(
-                "write-intent bitmap {what}: {} regions of {} bytes per member is more than the \
-                 {MAX_BITS} this bitmap keeps in memory; give a bigger bitmap_chunk_bytes (at \
-                 least {})",
-                geo.bits(),
-                geo.chunk_bytes,
-                geo.member_span_bytes.div_ceil(MAX_BITS)
-            ));
+            return Err(BitmapError::TooManyRegions {
+                what,
+                regions: geo.bits(),
+                chunk_bytes: geo.chunk_bytes,
+                chunk_bytes_min: geo.member_span_bytes.div_ceil(MAX_BITS),
+            });
         }
         let need = geo.store_bytes();
         if store.capacity_bytes() < need {
-            return Err(format!(
-                "write-intent bitmap {what}: holds {} bytes; this array's bitmap needs {need} \
-                 ({} bits of {} bytes per member)",
-                store.capacity_bytes(),
-                geo.bits(),
-                geo.chunk_bytes
-            ));
+            return Err(BitmapError::TooSmall {
+                what,
+                have_bytes: store.capacity_bytes(),
+                need_bytes: need,
+                regions: geo.bits(),
+                chunk_bytes: geo.chunk_bytes,
+            });
         }
-        let io = |e: io::Error| format!("write-intent bitmap {what}: {e}");
+        let io = |source: io::Error| BitmapError::Io {
+            what: what.clone(),
+            source,
+        };
         let mut header = vec![0u8; PAGE_BYTES];
         store.read_at(&mut header, 0).map_err(io)?;
         let words = geo.bits().div_ceil(64) as usize;
@@ -244,18 +370,17 @@ impl Bitmap {
             store.write_at(&geo.encode(), 0).map_err(io)?;
             store.flush().map_err(io)?;
         } else {
-            let diff = geo.compare(&header).map_err(|e| {
-                format!(
-                    "write-intent bitmap {what}: {e}; refusing to use it. If the array was \
-                     stopped cleanly, delete the file to start a new bitmap"
-                )
-            })?;
+            let diff = geo
+                .compare(&header)
+                .map_err(|problem| BitmapError::Header {
+                    what: what.clone(),
+                    problem,
+                })?;
             if !diff.is_empty() {
-                return Err(format!(
-                    "write-intent bitmap {what} was made for another array: {}; give this \
-                     array its own bitmap file",
-                    diff.join(", ")
-                ));
+                return Err(BitmapError::Foreign {
+                    what,
+                    differences: diff,
+                });
             }
             let mut page = vec![0u8; PAGE_BYTES];
             for pg in 0..geo.pages() {
@@ -537,7 +662,18 @@ mod tests {
             .err()
             .unwrap();
         assert!(
-            e.contains("give a bigger bitmap_chunk_bytes (at least 262144)"),
+            matches!(
+                e,
+                BitmapError::TooManyRegions {
+                    chunk_bytes_min: 262144,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .contains("give a bigger bitmap_chunk_bytes (at least 262144)"),
             "{e}"
         );
     }

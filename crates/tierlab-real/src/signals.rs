@@ -28,15 +28,17 @@ pub struct BlockedStopSignals {
 }
 
 impl BlockedStopSignals {
-    pub fn new() -> Result<BlockedStopSignals, String> {
+    /// Fails with the OS error (its kind kept), saying what failed.
+    pub fn new() -> std::io::Result<BlockedStopSignals> {
         let set = stop_set();
         // SAFETY: valid sigsets; `old` receives the current mask.
         let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
         let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) };
         if rc != 0 {
-            return Err(format!(
-                "cannot block SIGINT/SIGTERM: {}",
-                std::io::Error::from_raw_os_error(rc)
+            let e = std::io::Error::from_raw_os_error(rc);
+            return Err(std::io::Error::new(
+                e.kind(),
+                format!("cannot block SIGINT/SIGTERM: {e}"),
             ));
         }
         Ok(BlockedStopSignals { old })
@@ -64,7 +66,7 @@ pub struct StopSignals {
 }
 
 impl StopSignals {
-    pub fn watch(stop: Arc<AtomicBool>, what: &'static str) -> Result<StopSignals, String> {
+    pub fn watch(stop: Arc<AtomicBool>, what: &'static str) -> std::io::Result<StopSignals> {
         let blocked = BlockedStopSignals::new()?;
         let done = Arc::new(AtomicBool::new(false));
         let watching = Arc::clone(&done);
@@ -102,7 +104,9 @@ impl StopSignals {
                     }
                 }
             })
-            .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+            .map_err(|e| {
+                std::io::Error::new(e.kind(), format!("cannot start the signal thread: {e}"))
+            })?;
         Ok(StopSignals {
             done,
             thread: Some(thread),

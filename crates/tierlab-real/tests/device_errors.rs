@@ -6,17 +6,22 @@
 
 use std::path::Path;
 
-use tierlab_real::{RealOptions, RealResult};
+use tierlab_real::error::DataPathError;
+use tierlab_real::{RealOptions, RealResult, RunError};
 use tierlab_sim::config;
 
 fn run(dir: &Path, text: &str) -> Result<RealResult, String> {
-    let cfg = config::parse(text, "test.toml", &[]).map_err(|e| e.to_string())?;
+    run_typed(dir, text).map_err(|e| e.to_string())
+}
+
+fn run_typed(dir: &Path, text: &str) -> Result<RealResult, RunError> {
+    let cfg = config::parse(text, "test.toml", &[]).map_err(RunError::from)?;
     let opts = RealOptions {
         verify: true,
         io_threads: 4,
         ..Default::default()
     };
-    tierlab_real::run(&cfg, dir, &opts).map_err(|e| e.to_string())
+    tierlab_real::run(&cfg, dir, &opts)
 }
 
 fn workload(count: u64) -> String {
@@ -94,7 +99,18 @@ fn a_policy_that_cannot_survive_a_device_error_stops_the_run_naming_it() {
          [policy]\nkind = \"hswd\"\npcache_bytes = \"2MiB\"\nband_bytes = \"256KiB\"\n{}",
         workload(1000)
     );
-    let e = run(dir.path(), &text).err().expect("the run stops");
+    let e = run_typed(dir.path(), &text).err().expect("the run stops");
+    // Typed: the device IO that failed, with the OS error.
+    match &e {
+        RunError::DataPath(DataPathError::Device(d)) => {
+            assert_eq!(d.device, "pcache");
+            assert_eq!(d.op, tierlab_core::Op::Write);
+            assert_eq!(d.source.raw_os_error(), Some(libc::EIO));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(e.io_error().is_some());
+    let e = e.to_string();
     assert!(
         e.contains("device pcache")
             && e.contains("failing every write after 50")

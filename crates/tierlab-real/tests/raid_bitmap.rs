@@ -14,7 +14,9 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use tierlab_real::backend::Backend;
+use tierlab_real::error::BackendError;
 use tierlab_real::raid::{RaidBackend, open};
+use tierlab_real::raid_bitmap::BitmapError;
 
 const UNIT: u64 = 16 << 10;
 const MEMBER_BYTES: u64 = 1 << 20;
@@ -47,7 +49,7 @@ fn array(dir: &Path, failed: &[usize], bitmap: Option<&str>) -> Result<RaidBacke
     } else {
         ""
     };
-    open(&table(dir, failed, bitmap, chunk), "devices[0]", dir)
+    open(&table(dir, failed, bitmap, chunk), "devices[0]", dir).map_err(|e| e.to_string())
 }
 
 fn counter(a: &RaidBackend, name: &str) -> f64 {
@@ -226,6 +228,21 @@ fn a_bitmap_of_another_array_or_a_damaged_one_is_refused() {
     )
     .err()
     .unwrap();
+    // Typed: the bitmap's key and what differs, one item each.
+    match &e {
+        BackendError::Bitmap {
+            key,
+            error: BitmapError::Foreign { differences, .. },
+        } => {
+            assert_eq!(key, "devices[0].bitmap");
+            assert_eq!(
+                differences,
+                &["bitmap_chunk_bytes 65536 (this config: 131072)".to_string()]
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let e = e.to_string();
     assert!(
         e.contains("made for another array")
             && e.contains("bitmap_chunk_bytes 65536 (this config: 131072)"),
@@ -272,7 +289,7 @@ fn bitmap_configs_that_cannot_work_are_refused_with_the_key() {
         let e = open(&table(d, &[], None, extra), "devices[0]", d)
             .err()
             .unwrap_or_else(|| panic!("{extra} accepted"));
-        assert!(e.contains(want), "{extra}: {e}");
+        assert!(e.to_string().contains(want), "{extra}: {e}");
     }
     let raid0: toml::Table = toml::from_str(&format!(
         "model = \"raid\"\nlevel = \"raid0\"\nstripe_unit_bytes = {UNIT}\nbitmap = \"b\"\n\
@@ -280,7 +297,7 @@ fn bitmap_configs_that_cannot_work_are_refused_with_the_key() {
          {{ path = \"c\", capacity_bytes = {MEMBER_BYTES}, create = true }}]"
     ))
     .unwrap();
-    let e = open(&raid0, "devices[0]", d).err().unwrap();
+    let e = open(&raid0, "devices[0]", d).err().unwrap().to_string();
     assert!(
         e.contains("key `devices[0].bitmap`") && e.contains("raid0 keeps no redundancy"),
         "{e}"

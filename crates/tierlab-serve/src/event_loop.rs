@@ -21,7 +21,7 @@ use tierlab_real::datapath::{Finished, HostRequest};
 use crate::conn::{Conn, Context, RECV_CHUNK_BYTES, Stream};
 use crate::record::TraceRecord;
 use crate::report::{ServeReport, write_into};
-use crate::{FIRST_CONN, IO_WAKE, LISTENER, Listener, SIGNALS, Server, TIMER, WAKER};
+use crate::{FIRST_CONN, IO_WAKE, LISTENER, Listener, SIGNALS, ServeError, Server, TIMER, WAKER};
 
 /// When stopping, clients get this long to disconnect after their last
 /// request was answered (later requests are answered ESHUTDOWN); then
@@ -104,13 +104,18 @@ struct Loop {
     timer_deadline_ns: Option<TimeNs>,
 }
 
-pub(crate) fn run(mut server: Server) -> Result<ServeReport, String> {
+pub(crate) fn run(mut server: Server) -> Result<ServeReport, ServeError> {
     let record = match &server.opts.record {
         Some(p) => Some(TraceRecord::create(p)?),
         None => None,
     };
     if let Some(dir) = &server.opts.out_dir {
-        std::fs::create_dir_all(dir).map_err(|e| format!("--out {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| ServeError::File {
+            flag: "--out",
+            path: dir.clone(),
+            action: "cannot create the folder",
+            source,
+        })?;
     }
     let e = &server.export[0];
     let report = ServeReport {
@@ -147,12 +152,11 @@ pub(crate) fn run(mut server: Server) -> Result<ServeReport, String> {
         interrupted: false,
         timer_deadline_ns: None,
     };
-    let result = l.serve();
-    if let Err(e) = &result {
+    if let Err(e) = l.serve() {
         l.server.core.abandon();
         // The outputs of what ran, then the error.
         let _ = l.write_outputs();
-        return Err(e.clone());
+        return Err(e);
     }
     let now = l.server.core.now_ns();
     l.report.serving_s = now as f64 / NS_PER_S as f64;
@@ -167,7 +171,7 @@ pub(crate) fn run(mut server: Server) -> Result<ServeReport, String> {
 }
 
 impl Loop {
-    fn serve(&mut self) -> Result<(), String> {
+    fn serve(&mut self) -> Result<(), ServeError> {
         let mut events = Events::with_capacity(256);
         loop {
             let phase = self.phase;
@@ -194,7 +198,12 @@ impl Loop {
             match self.server.poll.poll(&mut events, epoll_timeout) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(format!("epoll_wait: {e}")),
+                Err(source) => {
+                    return Err(ServeError::Sys {
+                        call: "epoll_wait",
+                        source,
+                    });
+                }
             }
             // What fell due while asleep (device completions, model
             // events, timers) reaches the policy before the requests that
@@ -296,7 +305,7 @@ impl Loop {
 
     /// Moves the stack forward without sleeping: completions, timers,
     /// finished host IOs (replies), barriers, held requests.
-    fn settle(&mut self) -> Result<(), String> {
+    fn settle(&mut self) -> Result<(), ServeError> {
         loop {
             let core = &mut self.server.core;
             let now = core.now_ns();
@@ -316,11 +325,9 @@ impl Loop {
                 progressed = true;
                 if self.phase == Phase::Syncing(b) {
                     if error.is_some() {
-                        return Err(format!(
-                            "the final sync of the backing stores failed, so the last writes \
-                             may not be durable: {}",
-                            self.server.core.device_error_messages.join("; ")
-                        ));
+                        return Err(ServeError::FinalSync {
+                            device_errors: self.server.core.device_error_messages.clone(),
+                        });
                     }
                     self.phase = Phase::Done;
                 }
@@ -351,7 +358,7 @@ impl Loop {
         }
     }
 
-    fn accept(&mut self) -> Result<(), String> {
+    fn accept(&mut self) -> Result<(), ServeError> {
         loop {
             let accepted = match &self.server.listener {
                 Some(Listener::Tcp(l)) => l.accept().map(|(s, a)| {
@@ -415,7 +422,7 @@ impl Loop {
     }
 
     /// Reads what the socket has (bounded), and handles every event.
-    fn read_conn(&mut self, token: Token) -> Result<(), String> {
+    fn read_conn(&mut self, token: Token) -> Result<(), ServeError> {
         loop {
             let Some(c) = self.conns.get_mut(&token) else {
                 return Ok(());
@@ -457,7 +464,7 @@ impl Loop {
         }
     }
 
-    fn resume_paused(&mut self) -> Result<(), String> {
+    fn resume_paused(&mut self) -> Result<(), ServeError> {
         let paused: Vec<Token> = self
             .conns
             .values()
@@ -470,7 +477,7 @@ impl Loop {
         Ok(())
     }
 
-    fn handle_events(&mut self, token: Token) -> Result<(), String> {
+    fn handle_events(&mut self, token: Token) -> Result<(), ServeError> {
         loop {
             let Some(c) = self.conns.get_mut(&token) else {
                 return Ok(());
@@ -571,7 +578,7 @@ impl Loop {
     }
 
     /// Starts a request: a host IO (or several), or an answer at once.
-    fn start(&mut self, token: Token, r: Request) -> Result<(), String> {
+    fn start(&mut self, token: Token, r: Request) -> Result<(), ServeError> {
         let counts = &mut self.report.requests;
         counts.fua += r.fua as u64;
         let pending = |kind| Pending {
@@ -656,7 +663,7 @@ impl Loop {
 
     /// Hands WRITE_ZEROES pieces to the stack while fewer than
     /// `ZERO_CHUNKS_IN_FLIGHT` are in it.
-    fn issue_zeros(&mut self, p: usize) -> Result<(), String> {
+    fn issue_zeros(&mut self, p: usize) -> Result<(), ServeError> {
         loop {
             let Some(pw) = self.pending[p].as_mut() else {
                 return Ok(());
@@ -693,7 +700,7 @@ impl Loop {
         buf: Vec<u8>,
         fua: bool,
         conn_id: u32,
-    ) -> Result<(), String> {
+    ) -> Result<(), ServeError> {
         let core = &mut self.server.core;
         if let Some(r) = &mut self.record {
             r.write(core.now_ns(), op, offset_bytes, size_bytes, fua, conn_id)?;
@@ -719,7 +726,7 @@ impl Loop {
     }
 
     /// Issues held host IOs, in order, while the first no longer conflicts.
-    fn issue_held(&mut self) -> Result<bool, String> {
+    fn issue_held(&mut self) -> Result<bool, ServeError> {
         let mut any = false;
         while let Some(r) = self.held.front() {
             let core = &mut self.server.core;
@@ -735,16 +742,15 @@ impl Loop {
     }
 
     /// A host IO the stack finished.
-    fn finished(&mut self, f: Finished) -> Result<(), String> {
+    fn finished(&mut self, f: Finished) -> Result<(), ServeError> {
         if f.user == STOP_FLUSH {
             if let Some(e) = f.error {
                 // A warm stop that cannot make the cache durable is no
                 // clean stop: say so (the restart recovers as after a crash).
-                return Err(format!(
-                    "the stop's FLUSH failed ({}): {}",
-                    e.as_str(),
-                    self.server.core.device_error_messages.join("; ")
-                ));
+                return Err(ServeError::StopFlush {
+                    error: e,
+                    device_errors: self.server.core.device_error_messages.clone(),
+                });
             }
             self.stop_flush_pending = false;
             return Ok(());
@@ -782,7 +788,7 @@ impl Loop {
     /// A FUA write first goes through a FLUSH of the policy: the policy
     /// must put it where a restart reads it (a write-back cache writes it
     /// back; a barrier alone would only sync the cache device).
-    fn durable_then_answer(&mut self, p: usize) -> Result<(), String> {
+    fn durable_then_answer(&mut self, p: usize) -> Result<(), ServeError> {
         let pw = self.pending[p].as_mut().expect("pending");
         if let Some(e) = pw.error {
             // Failed: nothing to make durable; answer once no part of it
@@ -962,7 +968,7 @@ impl Loop {
     }
 
     /// Moves through the stop phases; true when the server is done.
-    fn advance_phase(&mut self) -> Result<bool, String> {
+    fn advance_phase(&mut self) -> Result<bool, ServeError> {
         if self.interrupted {
             let dirty = self
                 .server
@@ -972,12 +978,8 @@ impl Loop {
                 .into_iter()
                 .find(|(k, _)| *k == "dirty_bytes")
                 .filter(|(_, v)| *v > 0.0)
-                .map(|(_, v)| format!(" ({v} dirty bytes on the fast tier)"))
-                .unwrap_or_default();
-            return Err(format!(
-                "interrupted before the policy finished writing back{dirty}: the backing \
-                 device may lack acknowledged writes"
-            ));
+                .map(|(_, v)| v);
+            return Err(ServeError::Interrupted { dirty_bytes: dirty });
         }
         let now = self.server.core.now_ns();
         match self.phase {
@@ -1051,7 +1053,7 @@ impl Loop {
 
     /// summary.json, metrics and policy logs as `tierlab run` writes them,
     /// plus `serve` (this report) in summary.json.
-    fn write_outputs(&mut self) -> Result<(), String> {
+    fn write_outputs(&mut self) -> Result<(), ServeError> {
         let Some(dir) = self.server.opts.out_dir.clone() else {
             return Ok(());
         };
@@ -1082,6 +1084,11 @@ impl Loop {
             ..Default::default()
         };
         let result = tierlab_real::RealResult { run, real };
-        write_into(&dir, &result, &self.report).map_err(|e| format!("--out {}: {e}", dir.display()))
+        write_into(&dir, &result, &self.report).map_err(|source| ServeError::File {
+            flag: "--out",
+            path: dir,
+            action: "cannot write the outputs",
+            source,
+        })
     }
 }

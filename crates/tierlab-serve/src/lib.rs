@@ -20,6 +20,7 @@
 //! fdatasyncs every store and writes the outputs.
 
 mod conn;
+mod error;
 mod event_loop;
 mod extents;
 mod record;
@@ -34,12 +35,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use mio::net::{TcpListener, UnixListener};
 use mio::{Interest, Poll, Token, Waker};
 use tierlab_core::NS_PER_S;
+use tierlab_core::ParamError;
 use tierlab_core::metrics::{MetricsConfig, Recorder};
 use tierlab_nbd::Export;
 use tierlab_real::datapath::Core;
 use tierlab_real::engine::{EngineKind, Io, Waiting};
+use tierlab_real::error::BackendError;
 use tierlab_stack::{StackConfig, StackContext};
 
+pub use error::ServeError;
 pub use report::{RequestCounts, ServeReport};
 
 /// Where the server listens.
@@ -52,16 +56,19 @@ pub enum Listen {
 
 impl Listen {
     /// `--tcp` values: `PORT` (loopback), `HOST:PORT`, `[V6]:PORT`.
-    pub fn parse_tcp(text: &str) -> Result<Listen, String> {
+    /// The error names the flag (`--tcp`) and the forms allowed.
+    pub fn parse_tcp(text: &str) -> Result<Listen, ServeError> {
         if let Ok(port) = text.parse::<u16>() {
             return Ok(Listen::Tcp(SocketAddr::from(([127, 0, 0, 1], port))));
         }
         use std::net::ToSocketAddrs;
         let bad = || {
-            format!(
-                "--tcp {text:?}: expected PORT (loopback), HOST:PORT (e.g. 127.0.0.1:10809 or \
-                 localhost:10809) or [V6]:PORT"
-            )
+            ServeError::Option(ParamError::new(
+                "--tcp",
+                format!("{text:?}"),
+                "PORT (loopback), HOST:PORT (e.g. 127.0.0.1:10809 or localhost:10809) or \
+                 [V6]:PORT",
+            ))
         };
         // A name (localhost:10809) resolves to its first address.
         text.to_socket_addrs()
@@ -168,17 +175,20 @@ pub struct Server {
     timer: OwnedFd,
 }
 
-fn check_options(opts: &ServeOptions) -> Result<(), String> {
+/// `map_err` for a failed system call of the event loop.
+fn sys(call: &'static str) -> impl FnOnce(std::io::Error) -> ServeError {
+    move |source| ServeError::Sys { call, source }
+}
+
+fn check_options(opts: &ServeOptions) -> Result<(), ServeError> {
     if !(opts.stats_interval_s.is_finite() && opts.stats_interval_s >= 0.001) {
-        return Err(format!(
-            "--stats-interval-s {}: allowed a number of seconds ≥ 0.001",
-            opts.stats_interval_s
-        ));
+        return Err(ServeError::Option(ParamError::new(
+            "--stats-interval-s",
+            opts.stats_interval_s,
+            "a number of seconds ≥ 0.001",
+        )));
     }
-    if opts.io_threads > 1024 {
-        return Err(format!("--io-threads {}: give 0 to 1024", opts.io_threads));
-    }
-    Ok(())
+    ParamError::check_range("--io-threads", opts.io_threads, 0, 1024).map_err(ServeError::Option)
 }
 
 impl Server {
@@ -189,7 +199,7 @@ impl Server {
         base_dir: &Path,
         listen: &Listen,
         opts: ServeOptions,
-    ) -> Result<Server, String> {
+    ) -> Result<Server, ServeError> {
         check_options(&opts)?;
         // A device table may carry a model (for --model-timing, `tierlab
         // sim`, `tierlab compare`) besides its backing store: the store is
@@ -203,11 +213,15 @@ impl Server {
                 let model = t.get("model").and_then(|v| v.as_str());
                 if opts.model_timing || (model.is_some() && model != Some("raid")) {
                     tierlab_real::raid::real_device_table(t, &at).map_err(|e| {
-                        if opts.model_timing {
-                            format!("{e} (--model-timing needs each device's model and its path)")
+                        let key = e.key_path();
+                        let message = if opts.model_timing {
+                            "--model-timing needs each device's `model` (its timing) and `path` \
+                             (its backing store)"
                         } else {
-                            e.replace("compare needs", "serve needs")
-                        }
+                            "a `model` but no `path`: serving needs each device's backing \
+                             store (`path`)"
+                        };
+                        ServeError::Backends(BackendError::key(key, message))
                     })
                 } else {
                     Ok(t.clone())
@@ -226,14 +240,13 @@ impl Server {
         backends: Vec<Box<dyn tierlab_real::backend::Backend>>,
         listen: &Listen,
         opts: ServeOptions,
-    ) -> Result<Server, String> {
+    ) -> Result<Server, ServeError> {
         check_options(&opts)?;
         if backends.len() != config.devices.len() {
-            return Err(format!(
-                "{} backing stores for {} devices",
-                backends.len(),
-                config.devices.len()
-            ));
+            return Err(ServeError::StoreCount {
+                stores: backends.len(),
+                devices: config.devices.len(),
+            });
         }
         let names = config.device_names();
         let capacities: Vec<u64> = backends.iter().map(|b| b.capacity_bytes()).collect();
@@ -253,24 +266,22 @@ impl Server {
                 .collect(),
             tenants: Vec::new(),
         };
-        let policy = tierlab_real::open::build_real_policy(&config.policy, &ctx)
-            .map_err(|e| e.to_string())?;
+        let policy = tierlab_real::open::build_real_policy(&config.policy, &ctx)?;
         let align = policy.required_alignment_bytes().max(1);
         if !align.is_power_of_two() || align > BLOCK_MIN_LIMIT_BYTES {
-            return Err(format!(
-                "policy {} moves data in units of {align} bytes; NBD's minimum block size must \
-                 be a power of two ≤ 65536 (use a smaller page or block size)",
-                policy.name()
-            ));
+            return Err(ServeError::BlockSize {
+                policy: policy.name().to_string(),
+                align_bytes: align,
+            });
         }
         let block_min = align.max(512) as u32;
-        let volume =
-            tierlab_stack::volume_bytes(&config.policy, &ctx).map_err(|e| e.to_string())?;
+        let volume = tierlab_stack::volume_bytes(&config.policy, &ctx)?;
         let size_bytes = volume / block_min as u64 * block_min as u64;
         if size_bytes == 0 {
-            return Err(format!(
-                "the stack's volume is {volume} bytes, less than one {block_min}-byte block"
-            ));
+            return Err(ServeError::VolumeTooSmall {
+                volume_bytes: volume,
+                block_bytes: block_min,
+            });
         }
         let tier_names = policy.tier_names();
         let export = Export {
@@ -298,7 +309,7 @@ impl Server {
             block_max_bytes: BLOCK_MAX_BYTES,
             meta_contexts: vec!["base:allocation".into(), "tierlab:tier".into()],
         };
-        export.validate().map_err(|e| format!("export: {e}"))?;
+        export.validate().map_err(ServeError::Export)?;
         let interval_ns = (opts.stats_interval_s * NS_PER_S as f64).round() as u64;
         let recorder = Recorder::new(MetricsConfig {
             interval_ns,
@@ -308,7 +319,7 @@ impl Server {
             timeline: false,
             ..MetricsConfig::default()
         })
-        .map_err(|e| format!("metrics: {e}"))?;
+        .map_err(ServeError::Metrics)?;
         let backends = Arc::new(backends);
         // The server sleeps in epoll: the engine bumps an eventfd (`wake_fd`).
         let io = Io::new(
@@ -319,20 +330,18 @@ impl Server {
         )?;
         let mut core = Core::new(policy, backends, names, io, recorder, interval_ns);
         if opts.model_timing {
-            let models = tierlab_stack::devices::build_models(&config.devices, config.seed)
-                .map_err(|e| format!("--model-timing: {e}"))?;
+            let models = tierlab_stack::devices::build_models(&config.devices, config.seed)?;
             core = core.with_models(models)?;
         }
         // Recover the policy's persistent state from the stores (or format).
-        core.open_policy().map_err(|e| e.to_string())?;
+        core.open_policy()?;
 
-        let poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
-        let waker =
-            Arc::new(Waker::new(poll.registry(), WAKER).map_err(|e| format!("epoll waker: {e}"))?);
+        let poll = Poll::new().map_err(sys("epoll"))?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(sys("epoll waker"))?);
         if let Some(fd) = core.io.wake_fd() {
             poll.registry()
                 .register(&mut mio::unix::SourceFd(&fd), IO_WAKE, Interest::READABLE)
-                .map_err(|e| format!("epoll: the IO engine's descriptor: {e}"))?;
+                .map_err(sys("epoll: the IO engine's descriptor"))?;
         }
         // SAFETY: a new descriptor we own, or -1.
         let timer = unsafe {
@@ -341,7 +350,7 @@ impl Server {
                 libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
             );
             if fd < 0 {
-                return Err(format!("timerfd: {}", std::io::Error::last_os_error()));
+                return Err(sys("timerfd")(std::io::Error::last_os_error()));
             }
             OwnedFd::from_raw_fd(fd)
         };
@@ -351,7 +360,7 @@ impl Server {
                 TIMER,
                 Interest::READABLE,
             )
-            .map_err(|e| format!("epoll: timerfd: {e}"))?;
+            .map_err(sys("epoll: timerfd"))?;
         let (mut listener, uri) = match listen {
             Listen::Unix(path) => {
                 if path.exists() {
@@ -362,29 +371,45 @@ impl Server {
                         .map(|m| m.file_type().is_socket())
                         .unwrap_or(false);
                     if !is_socket {
-                        return Err(format!(
-                            "--unix {}: exists and is not a socket; give a new path",
-                            path.display()
-                        ));
+                        return Err(ServeError::SocketPath {
+                            path: path.clone(),
+                            problem: "exists and is not a socket; give a new path",
+                        });
                     }
                     if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                        return Err(format!(
-                            "--unix {}: a server is already listening there",
-                            path.display()
-                        ));
+                        return Err(ServeError::SocketPath {
+                            path: path.clone(),
+                            problem: "a server is already listening there",
+                        });
                     }
-                    std::fs::remove_file(path)
-                        .map_err(|e| format!("--unix {}: cannot replace: {e}", path.display()))?;
+                    std::fs::remove_file(path).map_err(|source| ServeError::File {
+                        flag: "--unix",
+                        path: path.clone(),
+                        action: "cannot replace",
+                        source,
+                    })?;
                 }
-                let l = UnixListener::bind(path)
-                    .map_err(|e| format!("--unix {}: cannot listen: {e}", path.display()))?;
+                let l = UnixListener::bind(path).map_err(|source| ServeError::File {
+                    flag: "--unix",
+                    path: path.clone(),
+                    action: "cannot listen",
+                    source,
+                })?;
                 let uri = format!("nbd+unix:///{}?socket={}", opts.export_name, path.display());
                 (Listener::Unix(l, path.clone()), uri)
             }
             Listen::Tcp(addr) => {
-                let l = TcpListener::bind(*addr)
-                    .map_err(|e| format!("--tcp {addr}: cannot listen: {e}"))?;
-                let local = l.local_addr().map_err(|e| format!("--tcp {addr}: {e}"))?;
+                let tcp = |action| {
+                    move |source| ServeError::Tcp {
+                        address: *addr,
+                        action,
+                        source,
+                    }
+                };
+                let l = TcpListener::bind(*addr).map_err(tcp("cannot listen"))?;
+                let local = l
+                    .local_addr()
+                    .map_err(tcp("cannot read the address bound"))?;
                 let uri = format!("nbd://{local}/{}", opts.export_name);
                 (Listener::Tcp(l), uri)
             }
@@ -395,7 +420,7 @@ impl Server {
         };
         poll.registry()
             .register(source, LISTENER, Interest::READABLE)
-            .map_err(|e| format!("epoll: the listening socket: {e}"))?;
+            .map_err(sys("epoll: the listening socket"))?;
         Ok(Server {
             poll,
             listener: Some(listener),
@@ -446,7 +471,7 @@ impl Server {
     /// Stops on SIGINT or SIGTERM (a second one while draining aborts).
     /// SIGINT/SIGTERM must be blocked before `bind` starts the IO threads
     /// (`tierlab_real::signals::BlockedStopSignals`).
-    pub fn watch_signals(&mut self) -> Result<(), String> {
+    pub fn watch_signals(&mut self) -> Result<(), ServeError> {
         // SAFETY: a local sigset and a new descriptor we own.
         let fd = unsafe {
             let mut set: libc::sigset_t = std::mem::zeroed();
@@ -455,7 +480,7 @@ impl Server {
             libc::sigaddset(&mut set, libc::SIGTERM);
             let fd = libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC);
             if fd < 0 {
-                return Err(format!("signalfd: {}", std::io::Error::last_os_error()));
+                return Err(sys("signalfd")(std::io::Error::last_os_error()));
             }
             OwnedFd::from_raw_fd(fd)
         };
@@ -466,14 +491,14 @@ impl Server {
                 SIGNALS,
                 Interest::READABLE,
             )
-            .map_err(|e| format!("epoll: signalfd: {e}"))?;
+            .map_err(sys("epoll: signalfd"))?;
         self.signals = Some(fd);
         Ok(())
     }
 
     /// Serves until stopped; then drains the policy, syncs every store and
     /// writes the outputs.
-    pub fn run(self) -> Result<ServeReport, String> {
+    pub fn run(self) -> Result<ServeReport, ServeError> {
         event_loop::run(self)
     }
 }
@@ -501,8 +526,16 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let e = Listen::parse_tcp("localhost:x").unwrap_err();
+        let ServeError::Option(p) = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(
+            (p.key(), p.found.as_str()),
+            ("--tcp".into(), "\"localhost:x\"")
+        );
+        let e = e.to_string();
         assert!(
-            e.contains("--tcp \"localhost:x\"") && e.contains("HOST:PORT"),
+            e.contains("`--tcp`") && e.contains("\"localhost:x\"") && e.contains("HOST:PORT"),
             "{e}"
         );
     }

@@ -16,6 +16,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use crate::ServeError;
 use tierlab_core::{Op, TimeNs};
 use tierlab_trace::formats::native::{NativeWriter, RECORD_FLAG_FUA};
 use tierlab_trace::{IoRecord, TimeBase};
@@ -34,11 +35,17 @@ pub(crate) struct TraceRecord {
 }
 
 impl TraceRecord {
-    pub(crate) fn create(path: &Path) -> Result<TraceRecord, String> {
-        let file = File::create(path)
-            .map_err(|e| format!("--record {}: cannot create: {e}", path.display()))?;
-        let writer =
-            NativeWriter::new(file).map_err(|e| format!("--record {}: {e}", path.display()))?;
+    pub(crate) fn create(path: &Path) -> Result<TraceRecord, ServeError> {
+        let file = File::create(path).map_err(|source| ServeError::File {
+            flag: "--record",
+            path: path.to_path_buf(),
+            action: "cannot create",
+            source,
+        })?;
+        let writer = NativeWriter::new(file).map_err(|error| ServeError::Record {
+            path: path.to_path_buf(),
+            error: Box::new(error),
+        })?;
         Ok(TraceRecord {
             path: path.to_path_buf(),
             writer,
@@ -55,7 +62,7 @@ impl TraceRecord {
         size_bytes: u32,
         fua: bool,
         conn: u32,
-    ) -> Result<(), String> {
+    ) -> Result<(), ServeError> {
         let device_id = conn.min(CONN_IDS_MAX);
         self.conns = self.conns.max(device_id + 1);
         let r = IoRecord {
@@ -69,7 +76,7 @@ impl TraceRecord {
         let flags = if fua { RECORD_FLAG_FUA } else { 0 };
         self.writer
             .write_with_flags(&r, flags)
-            .map_err(|e| format!("--record {}: {e}", self.path.display()))?;
+            .map_err(|error| self.fail(error))?;
         // The writer has just written a block of records over the names
         // trailer of the last checkpoint: put a trailer and header back at
         // once, so the file is a readable trace but for microseconds.
@@ -79,24 +86,34 @@ impl TraceRecord {
         Ok(())
     }
 
+    fn fail(&self, error: tierlab_trace::TraceError) -> ServeError {
+        ServeError::Record {
+            path: self.path.clone(),
+            error: Box::new(error),
+        }
+    }
+
     fn names(&self) -> Vec<String> {
         (0..self.conns.max(1)).map(|i| format!("conn{i}")).collect()
     }
 
     /// Makes the file a complete trace of what was recorded so far.
-    pub(crate) fn checkpoint(&mut self) -> Result<(), String> {
+    pub(crate) fn checkpoint(&mut self) -> Result<(), ServeError> {
         let names = self.names();
         self.writer
             .checkpoint(&names, TimeBase::Relative)
-            .map_err(|e| format!("--record {}: {e}", self.path.display()))
+            .map_err(|error| self.fail(error))
     }
 
     /// Ends the trace; returns the record count.
-    pub(crate) fn finish(self) -> Result<u64, String> {
+    pub(crate) fn finish(self) -> Result<u64, ServeError> {
         let names = self.names();
         let path = self.path.clone();
         self.writer
             .finish(&names, TimeBase::Relative)
-            .map_err(|e| format!("--record {}: {e}", path.display()))
+            .map_err(|error| ServeError::Record {
+                path,
+                error: Box::new(error),
+            })
     }
 }

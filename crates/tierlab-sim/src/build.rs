@@ -50,7 +50,7 @@ pub fn workload(
             let (format, csv) = match format.as_deref() {
                 Some(f) => {
                     let (format, csv) = tierlab_trace::formats::csv::parse_format_spec(f)
-                        .map_err(|e| ConfigError::key(key("format"), e))?;
+                        .map_err(|e| ConfigError::param(e.with_key(key("format"))))?;
                     (Some(format), csv)
                 }
                 None => (None, None),

@@ -7,6 +7,7 @@
 
 use std::path::Path;
 
+use crate::error::TraceError;
 use crate::format::Format;
 use crate::formats::{fio, native, oracle, vscsi};
 
@@ -19,9 +20,18 @@ pub const CLOUDPHYSICS_CSV_HEADER: &str = "version,time,op,size,lbn";
 /// The column mapping that reads it (docs/trace-formats.md).
 pub const CLOUDPHYSICS_CSV_COLUMNS: &str = "time=2,op=3,size=4,lbn=5,header";
 
-/// The format of a trace from its first bytes. `Format::Csv` only for the
-/// CloudPhysics CSV header, which `CLOUDPHYSICS_CSV_COLUMNS` reads.
-pub fn detect(head: &[u8], path: &Path) -> Result<Format, String> {
+/// The format of the input `path` begins with `head`; the error names the
+/// path (as `input::display_path` shows it) and says what to pass.
+/// `Format::Csv` only for the CloudPhysics CSV header, which
+/// `CLOUDPHYSICS_CSV_COLUMNS` reads.
+pub fn detect(head: &[u8], path: &Path) -> Result<Format, TraceError> {
+    detect_head(head, path).map_err(|message| TraceError::Format {
+        path: crate::input::display_path(path),
+        message,
+    })
+}
+
+fn detect_head(head: &[u8], path: &Path) -> Result<Format, String> {
     if head.is_empty() {
         return Err("the input is empty: cannot detect its format (pass --format)".into());
     }

@@ -195,7 +195,7 @@ pub struct TraceReader {
 /// binary format on text, a text format on binary records) would yield
 /// garbage records or a confusing parse error: refuse it and name the
 /// format detection picks.
-fn check_forced(forced: Format, head: &[u8], path: &Path) -> std::result::Result<(), String> {
+fn check_forced(forced: Format, head: &[u8], path: &Path) -> Result<()> {
     let binary = |f: Format| {
         matches!(
             f,
@@ -205,7 +205,7 @@ fn check_forced(forced: Format, head: &[u8], path: &Path) -> std::result::Result
     match detect::detect(head, path) {
         Ok(detected) if detected != forced && binary(detected) != binary(forced) => {
             let kind = |f: Format| if binary(f) { "binary" } else { "text" };
-            Err(format!(
+            let message = format!(
                 "the forced format `{}` is {}, but this file reads as {} `{}` ({}); drop the \
                  forced format to use detection, or force `{}`",
                 forced.name(),
@@ -214,7 +214,11 @@ fn check_forced(forced: Format, head: &[u8], path: &Path) -> std::result::Result
                 detected.name(),
                 detected.description(),
                 detected.name()
-            ))
+            );
+            Err(TraceError::Format {
+                path: input::display_path(path),
+                message,
+            })
         }
         _ => Ok(()),
     }
@@ -234,17 +238,11 @@ impl TraceReader {
         let forced = options.format.or(options.csv.as_ref().map(|_| Format::Csv));
         let format = match forced {
             Some(f) => {
-                check_forced(f, &head, path).map_err(|message| TraceError::Format {
-                    path: shown.clone(),
-                    message,
-                })?;
+                check_forced(f, &head, path)?;
                 Self::probe_forced(f, &shown, &head, path, options)?;
                 f
             }
-            None => detect::detect(&head, path).map_err(|message| TraceError::Format {
-                path: shown.clone(),
-                message,
-            })?,
+            None => detect::detect(&head, path)?,
         };
         if format == Format::Native {
             return Self::open_native(path, shown, compression, stream, head, options);
@@ -343,10 +341,10 @@ impl TraceReader {
                 }
             )));
         }
-        let header = formats::native::Header::parse(&head).map_err(&fail)?;
+        let header = formats::native::Header::parse(&head, &shown)?;
         let mut file =
             std::fs::File::open(path).map_err(|e| TraceError::io(&shown, Location::Input, e))?;
-        let names = header.read_names(&mut file).map_err(&fail)?;
+        let names = header.read_names(&mut file, &shown)?;
         let devices: DeviceTable = names.into_iter().collect();
         drop(stream);
         // SAFETY: the map is read-only; a file truncated underneath us would

@@ -414,17 +414,22 @@ fn mapping_specs(a: &HswdArgs, dir: &Path) -> ExpResult<Vec<Spec>> {
 
 /// Reads the first records of a `--trace` now, so that a file tierlab
 /// cannot read fails before the first run, not after dozens of them.
-fn check_trace(path: &Path, format: Option<&str>) -> Result<(), String> {
+fn check_trace(path: &Path, format: Option<&str>) -> Result<(), tierlab_trace::TraceError> {
+    let format = format
+        .map(|f| {
+            f.parse().map_err(|why: String| {
+                tierlab_trace::ParamError::new("--trace-format", format!("{f:?}"), "a trace format")
+                    .because(why)
+            })
+        })
+        .transpose()?;
     let options = tierlab_trace::ReadOptions {
-        format: format.map(str::parse).transpose()?,
+        format,
         ..Default::default()
     };
-    let mut reader = tierlab_trace::TraceReader::open(path, &options).map_err(|e| e.to_string())?;
+    let mut reader = tierlab_trace::TraceReader::open(path, &options)?;
     for _ in 0..1000 {
-        if tierlab_trace::RecordStream::next_record(&mut reader)
-            .map_err(|e| e.to_string())?
-            .is_none()
-        {
+        if tierlab_trace::RecordStream::next_record(&mut reader)?.is_none() {
             break;
         }
     }

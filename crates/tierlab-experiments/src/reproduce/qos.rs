@@ -141,11 +141,17 @@ fn at(schedule: &[(f64, f64)], t_s: f64) -> f64 {
     if i == 0 { 0.0 } else { schedule[i - 1].1 }
 }
 
-fn controller_params(config: &SimConfig) -> Result<tierlab_policies::qos::QosParams, String> {
+fn controller_params(
+    config: &SimConfig,
+) -> Result<tierlab_policies::qos::QosParams, tierlab_sim::config::ConfigError> {
     if config.policy.kind != "busy-rate-qos" {
-        return Err("the QoS evaluation configs must use policy kind \"busy-rate-qos\"".into());
+        return Err(tierlab_sim::config::ConfigError::value(
+            "policy.kind",
+            format!("{:?}", config.policy.kind),
+            "\"busy-rate-qos\" (the QoS evaluation's configs)",
+        ));
     }
-    config.policy.typed().map_err(|e| e.to_string())
+    config.policy.typed()
 }
 
 struct EvalRun {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tierlab_serve::{Listen, ServeOptions, ServeReport, Server, StopHandle};
+use tierlab_serve::{Listen, ServeError, ServeOptions, ServeReport, Server, StopHandle};
 use tierlab_stack::StackConfig;
 
 // ---- Numbers from proto.md (spelled out again on purpose) ----
@@ -411,7 +411,7 @@ impl Drop for Running {
 /// policy and device models are plain trait objects), so it must live in
 /// the thread that runs it; the stop handle, URI and export come back.
 fn spawn(
-    bind: impl FnOnce() -> Result<Server, String> + Send + 'static,
+    bind: impl FnOnce() -> Result<Server, ServeError> + Send + 'static,
     dir: tempfile::TempDir,
     sock: PathBuf,
 ) -> Running {
@@ -422,6 +422,7 @@ fn spawn(
             let server = match bind() {
                 Ok(s) => s,
                 Err(e) => {
+                    let e = e.to_string();
                     let _ = tx.send(Err(e.clone()));
                     return Err(e);
                 }
@@ -431,7 +432,7 @@ fn spawn(
                 server.uri().to_string(),
                 server.export().clone(),
             )));
-            server.run()
+            server.run().map_err(|e| e.to_string())
         })
         .expect("spawn the server thread");
     let (stop, uri, export) = match rx.recv().expect("the server thread reports its bind") {

@@ -26,12 +26,16 @@ pub enum Event {
 }
 
 impl FromStr for Event {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = crate::ParamError;
+    fn from_str(s: &str) -> Result<Self, crate::ParamError> {
         match s {
             "Q" | "q" => Ok(Event::Q),
             "D" | "d" => Ok(Event::D),
-            _ => Err(format!("unknown blkparse event {s:?}: expected Q or D")),
+            _ => Err(crate::ParamError::new(
+                "",
+                format!("{s:?}"),
+                "a blkparse event: Q (queued) or D (dispatched)",
+            )),
         }
     }
 }

@@ -185,15 +185,25 @@ impl std::str::FromStr for CsvColumns {
 /// A format name, or `csv:MAPPING` (`csv:time=2,op=3,size=4,lbn=5,header`)
 /// where one string must carry both (a config's `format`, Python's
 /// `format=`).
+/// The error is under key `format`, with the reason the name or the
+/// mapping was refused.
 pub fn parse_format_spec(
     spec: &str,
-) -> Result<(crate::format::Format, Option<CsvColumns>), String> {
-    match spec.split_once(':') {
-        Some((name, mapping)) if name.trim().eq_ignore_ascii_case("csv") => {
-            Ok((crate::format::Format::Csv, Some(mapping.parse()?)))
-        }
-        _ => Ok((spec.parse()?, None)),
-    }
+) -> Result<(crate::format::Format, Option<CsvColumns>), crate::ParamError> {
+    let parsed = match spec.split_once(':') {
+        Some((name, mapping)) if name.trim().eq_ignore_ascii_case("csv") => mapping
+            .parse()
+            .map(|columns| (crate::format::Format::Csv, Some(columns))),
+        _ => spec.parse().map(|format| (format, None)),
+    };
+    parsed.map_err(|why: String| {
+        crate::ParamError::new(
+            "format",
+            format!("{spec:?}"),
+            "a trace format, or csv:MAPPING",
+        )
+        .because(why)
+    })
 }
 
 pub struct CsvParser {

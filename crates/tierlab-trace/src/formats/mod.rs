@@ -53,14 +53,18 @@ pub fn parser_for(
         Format::Systor => AnyParser::Lines(Box::new(systor::SystorParser)),
         Format::Arc => AnyParser::Lines(Box::new(arc::ArcParser)),
         Format::Vscsi => match vscsi::VscsiParser::from_head(head) {
-            Ok(parser) => {
+            Some(parser) => {
                 devices.intern("0");
                 AnyParser::Binary {
                     parser: Box::new(parser),
                     header_bytes: 0,
                 }
             }
-            Err(message) => AnyParser::Invalid(message),
+            None => AnyParser::Invalid(
+                "not a VSCSI trace: the version field of the first records is neither 1.x (v1, \
+                 32-byte records) nor 2.x (v2, 40-byte records)"
+                    .into(),
+            ),
         },
         Format::OracleGeneral => {
             devices.intern("0");

@@ -29,8 +29,9 @@
 //! ```
 
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
 
-use crate::error::{FieldError, TraceError};
+use crate::error::{FieldError, Location, TraceError};
 use crate::record::{IoRecord, Op, TimeBase};
 
 pub const MAGIC: &[u8; 8] = b"TIERLAB\0";
@@ -59,7 +60,16 @@ fn time_base_code(t: TimeBase) -> u8 {
 }
 
 impl Header {
-    pub fn parse(head: &[u8]) -> Result<Header, String> {
+    /// The header at the start of `head`; errors name `path` (the file
+    /// as shown to the user).
+    pub fn parse(head: &[u8], path: &Path) -> Result<Header, TraceError> {
+        Header::check(head).map_err(|message| TraceError::Format {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    fn check(head: &[u8]) -> Result<Header, String> {
         if head.len() < HEADER_BYTES || &head[..8] != MAGIC {
             return Err(
                 "not a tierlab native trace: missing the `TIERLAB\\0` magic or a 64-byte header"
@@ -133,19 +143,37 @@ impl Header {
         h
     }
 
-    /// Reads the device-name trailer from a seekable file.
-    pub fn read_names<R: Read + Seek>(&self, file: &mut R) -> Result<Vec<String>, String> {
+    /// Reads the device-name trailer from a seekable file (`path` as
+    /// shown to the user, for errors).
+    pub fn read_names<R: Read + Seek>(
+        &self,
+        file: &mut R,
+        path: &Path,
+    ) -> Result<Vec<String>, TraceError> {
+        let at = Location::Byte(self.names_offset);
+        let io = |e: std::io::Error, what: String| {
+            TraceError::io(
+                path,
+                at.clone(),
+                std::io::Error::new(e.kind(), format!("native trace: {what}: {e}")),
+            )
+        };
         file.seek(SeekFrom::Start(self.names_offset))
-            .map_err(|e| format!("native trace: cannot seek to the device names: {e}"))?;
+            .map_err(|e| io(e, "cannot seek to the device names".into()))?;
         let mut names = vec![0; self.names_bytes as usize];
         file.read_exact(&mut names).map_err(|e| {
-            format!(
-                "native trace: device-name trailer is truncated ({} bytes expected): {e}",
-                self.names_bytes
+            io(
+                e,
+                format!(
+                    "device-name trailer is truncated ({} bytes expected)",
+                    self.names_bytes
+                ),
             )
         })?;
-        let text = String::from_utf8(names)
-            .map_err(|_| "native trace: device names are not UTF-8".to_string())?;
+        let text = String::from_utf8(names).map_err(|_| TraceError::Format {
+            path: path.to_path_buf(),
+            message: "native trace: device names are not UTF-8".into(),
+        })?;
         Ok(text.split_terminator('\n').map(str::to_owned).collect())
     }
 }

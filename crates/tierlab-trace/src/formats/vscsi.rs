@@ -48,15 +48,15 @@ pub fn detect_version(head: &[u8]) -> Option<Version> {
 }
 
 impl VscsiParser {
-    pub fn from_head(head: &[u8]) -> Result<Self, String> {
+    /// The parser for the version the first records show; None when they
+    /// show neither (an empty input reads as v1).
+    pub fn from_head(head: &[u8]) -> Option<Self> {
         if head.is_empty() {
-            return Ok(VscsiParser {
+            return Some(VscsiParser {
                 version: Version::V1,
             });
         }
-        detect_version(head).map(|version| VscsiParser { version }).ok_or_else(|| {
-            "not a VSCSI trace: the version field of the first records is neither 1.x (v1, 32-byte records) nor 2.x (v2, 40-byte records)".to_string()
-        })
+        detect_version(head).map(|version| VscsiParser { version })
     }
 }
 

@@ -34,12 +34,12 @@ pub enum VmLayout {
 }
 
 impl std::str::FromStr for VmLayout {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
+    type Err = crate::ParamError;
+    fn from_str(s: &str) -> std::result::Result<Self, crate::ParamError> {
         match s {
             "devices" => Ok(Self::Devices),
             "lun" => Ok(Self::Lun),
-            _ => Err(format!("`{s}` is not a VM layout; known: devices, lun")),
+            _ => Err(crate::ParamError::unknown_name("", s, ["devices", "lun"])),
         }
     }
 }

@@ -9,7 +9,7 @@ use rand_distr::{Distribution, Exp1, StandardNormal};
 use rand_pcg::Pcg64Mcg;
 use serde::Deserialize;
 
-use crate::error::{Result, TraceError};
+use crate::error::{ParamError, Result, TraceError};
 
 pub(crate) const KIB: u64 = 1024;
 pub(crate) const MIB: u64 = 1024 * KIB;
@@ -240,8 +240,8 @@ enum SizeMixRepr {
 }
 
 impl TryFrom<SizeMixRepr> for SizeMix {
-    type Error = String;
-    fn try_from(repr: SizeMixRepr) -> std::result::Result<Self, String> {
+    type Error = ParamError;
+    fn try_from(repr: SizeMixRepr) -> std::result::Result<Self, ParamError> {
         match repr {
             SizeMixRepr::Fixed(size_bytes) => Ok(SizeMix::fixed(size_bytes)),
             SizeMixRepr::Text(text) => text.parse(),
@@ -303,23 +303,23 @@ impl SizeMix {
 }
 
 impl std::str::FromStr for SizeMix {
-    type Err = String;
-    fn from_str(text: &str) -> std::result::Result<Self, String> {
+    type Err = ParamError;
+    /// A size, or a `SIZE:WEIGHT,...` list; the error has no key (the
+    /// caller's: a generator parameter, a config key).
+    fn from_str(text: &str) -> std::result::Result<Self, ParamError> {
         let mut out = Vec::new();
         for part in text.split(',').map(str::trim) {
             let (size, weight) = match part.split_once(':') {
                 Some((s, w)) => (s, Some(w)),
                 None => (part, None),
             };
-            let size_bytes = parse_bytes(size)
-                .map_err(|e| format!("size {}: expected {}", e.found, e.expected))?;
+            let size_bytes = parse_bytes(size)?;
             let size_bytes = u32::try_from(size_bytes)
-                .map_err(|_| format!("size `{size}` is larger than 4 GiB"))?;
+                .map_err(|_| ParamError::new("", format!("`{size}`"), "a size below 4 GiB"))?;
             let weight = match weight {
-                Some(w) => w
-                    .trim()
-                    .parse::<f64>()
-                    .map_err(|_| format!("weight `{w}` is not a number"))?,
+                Some(w) => w.trim().parse::<f64>().map_err(|_| {
+                    ParamError::new("", format!("`{w}`"), "a number as the weight of a size")
+                })?,
                 None => 1.0,
             };
             out.push(SizeWeight { size_bytes, weight });
@@ -382,14 +382,12 @@ pub enum ArrivalKind {
 }
 
 impl std::str::FromStr for ArrivalKind {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
+    type Err = ParamError;
+    fn from_str(s: &str) -> std::result::Result<Self, ParamError> {
         match s {
             "fixed" => Ok(ArrivalKind::Fixed),
             "poisson" => Ok(ArrivalKind::Poisson),
-            _ => Err(format!(
-                "`{s}` is not an arrival process; known: fixed, poisson"
-            )),
+            _ => Err(ParamError::unknown_name("", s, ["fixed", "poisson"])),
         }
     }
 }

@@ -36,13 +36,15 @@ pub enum DurationDistribution {
 }
 
 impl std::str::FromStr for DurationDistribution {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
+    type Err = crate::ParamError;
+    fn from_str(s: &str) -> std::result::Result<Self, crate::ParamError> {
         match s {
             "exponential" => Ok(Self::Exponential),
             "lognormal" => Ok(Self::Lognormal),
-            _ => Err(format!(
-                "`{s}` is not a duration distribution; known: exponential, lognormal"
+            _ => Err(crate::ParamError::unknown_name(
+                "",
+                s,
+                ["exponential", "lognormal"],
             )),
         }
     }
@@ -61,14 +63,16 @@ pub enum DriftDirection {
 }
 
 impl std::str::FromStr for DriftDirection {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
+    type Err = crate::ParamError;
+    fn from_str(s: &str) -> std::result::Result<Self, crate::ParamError> {
         match s {
             "up" => Ok(Self::Up),
             "down" => Ok(Self::Down),
             "random" => Ok(Self::Random),
-            _ => Err(format!(
-                "`{s}` is not a drift direction; known: up, down, random"
+            _ => Err(crate::ParamError::unknown_name(
+                "",
+                s,
+                ["up", "down", "random"],
             )),
         }
     }

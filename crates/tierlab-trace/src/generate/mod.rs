@@ -478,12 +478,10 @@ mod tests {
             assert!(from_spec(name, &kv, 0).is_err(), "{name} {kv:?}");
         }
         let kv = KvParams::parse(["drift_direction=left"]).unwrap();
-        assert!(
-            from_spec("atsmf.src1_0", &kv, 0)
-                .err()
-                .unwrap()
-                .to_string()
-                .contains("known: up, down, random")
+        assert_eq!(
+            from_spec("atsmf.src1_0", &kv, 0).err().unwrap().to_string(),
+            "key `drift_direction`: expected one of: up, down, random (parameter of generator \
+             `atsmf.src1_0`), found \"left\""
         );
     }
 

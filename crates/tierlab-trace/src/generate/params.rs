@@ -261,7 +261,7 @@ impl KvReader<'_> {
 
     pub fn sizes(&self, key: &str, target: &mut SizeMix) -> Result<()> {
         if let Some(v) = self.kv.get(key) {
-            *target = v.parse().map_err(|e: String| {
+            *target = v.parse().map_err(|e: ParamError| {
                 self.fail(
                     key,
                     v,
@@ -288,13 +288,14 @@ impl KvReader<'_> {
         Ok(())
     }
 
-    pub fn choice<T: FromStr<Err = String>>(&self, key: &str, target: &mut T) -> Result<()> {
+    /// One of a fixed set of names; the error lists them under `key`.
+    pub fn choice<T: FromStr<Err = ParamError>>(&self, key: &str, target: &mut T) -> Result<()> {
         if let Some(v) = self.kv.get(key) {
-            *target = v.parse().map_err(|e: String| {
-                TraceError::Invalid(format!(
-                    "parameter `{key}` of generator `{}`: {e}",
-                    self.generator
-                ))
+            *target = v.parse().map_err(|e: ParamError| {
+                TraceError::Param(
+                    e.within(key)
+                        .because(format_args!("parameter of generator `{}`", self.generator)),
+                )
             })?;
         }
         Ok(())
