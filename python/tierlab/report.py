@@ -478,13 +478,15 @@ def _takeaway(page: _Page, d: Path, kind: str) -> None:
     if pvo.is_file():
         rows = _read_csv(pvo)
         counts = rows["verdict"].value_counts()
-        unmeasured = int(
-            ((rows["verdict"] == "differs") & rows["why"].fillna("").str.startswith("not measured")).sum()
-        )
+        why = rows["why"].fillna("")
+        unmeasured = int(((rows["verdict"] == "differs") & why.str.startswith("not measured")).sum())
+        # Candidates measured and ruled out, the cause not found (paper_vs_ours.rs summary_line).
+        not_found = int(((rows["verdict"] == "differs") & why.str.startswith("not found")).sum())
+        not_found_text = f", {not_found} not found among the causes measured" if not_found else ""
         items.append(
             f"Paper vs ours: {int(counts.get('holds', 0))} of {len(rows)} quantities and claims hold here, "
             f"{int(counts.get('differs', 0))} {'differs' if counts.get('differs', 0) == 1 else 'differ'} "
-            f"({unmeasured} with the cause not measured yet), "
+            f"({unmeasured} with the cause not measured yet{not_found_text}), "
             f"{int(counts.get('not comparable', 0))} cannot be compared — each with its reason below."
         )
     if kind == "sim":

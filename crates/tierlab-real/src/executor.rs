@@ -8,7 +8,7 @@
 //! timers when they are due, and sleeps in the IO engine (engine.rs:
 //! io_uring, threads or inline) until the next completion or deadline.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -115,6 +115,9 @@ struct Exec {
     verifier: Option<Verifier>,
     /// Verify mode: host IOs waiting because they overlap a write in flight.
     held: VecDeque<(u32, tierlab_sim::Arrival)>,
+    /// Host IO id → the tenant thread that issued it (`Arrival::thread`),
+    /// handed back to the tenant on completion.
+    threads: HashMap<u64, u32>,
     info: RealInfo,
     host_ios: u64,
     stop: Option<Arc<AtomicBool>>,
@@ -186,7 +189,8 @@ impl Exec {
             }
         }
         if h.record {
-            self.tenants[h.tenant as usize].complete();
+            let thread = self.threads.remove(&h.id).unwrap_or(0);
+            self.tenants[h.tenant as usize].complete(thread);
         }
         if self.spare_bufs.len() < SPARE_BUFS_MAX && h.buf.capacity() > 0 {
             self.spare_bufs.push(h.buf);
@@ -232,7 +236,8 @@ impl Exec {
         if !scan {
             self.host_ios += 1;
         }
-        self.core
+        let id = self
+            .core
             .issue(
                 now,
                 HostRequest {
@@ -246,6 +251,9 @@ impl Exec {
                 },
             )
             .map_err(RunError::DataPath)?;
+        if !scan {
+            self.threads.insert(id, a.thread);
+        }
         self.settle()
     }
 
@@ -438,6 +446,7 @@ impl Exec {
                     op: Op::Read,
                     offset_bytes: a * SECTOR,
                     size_bytes: ((e - a) * SECTOR) as u32,
+                    thread: 0,
                 };
                 self.issue(now, 0, arrival, true)?;
             }
@@ -529,6 +538,7 @@ pub fn run(
         tenants,
         verifier: opts.verify.then(Verifier::new),
         held: VecDeque::new(),
+        threads: HashMap::new(),
         info,
         host_ios: 0,
         stop: opts.stop.clone(),

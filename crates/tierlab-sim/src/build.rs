@@ -149,12 +149,14 @@ fn tenant(
         DriverConfig::Open { spread, .. } => spread,
         _ => SpreadMode::None,
     };
+    let t_budget = t.iops_budget;
     // Each tenant its own stream of spread times.
     let spread_seed = seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     Tenant::new(&t.name, workload, mode, stop, region, t.iops_cap)
         .map(|t| t.with_spread(spread, spread_seed))
         .and_then(|t| t.with_iops_schedule(schedule))
         .and_then(|t| t.with_window_offset_ns(offset_ns))
+        .and_then(|t| t.with_iops_budget(t_budget))
         .map_err(|e| ConfigError::param(e.within(format!("tenants[{index}]"))))
 }
 

@@ -6,6 +6,8 @@
 use std::path::{Path, PathBuf};
 use tierlab_trace::spread::SpreadMode;
 
+use crate::driver::IopsBudget;
+
 use serde::Deserialize;
 
 pub use tierlab_stack::config::{Bytes, ConfigError, ConfigErrorKind, ParamError, apply_overrides};
@@ -59,6 +61,10 @@ pub struct TenantConfig {
     /// (docs/simulation.md). Default 0.
     #[serde(default)]
     pub iops_window_offset_s: f64,
+    /// How the cap reaches a closed loop's threads: `shared` (default),
+    /// `per-thread` or `paced` (docs/simulation.md).
+    #[serde(default)]
+    pub iops_budget: IopsBudget,
 }
 
 /// One step of a tenant's `iops_schedule`.

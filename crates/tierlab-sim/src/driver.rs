@@ -8,7 +8,8 @@
 //! offset, as a load-control thread's own do). The cap is the lower of the
 //! tenant's own limit (fixed, or a schedule over time: its demand) and a
 //! policy's cap (`Action::CapTenant`), as the paper's load-control thread
-//! takes the smaller of the table's rate and the controller's.
+//! takes the smaller of the table's rate and the controller's. How the
+//! limit reaches a closed loop's threads is `IopsBudget`.
 
 use std::collections::VecDeque;
 
@@ -23,6 +24,49 @@ pub enum DriverMode {
     OpenLoop { speed: f64 },
     /// Keep `iodepth` IOs outstanding, in workload order, ignoring timestamps.
     ClosedLoop { iodepth: u32 },
+}
+
+/// How a capped closed-loop tenant's limit reaches its `iodepth` threads
+/// (the load-control thread "notifies the upper limit to the load threads",
+/// seed 001, Fig. 8; how they share it is not said).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IopsBudget {
+    /// One bucket per tenant second: any free thread issues while the
+    /// tenant's count is below the cap, so fast threads take up the slack
+    /// of slow ones.
+    #[default]
+    Shared,
+    /// Each thread its own per-second bucket (same windows): thread i gets
+    /// `floor(cap) / N`, the first `floor(cap) mod N` threads one more. A
+    /// thread behind a slow IO catches up only within its second and
+    /// cannot borrow another thread's IOs.
+    PerThread,
+    /// Each thread issues at most one IO per `N / cap` seconds from its
+    /// previous issue: a thread whose IO took longer issues at once when
+    /// it completes, and the lost time is not made up.
+    Paced,
+}
+
+impl IopsBudget {
+    pub fn name(self) -> &'static str {
+        match self {
+            IopsBudget::Shared => "shared",
+            IopsBudget::PerThread => "per-thread",
+            IopsBudget::Paced => "paced",
+        }
+    }
+}
+
+/// One of a closed loop's threads under a per-thread budget.
+#[derive(Clone, Copy, Debug, Default)]
+struct LoadThread {
+    busy: bool,
+    /// `PerThread`: its window (shifted time, as the tenant's) and IOs in it.
+    window_start_ns: TimeNs,
+    window_ios: u64,
+    /// `Paced`: when it last issued.
+    last_issue_ns: Option<TimeNs>,
 }
 
 /// When a closed-loop tenant stops issuing (it also stops at the end of its workload).
@@ -47,6 +91,9 @@ pub struct Arrival {
     pub op: Op,
     pub offset_bytes: u64,
     pub size_bytes: u32,
+    /// The closed-loop thread that issued it (0 unless the tenant's
+    /// budget is per thread); give it back to `Tenant::complete`.
+    pub thread: u32,
 }
 
 pub struct Tenant {
@@ -71,6 +118,9 @@ pub struct Tenant {
     window_start_ns: TimeNs,
     window_ios: u64,
     window_shift_ns: TimeNs,
+    budget: IopsBudget,
+    /// Per-thread budgets: one per `iodepth` thread (empty when shared).
+    threads: Vec<LoadThread>,
     /// Open loop: trace time of the first record.
     first_time_ns: Option<TimeNs>,
     last_arrival_ns: TimeNs,
@@ -133,6 +183,8 @@ impl Tenant {
             window_start_ns: 0,
             window_ios: 0,
             window_shift_ns: 0,
+            budget: IopsBudget::Shared,
+            threads: Vec::new(),
             first_time_ns: None,
             last_arrival_ns: 0,
             pending: VecDeque::new(),
@@ -217,6 +269,26 @@ impl Tenant {
             ));
         }
         self.window_shift_ns = (NS_PER_S - offset_ns) % NS_PER_S;
+        Ok(self)
+    }
+
+    /// How the cap reaches the closed loop's threads (default shared). A
+    /// per-thread budget needs a closed loop: an open loop has no threads.
+    pub fn with_iops_budget(mut self, budget: IopsBudget) -> Result<Tenant, ParamError> {
+        self.budget = budget;
+        self.threads = match (budget, &self.mode) {
+            (IopsBudget::Shared, _) => Vec::new(),
+            (_, DriverMode::ClosedLoop { iodepth }) => {
+                vec![LoadThread::default(); *iodepth as usize]
+            }
+            (_, DriverMode::OpenLoop { .. }) => {
+                return Err(ParamError::new(
+                    "iops_budget",
+                    budget.name(),
+                    "\"shared\" for an open-loop driver (per-thread budgets need a closed loop's threads)",
+                ));
+            }
+        };
         Ok(self)
     }
 
@@ -313,6 +385,7 @@ impl Tenant {
             op: r.op,
             offset_bytes,
             size_bytes,
+            thread: 0,
         }))
     }
 
@@ -330,7 +403,21 @@ impl Tenant {
             }
         }
         let want = self.pending.front().map(|a| a.time_ns).unwrap_or(now_ns);
-        let at = self.cap_delay(want);
+        let at = if self.threads.is_empty() {
+            self.cap_delay(want)
+        } else {
+            // The earliest of the free threads (closed loop: `want` ≤ now,
+            // and `issue` asks at now).
+            let want = want.max(now_ns);
+            match (0..self.threads.len())
+                .filter(|&i| !self.threads[i].busy)
+                .map(|i| self.thread_delay(i, want))
+                .min()
+            {
+                Some(at) => at,
+                None => return Ok(None),
+            }
+        };
         if self.stop.duration_ns.is_some_and(|d| at >= d) {
             // Held by the cap past the end: the run is over for this tenant.
             self.pending.clear();
@@ -342,19 +429,36 @@ impl Tenant {
 
     /// The earliest time ≥ `t` at which the token bucket allows an IO.
     fn cap_delay(&self, t: TimeNs) -> TimeNs {
+        self.bucket_delay(t, self.window_start_ns, self.window_ios, |cap| {
+            cap.floor().max(1.0) as u64
+        })
+    }
+
+    /// The earliest time ≥ `t` at which a per-second bucket whose window
+    /// `window_start_ns` (shifted time) has seen `window_ios` allows an
+    /// IO, `limit` turning the cap into IOs per window.
+    fn bucket_delay(
+        &self,
+        t: TimeNs,
+        window_start_ns: TimeNs,
+        window_ios: u64,
+        limit: impl Fn(f64) -> u64,
+    ) -> TimeNs {
         let Some(cap) = self.iops_cap_at(t) else {
             return t;
         };
-        let window = self.window_of(t);
-        if window > self.window_start_ns {
-            return t; // a fresh window
-        }
-        let allows = |cap: f64| (self.window_ios as f64) < cap.floor().max(1.0);
+        // A fresh window has seen nothing.
+        let fresh = self.window_of(t) > window_start_ns;
+        let seen = if fresh { 0 } else { window_ios };
+        let allows = |cap: f64| seen < limit(cap);
         if allows(cap) {
             return t;
         }
-        // A schedule step later in this window may lift the cap.
-        let end = self.window_start_ns + NS_PER_S - self.window_shift_ns;
+        // A schedule step later in this window may lift the cap; else the
+        // next window (which a per-thread share of 0 may not allow either:
+        // asked again then).
+        let start = self.window_of(t);
+        let end = start + NS_PER_S - self.window_shift_ns;
         self.iops_schedule
             .iter()
             .map(|(from, _)| *from)
@@ -363,10 +467,78 @@ impl Tenant {
             .unwrap_or(end)
     }
 
+    /// Thread `i`'s IOs per window under `PerThread` at `cap`.
+    fn thread_share(&self, i: usize, cap: f64) -> u64 {
+        let n = self.threads.len() as u64;
+        let total = cap.floor().max(1.0) as u64;
+        total / n + u64::from((i as u64) < total % n)
+    }
+
+    /// The earliest time ≥ `t` at which free thread `i` may issue.
+    fn thread_delay(&self, i: usize, t: TimeNs) -> TimeNs {
+        let th = &self.threads[i];
+        match self.budget {
+            IopsBudget::Shared => self.cap_delay(t),
+            IopsBudget::PerThread => {
+                self.bucket_delay(t, th.window_start_ns, th.window_ios, |cap| {
+                    self.thread_share(i, cap)
+                })
+            }
+            IopsBudget::Paced => {
+                let Some(last) = th.last_issue_ns else {
+                    return t;
+                };
+                let n = self.threads.len() as f64;
+                // Allowed at s once s ≥ last + N / cap(s). The cap is
+                // constant between schedule steps (a policy's cap changes
+                // between calls): the first such stretch with a time that
+                // qualifies gives it.
+                let mut from = t;
+                loop {
+                    let until = self
+                        .iops_schedule
+                        .iter()
+                        .map(|(s, _)| *s)
+                        .find(|s| *s > from)
+                        .unwrap_or(TimeNs::MAX);
+                    let at = match self.iops_cap_at(from) {
+                        None => from,
+                        Some(cap) => from.max(last + (n / cap * NS_PER_S as f64).round() as TimeNs),
+                    };
+                    if at < until {
+                        return at;
+                    }
+                    from = until;
+                }
+            }
+        }
+    }
+
     /// Takes the next IO to issue at `now_ns` (which `next_issue_ns` allowed).
     pub fn issue(&mut self, now_ns: TimeNs) -> Option<Arrival> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let thread = if self.threads.is_empty() {
+            0
+        } else {
+            // The lowest-numbered free thread allowed now.
+            let i = (0..self.threads.len())
+                .find(|&i| !self.threads[i].busy && self.thread_delay(i, now_ns) <= now_ns)?;
+            let window = self.window_of(now_ns);
+            let th = &mut self.threads[i];
+            if window != th.window_start_ns {
+                th.window_start_ns = window;
+                th.window_ios = 0;
+            }
+            th.window_ios += 1;
+            th.last_issue_ns = Some(now_ns);
+            th.busy = true;
+            i as u32
+        };
         let mut a = self.pending.pop_front()?;
         a.time_ns = now_ns;
+        a.thread = thread;
         let window = self.window_of(now_ns);
         if window != self.window_start_ns {
             self.window_start_ns = window;
@@ -379,7 +551,12 @@ impl Tenant {
         Some(a)
     }
 
-    pub fn complete(&mut self) {
+    /// An IO of `thread` (its `Arrival::thread`) completed.
+    pub fn complete(&mut self, thread: u32) {
+        if let Some(th) = self.threads.get_mut(thread as usize) {
+            debug_assert!(th.busy, "thread {thread} completed an IO it never issued");
+            th.busy = false;
+        }
         self.outstanding -= 1;
         self.completed_ios += 1;
     }

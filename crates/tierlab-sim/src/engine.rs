@@ -81,6 +81,8 @@ struct HostInFlight {
     op: Op,
     size_bytes: u32,
     tenant: u32,
+    /// The tenant's thread that issued it (`Arrival::thread`).
+    thread: u32,
 }
 
 struct DeviceInFlight {
@@ -396,6 +398,7 @@ impl Simulation {
                         op: a.op,
                         size_bytes: a.size_bytes,
                         tenant: i as u32,
+                        thread: a.thread,
                     });
                     self.host_ios += 1;
                     let io = HostIo {
@@ -548,7 +551,7 @@ impl OutboxSink for SimSink<'_> {
         self.obs
             .host_io(h.arrival_ns, now_ns, h.op, h.size_bytes, tier, h.tenant);
         self.sim.last_host_done_ns = self.sim.last_host_done_ns.max(now_ns);
-        self.sim.tenants[h.tenant as usize].complete();
+        self.sim.tenants[h.tenant as usize].complete(h.thread);
         Ok(())
     }
 

@@ -9,5 +9,5 @@ pub mod engine;
 pub mod run;
 mod slab;
 
-pub use driver::{Arrival, DriverMode, Region, StopAfter, Tenant};
+pub use driver::{Arrival, DriverMode, IopsBudget, Region, StopAfter, Tenant};
 pub use engine::{Counts, Observer, Progress, RunOutcome, SimError, Simulation};

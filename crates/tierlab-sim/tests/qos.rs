@@ -7,7 +7,7 @@ use tierlab_core::policy::{Action, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, NS_PER_S, TimeNs};
 use tierlab_sim::config::parse;
 use tierlab_sim::run::run;
-use tierlab_sim::{DriverMode, Observer, Simulation, StopAfter, Tenant};
+use tierlab_sim::{DriverMode, IopsBudget, Observer, Simulation, StopAfter, Tenant};
 use tierlab_stack::standard_device;
 
 /// A fast device (DRAM) and one closed-loop tenant: its IOs per second are
@@ -126,6 +126,133 @@ iops_window_offset_s = 0.5
             "{e}"
         );
     }
+}
+
+/// A closed-loop tenant of 2 threads, capped at `cap` IOPS with `budget`,
+/// driven by hand (sans-IO): `completions` gives each IO's completion time
+/// by issue order; returns the issue times in ms and the issuing threads.
+fn drive_by_hand(
+    budget: IopsBudget,
+    cap: f64,
+    schedule: Vec<(TimeNs, f64)>,
+    latency_ms: &[u64],
+) -> (Vec<u64>, Vec<u32>) {
+    const MS: TimeNs = NS_PER_S / 1000;
+    let config = parse(ONE_TENANT, "t.toml", &[]).unwrap();
+    let workload = tierlab_sim::build::workload(&config.tenants[0], 0, Path::new("."), 1).unwrap();
+    let mut tenant = Tenant::new(
+        "A",
+        workload,
+        DriverMode::ClosedLoop { iodepth: 2 },
+        StopAfter {
+            ios: Some(latency_ms.len() as u64),
+            ..StopAfter::default()
+        },
+        None,
+        Some(cap),
+    )
+    .unwrap()
+    .with_iops_schedule(schedule)
+    .unwrap()
+    .with_iops_budget(budget)
+    .unwrap();
+    // (completion time, thread) of the IOs in flight.
+    let mut in_flight: Vec<(TimeNs, u32)> = Vec::new();
+    let (mut issued_ms, mut threads) = (Vec::new(), Vec::new());
+    let mut now = 0;
+    loop {
+        while tenant.next_issue_ns(now).unwrap().is_some_and(|t| t <= now) {
+            let a = tenant.issue(now).unwrap();
+            in_flight.push((now + latency_ms[issued_ms.len()] * MS, a.thread));
+            issued_ms.push(now / MS);
+            threads.push(a.thread);
+        }
+        let next_issue = tenant.next_issue_ns(now).unwrap();
+        let next_done = in_flight.iter().map(|(t, _)| *t).min();
+        now = match (next_issue, next_done) {
+            (None, None) => break,
+            (a, b) => a.unwrap_or(TimeNs::MAX).min(b.unwrap_or(TimeNs::MAX)),
+        };
+        in_flight.retain(|(t, thread)| {
+            let done = *t <= now;
+            if done {
+                tenant.complete(*thread);
+            }
+            !done
+        });
+    }
+    (issued_ms, threads)
+}
+
+/// The three ways a tenant's limit reaches its threads, by hand: 2 threads
+/// at 4 IOPS, thread 1's first IO slow (900 ms), the others 100 ms.
+#[test]
+fn iops_budgets_shared_per_thread_and_paced() {
+    let lat = [100, 900, 100, 100, 100, 100];
+    // Shared: thread 0 takes up thread 1's slack (0, 0, 100, 200 ms); the
+    // next second's 4 start at 1 s (thread 1 back at 900 ms).
+    let (t, th) = drive_by_hand(IopsBudget::Shared, 4.0, vec![], &lat);
+    assert_eq!(t, vec![0, 0, 100, 200, 1000, 1000]);
+    assert_eq!(
+        th,
+        vec![0, 0, 0, 0, 0, 0],
+        "a shared budget tracks no threads"
+    );
+    // Per thread: 2 IOs each a second; thread 0 is done at 100 ms and
+    // waits for 1 s, thread 1 issues its second IO when its first
+    // completes (900 ms), within its second.
+    let (t, th) = drive_by_hand(IopsBudget::PerThread, 4.0, vec![], &lat);
+    assert_eq!(t, vec![0, 0, 100, 900, 1000, 1000]);
+    assert_eq!(th, vec![0, 1, 0, 1, 0, 1]);
+    // An odd cap: 3 IOPS gives thread 0 two, thread 1 one.
+    let (t, th) = drive_by_hand(IopsBudget::PerThread, 3.0, vec![], &lat);
+    assert_eq!(t, vec![0, 0, 100, 1000, 1000, 1100]);
+    assert_eq!(th, vec![0, 1, 0, 0, 1, 0]);
+    // Paced: one IO per 2 / 4 s = 500 ms per thread from its last issue;
+    // thread 1, late, issues at once on completion (900 ms) and is next
+    // allowed at 1400 ms: the lost time is lost.
+    let (t, th) = drive_by_hand(IopsBudget::Paced, 4.0, vec![], &lat);
+    assert_eq!(t, vec![0, 0, 500, 900, 1000, 1400]);
+    assert_eq!(th, vec![0, 1, 0, 1, 0, 1]);
+    // A step to 8 IOPS at 700 ms: thread 0 (last issue 500 ms) is allowed
+    // at max(700, 500 + 250) = 750 ms; before the step it would wait for 1 s.
+    let (t, th) = drive_by_hand(
+        IopsBudget::Paced,
+        4.0,
+        vec![(700 * NS_PER_S / 1000, 8.0)],
+        &lat,
+    );
+    assert_eq!(t, vec![0, 0, 500, 750, 900, 1000]);
+    assert_eq!(th, vec![0, 1, 0, 0, 1, 0]);
+    // An open loop has no threads to budget.
+    let config = parse(ONE_TENANT, "t.toml", &[]).unwrap();
+    let workload = tierlab_sim::build::workload(&config.tenants[0], 0, Path::new("."), 1).unwrap();
+    let e = Tenant::new(
+        "A",
+        workload,
+        DriverMode::OpenLoop { speed: 1.0 },
+        StopAfter::default(),
+        None,
+        Some(4.0),
+    )
+    .unwrap()
+    .with_iops_budget(IopsBudget::PerThread)
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        e.contains("iops_budget") && e.contains("per-thread") && e.contains("shared"),
+        "{e}"
+    );
+    // From a config: a bad name names the key and the choices.
+    let e = parse(
+        &ONE_TENANT.replace("iops_cap = 7", "iops_cap = 7\niops_budget = \"each\""),
+        "t.toml",
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("iops_budget") && e.contains("per-thread"), "{e}");
 }
 
 /// Caps tenant 0 at a fixed rate (a stand-in for a controller).

@@ -45,7 +45,9 @@ pub struct Comparison {
     pub ours: f64,
     pub verdict: Verdict,
     /// Empty when it holds; else the cause (measured, or "not measured
-    /// yet: ..."), or why it is not comparable.
+    /// yet: ...", or "not found; ruled out by measurement: ..." when the
+    /// candidates were measured and none is it), or why it is not
+    /// comparable.
     pub why: String,
 }
 
@@ -158,15 +160,25 @@ pub fn write_csv(dir: &Path, rows: &[Comparison]) -> ExpResult {
     Ok(())
 }
 
-/// One line per verdict count, for the command's output.
+/// One line per verdict count, for the command's output. A difference
+/// whose `why` starts with "not measured" has no measured cause yet; one
+/// starting with "not found" had its candidate causes measured and ruled
+/// out without finding it: both are unexplained, said apart.
 pub fn summary_line(rows: &[Comparison]) -> String {
     let count = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count();
-    let unexplained = rows
-        .iter()
-        .filter(|r| r.verdict == Verdict::Differs && r.why.starts_with("not measured"))
-        .count();
+    let differs_why = |prefix: &str| {
+        rows.iter()
+            .filter(|r| r.verdict == Verdict::Differs && r.why.starts_with(prefix))
+            .count()
+    };
+    let (unexplained, not_found) = (differs_why("not measured"), differs_why("not found"));
+    let not_found = if not_found > 0 {
+        format!(", {not_found} not found among the causes measured")
+    } else {
+        String::new()
+    };
     format!(
-        "paper vs ours: {} hold, {} differ ({unexplained} with the cause not measured yet), {} not comparable",
+        "paper vs ours: {} hold, {} differ ({unexplained} with the cause not measured yet{not_found}), {} not comparable",
         count(Verdict::Holds),
         count(Verdict::Differs),
         count(Verdict::NotComparable)
@@ -201,6 +213,26 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(tmp.path().join("paper_vs_ours.csv")).unwrap(),
             "quantity,workload,paper,ours,ratio,verdict,why\n\"mem, ratio\",w,0.8,0.4000,0.5000,differs,\"a \"\"b\"\"\"\n"
+        );
+    }
+
+    #[test]
+    fn the_summary_line_counts_unexplained_differences_apart() {
+        let row = |ours: f64, why: &'static str| numeric("q", "w", 1.0, ours, || why.to_string());
+        let rows = [
+            row(1.0, ""),
+            row(2.0, "measured: x"),
+            row(2.0, "not measured yet: y"),
+            row(2.0, "not found; ruled out by measurement: z"),
+            numeric("q", "w", 0.0, 1.0, String::new),
+        ];
+        assert_eq!(
+            summary_line(&rows),
+            "paper vs ours: 1 hold, 3 differ (1 with the cause not measured yet, 1 not found among the causes measured), 1 not comparable"
+        );
+        assert_eq!(
+            summary_line(&rows[..3]),
+            "paper vs ours: 1 hold, 2 differ (1 with the cause not measured yet), 0 not comparable"
         );
     }
 }

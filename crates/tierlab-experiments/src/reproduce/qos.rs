@@ -813,7 +813,9 @@ fn throttled_index(e: &Evaluation, config: &SimConfig) -> ExpResult<usize> {
 /// IO scheduler in front of the array, one queue per tenant and one per
 /// thread (the paper's host ran Linux 2.6.18, CFQ by default); B's
 /// backups as 512 KiB requests at the paper's 50 IOPS in place of 128 KiB
-/// ones at 50 × 1.8; and page-cache write-back of the tenants' writes.
+/// ones at 50 × 1.8; page-cache write-back of the tenants' writes; and
+/// each tenant's limit split among its load threads (`iops_budget =
+/// "per-thread"`: no thread borrows another's slack).
 fn eval1_variants() -> ExpResult<Vec<Value>> {
     let e = &EVALUATIONS[0];
     let base = parse_eval(e, &[])?;
@@ -845,6 +847,13 @@ fn eval1_variants() -> ExpResult<Vec<Value>> {
             "eval1-writeback",
             vec!["policy.writeback.depth=113".into()],
             "policy.writeback = {} (page-cache write-back of the tenants' writes, Linux 2.6.18's defaults for 2 GB: background 10 %, limit 40 %, 30 s expiry, 5 s passes, 113 in flight)".to_string(),
+        ),
+        (
+            "eval1-per-thread-budget",
+            (0..base.tenants.len())
+                .map(|i| format!("tenants.{i}.iops_budget=\"per-thread\""))
+                .collect(),
+            "tenants.*.iops_budget = \"per-thread\" (each of a tenant's 10 load threads its own share of the per-second limit, floor(limit) / 10: a thread behind a slow IO cannot borrow another's)".to_string(),
         ),
     ];
     let mut out = Vec::new();
