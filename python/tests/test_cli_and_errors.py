@@ -89,6 +89,10 @@ def test_convert_infers_format_from_name(tmp_path: Path) -> None:
         tierlab.convert(src, tmp_path / "t.unknown")
     with pytest.raises(ValueError, match="does not write"):
         tierlab.convert(src, tmp_path / "t.x", to="vscsi")
+    # An unknown output format is a ParamError naming the argument.
+    with pytest.raises(tierlab.ParamError, match="did you mean `msr`") as e:
+        tierlab.convert(src, tmp_path / "t.x", to="msrc")
+    assert e.value.key == "to"
 
 
 def test_malformed_line_names_file_line_field_and_text(tmp_path: Path, tierlab_exe: str) -> None:

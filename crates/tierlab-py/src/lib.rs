@@ -472,7 +472,16 @@ fn trace_stats<'py>(
 }
 
 fn parse_output_format(to: &str) -> PyResult<Format> {
-    let format = to.parse::<Format>().map_err(PyValueError::new_err)?;
+    let format = to.parse::<Format>().map_err(|e| {
+        param_err(
+            tierlab_trace::ParamError::new(
+                "to",
+                format!("{to:?}"),
+                "a trace format tierlab writes",
+            )
+            .because(e.to_string()),
+        )
+    })?;
     if !format.is_writable() {
         let names: Vec<&str> = Format::WRITABLE.iter().map(|f| f.name()).collect();
         return Err(PyValueError::new_err(format!(

@@ -171,8 +171,30 @@ impl fmt::Display for Format {
     }
 }
 
+/// A format name that is none of [`Format::ALL`] (nor an alias).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownFormat {
+    /// The name as given.
+    pub found: String,
+}
+
+impl fmt::Display for UnknownFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+        write!(
+            f,
+            "unknown trace format {:?}{}; known formats: {}",
+            self.found,
+            crate::names::did_you_mean(&self.found, names.iter().copied()),
+            names.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownFormat {}
+
 impl FromStr for Format {
-    type Err = String;
+    type Err = UnknownFormat;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let lower = s.to_ascii_lowercase();
@@ -191,13 +213,8 @@ impl FromStr for Format {
             .iter()
             .copied()
             .find(|f| f.name() == alias)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
-                format!(
-                    "unknown trace format {s:?}{}; known formats: {}",
-                    crate::names::did_you_mean(s, names.iter().copied()),
-                    names.join(", ")
-                )
+            .ok_or_else(|| UnknownFormat {
+                found: s.to_string(),
             })
     }
 }

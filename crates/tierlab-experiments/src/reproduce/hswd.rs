@@ -417,10 +417,15 @@ fn mapping_specs(a: &HswdArgs, dir: &Path) -> ExpResult<Vec<Spec>> {
 fn check_trace(path: &Path, format: Option<&str>) -> Result<(), tierlab_trace::TraceError> {
     let format = format
         .map(|f| {
-            f.parse().map_err(|why: String| {
-                tierlab_trace::ParamError::new("--trace-format", format!("{f:?}"), "a trace format")
-                    .because(why)
-            })
+            f.parse()
+                .map_err(|why: tierlab_trace::format::UnknownFormat| {
+                    tierlab_trace::ParamError::new(
+                        "--trace-format",
+                        format!("{f:?}"),
+                        "a trace format",
+                    )
+                    .because(why.to_string())
+                })
         })
         .transpose()?;
     let options = tierlab_trace::ReadOptions {

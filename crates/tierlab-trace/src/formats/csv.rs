@@ -61,125 +61,142 @@ const KEYS: &[&str] = &[
     "lbn-bytes",
 ];
 
-impl std::str::FromStr for CsvColumns {
-    type Err = String;
+/// A column mapping that cannot be read: an unknown key, a bad column
+/// number or unit, a missing start or size column; the message says which
+/// and what is allowed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CsvMappingError(pub String);
 
-    fn from_str(spec: &str) -> Result<Self, String> {
-        let mut time = None;
-        let mut op = None;
-        let mut size = None;
-        let mut offset = None;
-        let mut lbn = None;
-        let mut device = None;
-        let mut header = false;
-        let mut delimiter = Some(b',');
-        let mut time_unit_ns = 1_000_000_000;
-        let mut size_unit_bytes = 1;
-        let mut lbn_bytes = 512;
-        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (key, value) = item.split_once('=').unwrap_or((item, ""));
-            let key = key.trim().to_ascii_lowercase().replace('_', "-");
-            let value = value.trim();
-            let column = || -> Result<usize, String> {
-                match value.parse::<usize>() {
-                    Ok(n) if n >= 1 => Ok(n - 1),
-                    _ => Err(format!(
-                        "csv columns: `{key}={value}`: a column number counts from 1"
-                    )),
-                }
-            };
-            match key.as_str() {
-                "time" => time = Some(column()?),
-                "op" => op = Some(column()?),
-                "size" => size = Some(column()?),
-                "offset" => offset = Some(column()?),
-                "lbn" => lbn = Some(column()?),
-                "device" => device = Some(column()?),
-                "header" if value.is_empty() || value == "true" => header = true,
-                "header" if value == "false" => header = false,
-                "delimiter" => {
-                    delimiter = match value {
-                        "comma" | "" => Some(b','),
-                        "tab" => Some(b'\t'),
-                        "semicolon" => Some(b';'),
-                        "pipe" => Some(b'|'),
-                        "space" => None,
-                        other => {
-                            return Err(format!(
-                                "csv columns: delimiter `{other}`: one of comma, tab, space, \
-                                 semicolon, pipe"
-                            ));
-                        }
-                    }
-                }
-                "time-unit" => {
-                    time_unit_ns = match value {
-                        "s" => 1_000_000_000,
-                        "ms" => 1_000_000,
-                        "us" => 1_000,
-                        "ns" => 1,
-                        other => {
-                            return Err(format!(
-                                "csv columns: time-unit `{other}`: one of s, ms, us, ns"
-                            ));
-                        }
-                    }
-                }
-                "size-unit" => {
-                    size_unit_bytes = match value {
-                        "bytes" | "b" => 1,
-                        "sectors" => 512,
-                        other => {
-                            return Err(format!(
-                                "csv columns: size-unit `{other}`: bytes or sectors (512 B)"
-                            ));
-                        }
-                    }
-                }
-                "lbn-bytes" => {
-                    lbn_bytes = crate::units::parse_size_bytes(value)
-                        .ok()
-                        .filter(|&b| b > 0)
-                        .ok_or_else(|| {
-                            format!("csv columns: lbn-bytes `{value}`: a block size in bytes")
-                        })?
-                }
-                other => {
-                    return Err(format!(
-                        "csv columns: unknown key `{other}`{}; keys: {}",
-                        crate::names::did_you_mean(other, KEYS.iter().copied()),
-                        KEYS.join(", ")
-                    ));
-                }
-            }
-        }
-        let (start, start_unit_bytes) = match (offset, lbn) {
-            (Some(c), None) => (c, 1),
-            (None, Some(c)) => (c, lbn_bytes),
-            (Some(_), Some(_)) => {
-                return Err("csv columns: give offset= (bytes) or lbn= (blocks), not both".into());
-            }
-            (None, None) => {
-                return Err(
-                    "csv columns: where IOs start is needed: offset=N (bytes) or lbn=N (blocks)"
-                        .into(),
-                );
+impl std::fmt::Display for CsvMappingError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CsvMappingError {}
+
+impl std::str::FromStr for CsvColumns {
+    type Err = CsvMappingError;
+
+    fn from_str(spec: &str) -> Result<Self, CsvMappingError> {
+        parse_mapping(spec).map_err(CsvMappingError)
+    }
+}
+
+fn parse_mapping(spec: &str) -> Result<CsvColumns, String> {
+    let mut time = None;
+    let mut op = None;
+    let mut size = None;
+    let mut offset = None;
+    let mut lbn = None;
+    let mut device = None;
+    let mut header = false;
+    let mut delimiter = Some(b',');
+    let mut time_unit_ns = 1_000_000_000;
+    let mut size_unit_bytes = 1;
+    let mut lbn_bytes = 512;
+    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (key, value) = item.split_once('=').unwrap_or((item, ""));
+        let key = key.trim().to_ascii_lowercase().replace('_', "-");
+        let value = value.trim();
+        let column = || -> Result<usize, String> {
+            match value.parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(n - 1),
+                _ => Err(format!(
+                    "csv columns: `{key}={value}`: a column number counts from 1"
+                )),
             }
         };
-        let size = size.ok_or("csv columns: size=N is needed (the IO size column)")?;
-        Ok(CsvColumns {
-            time,
-            op,
-            size,
-            start,
-            start_unit_bytes,
-            size_unit_bytes,
-            device,
-            time_unit_ns,
-            header,
-            delimiter,
-        })
+        match key.as_str() {
+            "time" => time = Some(column()?),
+            "op" => op = Some(column()?),
+            "size" => size = Some(column()?),
+            "offset" => offset = Some(column()?),
+            "lbn" => lbn = Some(column()?),
+            "device" => device = Some(column()?),
+            "header" if value.is_empty() || value == "true" => header = true,
+            "header" if value == "false" => header = false,
+            "delimiter" => {
+                delimiter = match value {
+                    "comma" | "" => Some(b','),
+                    "tab" => Some(b'\t'),
+                    "semicolon" => Some(b';'),
+                    "pipe" => Some(b'|'),
+                    "space" => None,
+                    other => {
+                        return Err(format!(
+                            "csv columns: delimiter `{other}`: one of comma, tab, space, \
+                                 semicolon, pipe"
+                        ));
+                    }
+                }
+            }
+            "time-unit" => {
+                time_unit_ns = match value {
+                    "s" => 1_000_000_000,
+                    "ms" => 1_000_000,
+                    "us" => 1_000,
+                    "ns" => 1,
+                    other => {
+                        return Err(format!(
+                            "csv columns: time-unit `{other}`: one of s, ms, us, ns"
+                        ));
+                    }
+                }
+            }
+            "size-unit" => {
+                size_unit_bytes = match value {
+                    "bytes" | "b" => 1,
+                    "sectors" => 512,
+                    other => {
+                        return Err(format!(
+                            "csv columns: size-unit `{other}`: bytes or sectors (512 B)"
+                        ));
+                    }
+                }
+            }
+            "lbn-bytes" => {
+                lbn_bytes = crate::units::parse_size_bytes(value)
+                    .ok()
+                    .filter(|&b| b > 0)
+                    .ok_or_else(|| {
+                        format!("csv columns: lbn-bytes `{value}`: a block size in bytes")
+                    })?
+            }
+            other => {
+                return Err(format!(
+                    "csv columns: unknown key `{other}`{}; keys: {}",
+                    crate::names::did_you_mean(other, KEYS.iter().copied()),
+                    KEYS.join(", ")
+                ));
+            }
+        }
     }
+    let (start, start_unit_bytes) = match (offset, lbn) {
+        (Some(c), None) => (c, 1),
+        (None, Some(c)) => (c, lbn_bytes),
+        (Some(_), Some(_)) => {
+            return Err("csv columns: give offset= (bytes) or lbn= (blocks), not both".into());
+        }
+        (None, None) => {
+            return Err(
+                "csv columns: where IOs start is needed: offset=N (bytes) or lbn=N (blocks)".into(),
+            );
+        }
+    };
+    let size = size.ok_or("csv columns: size=N is needed (the IO size column)")?;
+    Ok(CsvColumns {
+        time,
+        op,
+        size,
+        start,
+        start_unit_bytes,
+        size_unit_bytes,
+        device,
+        time_unit_ns,
+        header,
+        delimiter,
+    })
 }
 
 /// A format name, or `csv:MAPPING` (`csv:time=2,op=3,size=4,lbn=5,header`)
@@ -193,8 +210,12 @@ pub fn parse_format_spec(
     let parsed = match spec.split_once(':') {
         Some((name, mapping)) if name.trim().eq_ignore_ascii_case("csv") => mapping
             .parse()
-            .map(|columns| (crate::format::Format::Csv, Some(columns))),
-        _ => spec.parse().map(|format| (format, None)),
+            .map(|columns| (crate::format::Format::Csv, Some(columns)))
+            .map_err(|e: CsvMappingError| e.to_string()),
+        _ => spec
+            .parse()
+            .map(|format| (format, None))
+            .map_err(|e: crate::format::UnknownFormat| e.to_string()),
     };
     parsed.map_err(|why: String| {
         crate::ParamError::new(
@@ -396,15 +417,16 @@ mod tests {
 
     #[test]
     fn bad_specs_and_lines_are_clear() {
-        let e = "time=2,size=4".parse::<CsvColumns>().unwrap_err();
-        assert!(e.contains("offset=N (bytes) or lbn=N"), "{e}");
+        // A typed error, its message saying what is wrong.
+        let e: CsvMappingError = "time=2,size=4".parse::<CsvColumns>().unwrap_err();
+        assert!(e.0.contains("offset=N (bytes) or lbn=N"), "{e}");
         let e = "offest=1,size=2".parse::<CsvColumns>().unwrap_err();
         assert!(
-            e.contains("unknown key `offest` (did you mean `offset`?)"),
+            e.0.contains("unknown key `offest` (did you mean `offset`?)"),
             "{e}"
         );
         let e = "offset=0,size=2".parse::<CsvColumns>().unwrap_err();
-        assert!(e.contains("counts from 1"), "{e}");
+        assert!(e.0.contains("counts from 1"), "{e}");
         let e = parse_all("offset=1,size=2,op=3", "1,2,trim\n").unwrap_err();
         assert_eq!(e.field, "op");
         let e = parse_all("offset=1,size=5", "1,2\n").unwrap_err();
