@@ -1,11 +1,13 @@
 //! A host IO scheduler in front of a device: a CFQ-like one, as the block
 //! layer of the busy-rate QoS paper's testbed had (CentOS 5.3, Linux
-//! 2.6.18, whose default elevator is CFQ). Sans-IO: the owner feeds it
-//! arrivals ([`Cfq::enqueue`]) and device completions
-//! ([`Cfq::completed`]) and asks what to send now ([`Cfq::dispatch`]);
-//! the answer names the instant to ask again when it is idling.
+//! 2.6.18, whose default elevator is CFQ), or one FIFO with a fixed depth
+//! ([`Fifo`]: a short queue to an array that serves commands in arrival
+//! order). Sans-IO: the owner feeds it arrivals ([`HostSched::enqueue`])
+//! and device completions ([`HostSched::completed`]) and asks what to send
+//! now ([`HostSched::dispatch`]); the answer names the instant to ask again
+//! when it is idling.
 //!
-//! The model (docs/qos.md, "Host scheduler"), one queue per tenant:
+//! The CFQ model (docs/qos.md, "Host scheduler"), one queue per tenant:
 //! - queues take turns, round robin in the order they became busy; the
 //!   one whose turn it is (the *active* queue) is the only one whose IOs
 //!   go to the device;
@@ -38,6 +40,33 @@ use tierlab_core::{ParamError, TimeNs};
 pub enum HostSchedulerParams {
     /// The CFQ-like per-tenant time-slice scheduler.
     Cfq(CfqParams),
+    /// One FIFO for every tenant, at most `depth` IOs in the device.
+    Fifo(FifoParams),
+}
+
+/// FIFO parameters.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FifoParams {
+    /// At most this many IOs in the device at once (a RAID LUN's queue
+    /// depth, or the commands its controller works on at a time).
+    pub depth: u32,
+}
+
+impl Default for FifoParams {
+    fn default() -> Self {
+        FifoParams { depth: 1 }
+    }
+}
+
+impl FifoParams {
+    /// Checks every value; the error names the key, the value and what is allowed.
+    pub fn validate(&self) -> Result<(), ParamError> {
+        if self.depth == 0 {
+            return Err(ParamError::new("depth", 0, "at least 1"));
+        }
+        Ok(())
+    }
 }
 
 /// CFQ-like scheduler parameters; defaults are Linux 2.6.18's CFQ
@@ -308,6 +337,128 @@ impl<T> Cfq<T> {
     }
 }
 
+/// Counters since the start (`Fifo::stats`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FifoStats {
+    pub enqueued: u64,
+    pub dispatched: u64,
+    pub completed: u64,
+}
+
+/// One FIFO for every queue: IOs go to the device in arrival order while
+/// fewer than `depth` are there (work-conserving, no idling).
+pub struct Fifo<T> {
+    depth: u64,
+    waiting: VecDeque<(u32, T)>,
+    in_device: u64,
+    stats: FifoStats,
+}
+
+impl<T> Fifo<T> {
+    pub fn new(params: &FifoParams) -> Result<Fifo<T>, ParamError> {
+        params.validate()?;
+        Ok(Fifo {
+            depth: u64::from(params.depth),
+            waiting: VecDeque::new(),
+            in_device: 0,
+            stats: FifoStats::default(),
+        })
+    }
+
+    pub fn stats(&self) -> FifoStats {
+        self.stats
+    }
+
+    /// IOs held (not yet sent to the device).
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// IOs sent and not completed.
+    pub fn in_device(&self) -> u64 {
+        self.in_device
+    }
+
+    /// An IO of queue `q` arrives (kept with it for [`Fifo::dispatch`]'s
+    /// answer). Call [`Fifo::dispatch`] afterwards.
+    pub fn enqueue(&mut self, q: u32, item: T) {
+        self.stats.enqueued += 1;
+        self.waiting.push_back((q, item));
+    }
+
+    /// An IO that was dispatched completed. Call [`Fifo::dispatch`] afterwards.
+    pub fn completed(&mut self) {
+        assert!(self.in_device > 0, "an IO completed that was never sent");
+        self.in_device -= 1;
+        self.stats.completed += 1;
+    }
+
+    /// Sends what may go to the device now, appended to `out` in arrival
+    /// order. Never idles, so never asks for a wake-up.
+    pub fn dispatch(&mut self, out: &mut Vec<(u32, T)>) {
+        while self.in_device < self.depth {
+            let Some(io) = self.waiting.pop_front() else {
+                break;
+            };
+            self.in_device += 1;
+            self.stats.dispatched += 1;
+            out.push(io);
+        }
+    }
+}
+
+/// Either scheduler, behind the one interface its owner uses.
+pub enum HostSched<T> {
+    Cfq(Cfq<T>),
+    Fifo(Fifo<T>),
+}
+
+impl<T> HostSched<T> {
+    /// The scheduler `params` describe.
+    pub fn new(params: &HostSchedulerParams) -> Result<HostSched<T>, ParamError> {
+        Ok(match params {
+            HostSchedulerParams::Cfq(p) => HostSched::Cfq(Cfq::new(p)?),
+            HostSchedulerParams::Fifo(p) => HostSched::Fifo(Fifo::new(p)?),
+        })
+    }
+
+    /// An IO of queue `q` arrives. Call [`HostSched::dispatch`] afterwards.
+    pub fn enqueue(&mut self, q: u32, item: T) {
+        match self {
+            HostSched::Cfq(s) => s.enqueue(q, item),
+            HostSched::Fifo(s) => s.enqueue(q, item),
+        }
+    }
+
+    /// An IO of queue `q` that was dispatched completed. Call
+    /// [`HostSched::dispatch`] afterwards.
+    pub fn completed(&mut self, q: u32) {
+        match self {
+            HostSched::Cfq(s) => s.completed(q),
+            HostSched::Fifo(s) => s.completed(),
+        }
+    }
+
+    /// As [`Cfq::dispatch`]: what to send now, and when to ask again if idling.
+    pub fn dispatch(&mut self, now_ns: TimeNs, out: &mut Vec<(u32, T)>) -> Option<TimeNs> {
+        match self {
+            HostSched::Cfq(s) => s.dispatch(now_ns, out),
+            HostSched::Fifo(s) => {
+                s.dispatch(out);
+                None
+            }
+        }
+    }
+
+    /// IOs held (not yet sent to the device).
+    pub fn waiting(&self) -> usize {
+        match self {
+            HostSched::Cfq(s) => s.waiting(),
+            HostSched::Fifo(s) => s.waiting(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,5 +491,8 @@ mod tests {
             "quantum",
         );
         assert!(CfqParams::default().validate().is_ok());
+        let e = FifoParams { depth: 0 }.validate().unwrap_err();
+        assert_eq!(e.key(), "depth", "{e}");
+        assert!(FifoParams::default().validate().is_ok());
     }
 }

@@ -48,7 +48,7 @@ use serde::Deserialize;
 use tierlab_core::policy::{Action, BufRef, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, NS_PER_S, Op, ParamError, TimeNs};
 
-use crate::host_sched::{Cfq, CfqStats, HostSchedulerParams, QueuePer};
+use crate::host_sched::{CfqStats, HostSched, HostSchedulerParams, QueuePer};
 use crate::writeback::{Writeback, WritebackParams};
 
 /// Consecutive settled samples that must all differ from the
@@ -638,7 +638,7 @@ pub struct BusyRateQos {
     /// The host scheduler, if any (`with_host_scheduler`); IOs it holds
     /// count as in flight for `%util`, as Linux counts a request from its
     /// insertion into the elevator.
-    host: Option<Cfq<HeldIo>>,
+    host: Option<HostSched<HeldIo>>,
     /// Wake-up instants asked of the executor and not yet due.
     host_timers: Vec<TimeNs>,
     host_out: Vec<(u32, HeldIo)>,
@@ -790,18 +790,20 @@ impl BusyRateQos {
                 "one of the two: both together are not modelled",
             ));
         }
-        match params {
-            HostSchedulerParams::Cfq(p) => {
-                self.host = Some(Cfq::new(p).map_err(|e| e.within("host_scheduler"))?);
-                self.host_queue_per = p.queue_per;
-            }
-        }
+        self.host = Some(HostSched::new(params).map_err(|e| e.within("host_scheduler"))?);
+        self.host_queue_per = match params {
+            HostSchedulerParams::Cfq(p) => p.queue_per,
+            HostSchedulerParams::Fifo(_) => QueuePer::Tenant,
+        };
         Ok(self)
     }
 
-    /// The host scheduler's counters, if there is one.
+    /// The CFQ-like host scheduler's counters, if that is the one in use.
     pub fn host_scheduler_stats(&self) -> Option<CfqStats> {
-        self.host.as_ref().map(|h| h.stats())
+        match &self.host {
+            Some(HostSched::Cfq(h)) => Some(h.stats()),
+            _ => None,
+        }
     }
 
     fn send(out: &mut Outbox, slot: usize, io: DeviceIo, buf: Option<BufRef>) {
@@ -1174,15 +1176,18 @@ impl Policy for BusyRateQos {
             (counter::LAST_LOWERING_C_TOTAL_IOPS, big_c),
         ];
         // Only with a host scheduler, so runs without one keep their columns.
-        if let Some(h) = &self.host {
+        // The FIFO has no slices or idling: only what it holds.
+        if let Some(HostSched::Cfq(h)) = &self.host {
             let s = h.stats();
             counters.extend([
                 (counter::HOST_SLICES, s.slices as f64),
                 (counter::HOST_SLICES_EXPIRED, s.slices_expired as f64),
                 (counter::HOST_IDLE_WAITS, s.idle_waits as f64),
                 (counter::HOST_IDLE_TIMEOUTS, s.idle_timeouts as f64),
-                (counter::HOST_WAITING_IOS, h.waiting() as f64),
             ]);
+        }
+        if let Some(h) = &self.host {
+            counters.push((counter::HOST_WAITING_IOS, h.waiting() as f64));
         }
         if let Some(w) = &self.wb {
             let s = w.stats();
@@ -1724,6 +1729,46 @@ mod tests {
         let counters = p.counters();
         let get = |k: &str| counters.iter().find(|(n, _)| *n == k).unwrap().1;
         assert_eq!((get("host_slices"), get("host_idle_timeouts")), (2.0, 1.0));
+        assert!(p.is_drained());
+    }
+
+    /// The FIFO at depth 1: B's IO, arriving second, waits for A's and
+    /// counts as busy while held; A's [0, 10) ms, B's [10, 25) ms: io_ticks
+    /// 25 ms of 100. Its counters: what it holds, no slices.
+    #[test]
+    fn policy_with_a_fifo_sends_in_arrival_order() {
+        let params = BusyRateParams {
+            sample_interval_s: 0.1,
+            ..Default::default()
+        };
+        let ms = 1_000_000;
+        let fifo = HostSchedulerParams::Fifo(crate::host_sched::FifoParams { depth: 1 });
+        let mut p = BusyRateQos::new(params, 0, 1, vec![(0, 20.0)])
+            .unwrap()
+            .with_host_scheduler(&fifo)
+            .unwrap();
+        let mut out = Outbox::default();
+        p.on_host_io(0, host(7, 0), &mut out);
+        p.on_host_io(0, host(8, 1), &mut out);
+        assert_eq!(out.device_ios.len(), 1, "depth 1");
+        let counters = p.counters();
+        let get = |k: &str| counters.iter().find(|(n, _)| *n == k).map(|c| c.1);
+        assert_eq!(
+            (get("host_waiting_ios"), get("host_slices")),
+            (Some(1.0), None)
+        );
+        let tag_a = out.device_ios[0].1.tag;
+        out.clear();
+        p.on_device_completion(10 * ms, 0, tag_a, &mut out);
+        assert_eq!(out.complete, vec![(7, 0)]);
+        assert_eq!(out.device_ios.len(), 1, "B's IO goes as A's completes");
+        assert!(out.timers.is_empty());
+        let tag_b = out.device_ios[0].1.tag;
+        out.clear();
+        p.on_device_completion(25 * ms, 0, tag_b, &mut out);
+        p.on_timer(100 * ms, SAMPLE_TIMER, &mut out);
+        let d = p.decisions()[0];
+        assert!(close(d.util_pct, 25.0), "{d:?}");
         assert!(p.is_drained());
     }
 }

@@ -9,7 +9,9 @@
 use std::collections::VecDeque;
 
 use tierlab_core::TimeNs;
-use tierlab_policies::host_sched::{Cfq, CfqParams, CfqStats};
+use tierlab_policies::host_sched::{
+    Cfq, CfqParams, CfqStats, FifoParams, HostSched, HostSchedulerParams,
+};
 
 const MS: TimeNs = 1_000_000;
 
@@ -306,4 +308,69 @@ fn random_runs_keep_every_io_once_in_order_and_conserve_work() {
         assert_eq!(o.stats.dispatched, n);
         assert_eq!(o.stats.completed, n);
     }
+}
+
+/// The FIFO (`kind = "fifo"`), depth 2, in front of a device that serves
+/// every IO it holds at once (independent disks), A (queue 0) 10 ms an IO,
+/// B (queue 1) 30 ms. Arrivals: B1 and A1 at 0 (in that order), A2 at 5,
+/// B2 at 6, A3 at 7 ms. By hand:
+/// - 0: B1 (done 30) and A1 (done 10) sent: the depth is full;
+/// - 5, 6, 7: A2, B2, A3 held;
+/// - 10: A1 done, A2 sent (done 20); 20: A2 done, B2 sent, though A3's
+///   queue is the faster one (arrival order; done 50);
+/// - 30: B1 done, A3 sent (done 40); 40: A3 done; 50: B2 done.
+#[test]
+fn fifo_depth_two_by_hand() {
+    let params = HostSchedulerParams::Fifo(FifoParams { depth: 2 });
+    let mut sched: HostSched<&str> = HostSched::new(&params).unwrap();
+    let service_ns = [10 * MS, 30 * MS];
+    let mut arrivals: VecDeque<(TimeNs, u32, &str)> = [
+        (0, 1, "B1"),
+        (0, 0, "A1"),
+        (5 * MS, 0, "A2"),
+        (6 * MS, 1, "B2"),
+        (7 * MS, 0, "A3"),
+    ]
+    .into();
+    // In the device: (done at, queue, id).
+    let mut device: Vec<(TimeNs, u32, &str)> = Vec::new();
+    let mut dispatched = Vec::new();
+    let mut completed = Vec::new();
+    let mut out = Vec::new();
+    while let Some(now) = device
+        .iter()
+        .map(|d| d.0)
+        .chain(arrivals.front().map(|a| a.0))
+        .min()
+    {
+        device.sort_by_key(|d| d.0);
+        while device.first().is_some_and(|d| d.0 == now) {
+            let (_, q, id) = device.remove(0);
+            sched.completed(q);
+            completed.push((id, now / MS));
+        }
+        while arrivals.front().is_some_and(|a| a.0 == now) {
+            let (_, q, id) = arrivals.pop_front().unwrap();
+            sched.enqueue(q, id);
+        }
+        assert_eq!(sched.dispatch(now, &mut out), None, "a FIFO never idles");
+        for (q, id) in out.drain(..) {
+            dispatched.push((id, now / MS));
+            device.push((now + service_ns[q as usize], q, id));
+        }
+        assert!(device.len() <= 2, "over the depth at {now}");
+    }
+    assert_eq!(
+        dispatched,
+        vec![("B1", 0), ("A1", 0), ("A2", 10), ("B2", 20), ("A3", 30)]
+    );
+    assert_eq!(
+        completed,
+        vec![("A1", 10), ("A2", 20), ("B1", 30), ("A3", 40), ("B2", 50)]
+    );
+    assert_eq!(sched.waiting(), 0);
+    let HostSched::Fifo(fifo) = &sched else {
+        panic!("not a FIFO")
+    };
+    assert_eq!((fifo.stats().dispatched, fifo.stats().completed), (5, 5));
 }
