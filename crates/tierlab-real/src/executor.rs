@@ -189,7 +189,12 @@ impl Exec {
             }
         }
         if h.record {
-            let thread = self.threads.remove(&h.id).unwrap_or(0);
+            // Only per-thread budgets hand out threads other than 0.
+            let thread = if self.threads.is_empty() {
+                0
+            } else {
+                self.threads.remove(&h.id).unwrap_or(0)
+            };
             self.tenants[h.tenant as usize].complete(thread);
         }
         if self.spare_bufs.len() < SPARE_BUFS_MAX && h.buf.capacity() > 0 {
@@ -251,7 +256,9 @@ impl Exec {
                 },
             )
             .map_err(RunError::DataPath)?;
-        if !scan {
+        // Thread 0 is what a completion gets back without an entry: no map
+        // work per IO unless a tenant's budget is per thread.
+        if !scan && a.thread != 0 {
             self.threads.insert(id, a.thread);
         }
         self.settle()
