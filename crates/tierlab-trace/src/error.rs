@@ -295,6 +295,16 @@ fn show_location(
     }
 }
 
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "field `{}`: expected {}, found {:?}",
+            self.field, self.expected, self.found
+        )
+    }
+}
+
 impl fmt::Display for TraceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -304,11 +314,7 @@ impl fmt::Display for TraceError {
                 error,
             } => {
                 show_location(f, path, location)?;
-                write!(
-                    f,
-                    ": field `{}`: expected {}, found {:?}",
-                    error.field, error.expected, error.found
-                )
+                write!(f, ": {error}")
             }
             TraceError::Io {
                 path,

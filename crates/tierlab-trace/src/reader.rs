@@ -191,39 +191,6 @@ pub struct TraceReader {
     records: u64,
 }
 
-/// A forced format on a file that detection reads as the other kind (a
-/// binary format on text, a text format on binary records) would yield
-/// garbage records or a confusing parse error: refuse it and name the
-/// format detection picks.
-fn check_forced(forced: Format, head: &[u8], path: &Path) -> Result<()> {
-    let binary = |f: Format| {
-        matches!(
-            f,
-            Format::Vscsi | Format::OracleGeneral | Format::Native | Format::Lbn32 | Format::Lbn64
-        )
-    };
-    match detect::detect(head, path) {
-        Ok(detected) if detected != forced && binary(detected) != binary(forced) => {
-            let kind = |f: Format| if binary(f) { "binary" } else { "text" };
-            let message = format!(
-                "the forced format `{}` is {}, but this file reads as {} `{}` ({}); drop the \
-                 forced format to use detection, or force `{}`",
-                forced.name(),
-                kind(forced),
-                kind(detected),
-                detected.name(),
-                detected.description(),
-                detected.name()
-            );
-            Err(TraceError::Format {
-                path: input::display_path(path),
-                message,
-            })
-        }
-        _ => Ok(()),
-    }
-}
-
 /// Bytes sniffed from the head of a stream to detect its format.
 pub const SNIFF_BYTES: usize = 64 * 1024;
 
@@ -238,8 +205,7 @@ impl TraceReader {
         let forced = options.format.or(options.csv.as_ref().map(|_| Format::Csv));
         let format = match forced {
             Some(f) => {
-                check_forced(f, &head, path)?;
-                Self::probe_forced(f, &shown, &head, path, options)?;
+                Self::check_forced(f, &head, path, options)?;
                 f
             }
             None => detect::detect(&head, path)?,
@@ -260,27 +226,56 @@ impl TraceReader {
         Self::from_stream(shown, format, stream, head, options)
     }
 
-    /// A forced text format on a file that detection reads as another one:
-    /// if the forced format cannot parse the first record, say which format
-    /// detection picks, as `check_forced` does across text and binary. (A
-    /// forced format that parses is left alone: forcing is how a user
-    /// overrides detection.)
-    fn probe_forced(
-        forced: Format,
-        shown: &Path,
-        head: &[u8],
-        path: &Path,
-        options: &ReadOptions,
-    ) -> Result<()> {
+    /// A forced format on a file that detection reads as another one is
+    /// refused, naming the format detection picks, when it would yield
+    /// garbage records or a confusing parse error: when one is binary and
+    /// the other text, or when the forced text format cannot parse the
+    /// first record. (A forced format that parses is left alone: forcing is
+    /// how a user overrides detection.)
+    fn check_forced(forced: Format, head: &[u8], path: &Path, options: &ReadOptions) -> Result<()> {
         let Ok(detected) = detect::detect(head, path) else {
             return Ok(());
         };
-        if detected == forced || options.skip_bad || forced == Format::Native {
+        if detected == forced {
+            return Ok(());
+        }
+        let binary = |f: Format| {
+            matches!(
+                f,
+                Format::Vscsi
+                    | Format::OracleGeneral
+                    | Format::Native
+                    | Format::Lbn32
+                    | Format::Lbn64
+            )
+        };
+        let refuse = |why: String| {
+            Err(TraceError::Format {
+                path: input::display_path(path),
+                message: format!(
+                    "the forced format `{}` {why} `{}` ({}); drop the forced format to use \
+                     detection, or force `{}`",
+                    forced.name(),
+                    detected.name(),
+                    detected.description(),
+                    detected.name()
+                ),
+            })
+        };
+        if binary(detected) != binary(forced) {
+            let kind = |f: Format| if binary(f) { "binary" } else { "text" };
+            return refuse(format!(
+                "is {}, but this file reads as {}",
+                kind(forced),
+                kind(detected)
+            ));
+        }
+        if options.skip_bad || forced == Format::Native {
             return Ok(());
         }
         // Only the sniffed head: the first record is in it.
         let first = Self::from_stream(
-            shown.to_path_buf(),
+            input::display_path(path),
             forced,
             Box::new(std::io::empty()),
             head.to_vec(),
@@ -290,31 +285,17 @@ impl TraceReader {
         let why = match first {
             Err(TraceError::Parse {
                 location, error, ..
-            }) => {
-                let at = match location {
-                    Location::Line(n) => format!("line {n}: "),
-                    Location::Byte(b) => format!("byte {b}: "),
-                    Location::Input => String::new(),
-                };
-                format!(
-                    "{at}field `{}`: expected {}, found {:?}",
-                    error.field, error.expected, error.found
-                )
-            }
+            }) => match location {
+                Location::Line(n) => format!("line {n}: {error}"),
+                Location::Byte(b) => format!("byte {b}: {error}"),
+                Location::Input => error.to_string(),
+            },
             Err(TraceError::Format { message, .. }) => message,
             _ => return Ok(()),
         };
-        Err(TraceError::Format {
-            path: shown.to_path_buf(),
-            message: format!(
-                "the forced format `{}` does not read this file ({why}); detection reads it \
-                 as `{}` ({}): drop the forced format to use detection, or force `{}`",
-                forced.name(),
-                detected.name(),
-                detected.description(),
-                detected.name()
-            ),
-        })
+        refuse(format!(
+            "does not read this file ({why}); detection reads it as"
+        ))
     }
 
     /// Native traces keep device names in a trailer, so they are read from an
