@@ -179,57 +179,22 @@ fn quick_run_writes_the_table_and_plots_and_keeps_the_thesis_shape() {
 fn bad_options_are_clear_errors() {
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().display().to_string();
-    let o = tierlab(&[
-        "reproduce",
-        "raid",
-        "--quick",
-        "--out",
-        &dir,
-        "--precondition",
-        "aged",
-    ]);
-    let e = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success() && e.contains("aged") && e.contains("steady"),
-        "{e}"
-    );
+    // `reproduce raid --quick --out DIR` plus `extra`: refused, its stderr.
+    let refused = |extra: &[&str]| {
+        let mut args = vec!["reproduce", "raid", "--quick", "--out", &dir];
+        args.extend(extra);
+        let o = tierlab(&args);
+        let e = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(!o.status.success(), "{extra:?} was accepted: {e}");
+        e
+    };
+    let e = refused(&["--precondition", "aged"]);
+    assert!(e.contains("aged") && e.contains("steady"), "{e}");
     // A traces folder that is not there is the user's mistake, not a skip.
-    let o = tierlab(&[
-        "reproduce",
-        "raid",
-        "--quick",
-        "--out",
-        &dir,
-        "--traces",
-        "/nonexistent",
-    ]);
-    let e = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success() && e.contains("`--traces`: /nonexistent: not a folder"),
-        "{e}"
-    );
-    let o = tierlab(&[
-        "reproduce",
-        "raid",
-        "--quick",
-        "--out",
-        &dir,
-        "--rate-iops=-5",
-    ]);
-    let e = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && e.contains("rate"), "{e}");
-    let o = tierlab(&[
-        "reproduce",
-        "raid",
-        "--quick",
-        "--out",
-        &dir,
-        "--background-gc",
-        "sometimes",
-    ]);
-    let e = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success() && e.contains("staggered") && e.contains("independent"),
-        "{e}"
-    );
+    let e = refused(&["--traces", "/nonexistent"]);
+    assert!(e.contains("`--traces`: /nonexistent: not a folder"), "{e}");
+    let e = refused(&["--rate-iops=-5"]);
+    assert!(e.contains("rate"), "{e}");
+    let e = refused(&["--background-gc", "sometimes"]);
+    assert!(e.contains("staggered") && e.contains("independent"), "{e}");
 }
