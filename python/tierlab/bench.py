@@ -247,7 +247,9 @@ def _real_cases(ctx: Context) -> list[Case]:
             f.write(chunk)
     ctx.log(f"real: {data} ({_REAL_FILE_BYTES >> 20} MiB, written), {ios:,} IOs per run")
 
-    def tierlab_side(rw: str, depth: int, engine: str, pin: bool = False) -> Callable[[], Metrics]:
+    def tierlab_side(
+        rw: str, depth: int, engine: str, pin: bool = False, extra: tuple[str, ...] = ()
+    ) -> Callable[[], Metrics]:
         read_ratio = 1.0 if rw == "read" else 0.0
         cfg = ctx.dir / f"real-{rw}-{depth}-{engine}.toml"
         cfg.write_text(
@@ -272,7 +274,7 @@ interval_s = 60.0
             eng = "auto" if engine == "inline" else engine
             with _pinned(pin):
                 wall, cpu = _timed_cli(
-                    ["run", cfg, "--out", out, "--io-engine", eng, "--io-threads", threads, "--drain-s", "1", "-q"]
+                    ["run", cfg, "--out", out, "--io-engine", eng, "--io-threads", threads, "--drain-s", "1", "-q", *extra]
                 )
             s = _summary(out)
             n = s["ios"]
@@ -343,6 +345,18 @@ interval_s = 60.0
             tierlab=tierlab_side("read", 1, "uring", pin=True),
             peer=fio_side("read", 1, "io_uring", pin=True),
             checks=[Check("µs per IO", "diff_max", 1.0), Check("CPU µs per IO", "ratio_max", 1.2)],
+        )
+    )
+    cases.append(
+        Case(
+            # What the default poll before sleeping buys (docs/real.md,
+            # "Waiting for completions"): tierlab sleeping at once, as fio does.
+            name="real-uring-qd1-read-sleeping",
+            title="4 KiB random reads, QD1, io_uring, tierlab with --wait-poll-us 0 (sleeps at once, as fio)",
+            peer_name="fio io_uring",
+            tierlab=tierlab_side("read", 1, "uring", extra=("--wait-poll-us", "0")),
+            peer=fio_side("read", 1, "io_uring"),
+            checks=[Check("µs per IO", "info"), Check("CPU µs per IO", "info")],
         )
     )
     cases.append(

@@ -34,6 +34,12 @@ pub struct RunArgs {
     /// allows it (`auto`).
     #[arg(long, default_value = "auto", value_parser = parse_engine)]
     pub io_engine: EngineKind,
+    /// io_uring: poll this long (µs) for a completion, yielding the CPU
+    /// between looks, before sleeping; 0 sleeps at once (less CPU, more
+    /// latency on fast devices: docs/real.md, "Waiting for completions").
+    #[arg(long, default_value_t = tierlab_real::WAIT_POLL_US_DEFAULT,
+          value_parser = clap::value_parser!(u32).range(0..=tierlab_real::WAIT_POLL_US_MAX as i64))]
+    pub wait_poll_us: u32,
     /// After the workload, wait at most this long (s) for the policy's
     /// timers and background IO.
     #[arg(long, default_value_t = 30.0, value_parser = seconds)]
@@ -70,6 +76,7 @@ pub fn run(args: RunArgs) -> CliResult {
         verify: args.verify,
         io_threads: args.io_threads,
         io_engine: args.io_engine,
+        wait_poll_us: args.wait_poll_us,
         drain_s: args.drain_s,
         stop: Some(stop),
     };
@@ -167,6 +174,10 @@ pub struct CompareArgs {
     /// The real run's IO engine: auto, uring, uring-sqpoll, threads.
     #[arg(long, default_value = "auto", value_parser = parse_engine)]
     pub io_engine: EngineKind,
+    /// The real run's poll before sleeping for a completion (µs; see `tierlab run`).
+    #[arg(long, default_value_t = tierlab_real::WAIT_POLL_US_DEFAULT,
+          value_parser = clap::value_parser!(u32).range(0..=tierlab_real::WAIT_POLL_US_MAX as i64))]
+    pub wait_poll_us: u32,
     /// Verify data in the real run.
     #[arg(long)]
     pub verify: bool,
@@ -180,6 +191,7 @@ pub fn compare(args: CompareArgs) -> CliResult {
         verify: args.verify,
         io_threads: args.io_threads,
         io_engine: args.io_engine,
+        wait_poll_us: args.wait_poll_us,
         drain_s: 30.0,
         stop: None,
     };

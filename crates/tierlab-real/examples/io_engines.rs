@@ -49,6 +49,7 @@ interval_s = 10.0
         verify: false,
         io_threads: depth,
         io_engine: engine,
+        wait_poll_us: tierlab_real::WAIT_POLL_US_DEFAULT,
         drain_s: 1.0,
         stop: None,
     };

@@ -108,6 +108,9 @@ pub struct Io {
     bufs: BufPool,
     /// What runs the IOs, for summary.json.
     pub description: String,
+    /// io_uring mode: how long `wait` polls for a completion before it
+    /// sleeps (`poll_before_sleep`).
+    poll: Duration,
 }
 
 impl Io {
@@ -129,6 +132,7 @@ impl Io {
             pool_wake: None,
             bufs: BufPool::new(),
             description: String::new(),
+            poll: Duration::ZERO,
         };
         if depth == 0 {
             if kind != EngineKind::Auto {
@@ -149,7 +153,7 @@ impl Io {
         };
         match (ring, kind) {
             (Some(Ok((r, bufs))), _) => {
-                io.description = format!("io_uring ({depth} IOs in service at most; {})", r.setup);
+                io.description = ring_description(depth, &r.setup, Duration::ZERO);
                 if let Some((bufs, bytes)) = bufs {
                     io.bufs.registered(bufs, bytes);
                 }
@@ -189,6 +193,23 @@ impl Io {
     /// Takes back a completed IO's buffer for reuse.
     pub fn recycle(&mut self, buf: IoBuf) {
         self.bufs.give(buf);
+    }
+
+    /// io_uring mode: `wait` first polls for a completion for up to
+    /// `poll`, yielding the CPU between looks, and sleeps only after.
+    ///
+    /// Why: a thread that sleeps for a completion a few µs away is woken
+    /// from idle, and on a VM without guest halt-polling each such wake
+    /// costs tens of µs (docs/benchmarks.md, "QD1 on an idle VM"). Polling
+    /// costs at most `poll` of CPU per wait; yielding lets the kernel's IO
+    /// worker run when it shares this CPU (a pinned run), where spinning
+    /// would only delay it. Zero sleeps at once. Threads mode and inline
+    /// never poll.
+    pub fn poll_before_sleep(&mut self, poll: Duration) {
+        self.poll = poll;
+        if let Some(r) = &self.ring {
+            self.description = ring_description(self.depth, &r.setup, poll);
+        }
     }
 
     /// Starts one IO; its completion comes out of `try_next` or `wait`.
@@ -337,6 +358,15 @@ impl Io {
             let deadline = (timeout != Duration::MAX)
                 .then(|| Instant::now().checked_add(timeout))
                 .flatten();
+            if self.in_service > 0 && !self.poll.is_zero() {
+                let ring = self.ring.as_mut().expect("checked");
+                ring.submit_queued()?;
+                let poll_until = Instant::now() + self.poll.min(timeout);
+                while !ring.completion_ready() && Instant::now() < poll_until {
+                    // SAFETY: sched_yield takes no arguments and cannot fail.
+                    unsafe { libc::sched_yield() };
+                }
+            }
             loop {
                 let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
                 self.ring.as_mut().expect("checked").wait(left)?;
@@ -377,6 +407,18 @@ impl Drop for Io {
 }
 
 /// `map_err` for a failed system call.
+/// What runs the IOs in io_uring mode, for summary.json.
+fn ring_description(depth: usize, setup: &str, poll: Duration) -> String {
+    let mut d = format!("io_uring ({depth} IOs in service at most; {setup}");
+    if !poll.is_zero() {
+        d += &format!(
+            "; polls {} µs for a completion before sleeping",
+            poll.as_micros()
+        );
+    }
+    d + ")"
+}
+
 fn sys(call: &'static str) -> impl FnOnce(io::Error) -> EngineError {
     move |source| EngineError::Sys { call, source }
 }
@@ -596,6 +638,12 @@ impl Ring {
         let i = buf.registered()?;
         let (base, cap) = buf.region();
         (self.bufs.get(i as usize) == Some(&(base as usize, cap))).then_some(i as u16)
+    }
+
+    /// True when a completion is there or the kernel holds completion
+    /// work for the next enter: no system call.
+    fn completion_ready(&mut self) -> bool {
+        self.completions_pending() || !self.ring.completion().is_empty()
     }
 
     /// True when the kernel holds completion work that an enter would
@@ -1060,6 +1108,57 @@ mod tests {
         let c = io.wait(Duration::from_secs(10)).unwrap().unwrap();
         let e = c.result.unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{e}");
+    }
+
+    /// A pool backend whose every IO takes `.1`.
+    struct Slow(RamBackend, Duration);
+    impl Backend for Slow {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+            std::thread::sleep(self.1);
+            self.0.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+            std::thread::sleep(self.1);
+            self.0.write_at(buf, offset)
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn capacity_bytes(&self) -> u64 {
+            self.0.capacity_bytes()
+        }
+        fn describe(&self) -> String {
+            "slow".into()
+        }
+    }
+
+    /// The poll before sleeping ends at the wait's deadline or at the
+    /// completion, whichever comes first, however long the poll is.
+    #[test]
+    fn polling_before_sleep_ends_at_the_deadline_or_the_completion() {
+        let slow = Slow(RamBackend::new(1 << 20), Duration::from_millis(300));
+        let backends: Vec<Box<dyn Backend>> = vec![Box::new(slow)];
+        let mut io = Io::new(Arc::new(backends), EngineKind::Uring, 2, Waiting::InWait).unwrap();
+        io.poll_before_sleep(Duration::from_secs(60));
+        assert!(
+            io.description.contains("polls 60000000 µs"),
+            "{}",
+            io.description
+        );
+        io.submit(req(0, 1, Op::Write, 0, vec![5; 4096])).unwrap();
+        let t = Instant::now();
+        assert!(io.wait(Duration::from_millis(20)).unwrap().is_none());
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        let c = io.wait(Duration::MAX).unwrap().expect("the write");
+        c.result.unwrap();
+        let waited = t.elapsed();
+        assert!(
+            waited >= Duration::from_millis(250) && waited < Duration::from_secs(30),
+            "{waited:?}"
+        );
+        io.submit(req(0, 2, Op::Read, 0, vec![0; 4096])).unwrap();
+        let c = io.wait(Duration::MAX).unwrap().expect("the read");
+        assert_eq!(c.data.as_slice(), vec![5; 4096]);
     }
 
     #[test]

@@ -38,6 +38,9 @@ pub struct RealOptions {
     pub io_threads: usize,
     /// io_uring, threads, or io_uring where the kernel allows it.
     pub io_engine: EngineKind,
+    /// io_uring: µs to poll for a completion, yielding the CPU between
+    /// looks, before sleeping (`Io::poll_before_sleep`); 0 sleeps at once.
+    pub wait_poll_us: u32,
     /// After the workload: wait at most this long for the policy's timers
     /// and background IO (flushes, moves) to finish.
     pub drain_s: f64,
@@ -47,12 +50,23 @@ pub struct RealOptions {
     pub stop: Option<Arc<AtomicBool>>,
 }
 
+/// `RealOptions::wait_poll_us` unless set: longer than a fast device's
+/// IO (tmpfs, NVMe: 5–20 µs), so a QD1 run on one rarely sleeps; short
+/// enough that a slow device's wait costs little CPU (50 µs of a 5 ms
+/// disk IO is 1 %).
+pub const WAIT_POLL_US_DEFAULT: u32 = 50;
+
+/// The longest `wait_poll_us` accepted (10 ms: past that a wait is
+/// better slept).
+pub const WAIT_POLL_US_MAX: u32 = 10_000;
+
 impl Default for RealOptions {
     fn default() -> Self {
         RealOptions {
             verify: false,
             io_threads: 16,
             io_engine: EngineKind::Auto,
+            wait_poll_us: WAIT_POLL_US_DEFAULT,
             drain_s: 30.0,
             stop: None,
         }
@@ -505,6 +519,13 @@ pub fn run(
             expected: "a number of seconds >= 0",
         });
     }
+    if opts.wait_poll_us > WAIT_POLL_US_MAX {
+        return Err(RunError::Option {
+            option: "wait_poll_us",
+            found: opts.wait_poll_us.to_string(),
+            expected: "0 to 10000 µs",
+        });
+    }
     let backends = open_backends(&config.devices, base_dir).map_err(RunError::Backends)?;
     let (policy, tenants) = build_stack(config, base_dir, &backends)?;
     let names = tierlab_stack::device_names(&config.devices);
@@ -526,13 +547,14 @@ pub fn run(
     };
     let backends = Arc::new(backends);
     // This thread makes and drives the engine, sleeping in `wait`.
-    let io = Io::new(
+    let mut io = Io::new(
         Arc::clone(&backends),
         opts.io_engine,
         opts.io_threads,
         Waiting::InWait,
     )
     .map_err(RunError::Engine)?;
+    io.poll_before_sleep(Duration::from_micros(opts.wait_poll_us.into()));
     let info = RealInfo {
         io_engine: io.description.clone(),
         ..info

@@ -19,4 +19,6 @@ pub mod verify;
 
 pub use engine::EngineKind;
 pub use error::RunError;
-pub use executor::{RealInfo, RealOptions, RealResult, run, write_outputs};
+pub use executor::{
+    RealInfo, RealOptions, RealResult, WAIT_POLL_US_DEFAULT, WAIT_POLL_US_MAX, run, write_outputs,
+};

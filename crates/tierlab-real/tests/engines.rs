@@ -8,11 +8,22 @@ use tierlab_real::{EngineKind, RealOptions, RealResult};
 use tierlab_sim::config;
 
 fn run(dir: &Path, text: &str, engine: EngineKind, depth: usize) -> Result<RealResult, String> {
+    run_polling(dir, text, engine, depth, tierlab_real::WAIT_POLL_US_DEFAULT)
+}
+
+fn run_polling(
+    dir: &Path,
+    text: &str,
+    engine: EngineKind,
+    depth: usize,
+    wait_poll_us: u32,
+) -> Result<RealResult, String> {
     let cfg = config::parse(text, "test.toml", &[]).map_err(|e| e.to_string())?;
     let opts = RealOptions {
         verify: true,
         io_threads: depth,
         io_engine: engine,
+        wait_poll_us,
         drain_s: 5.0,
         stop: None,
     };
@@ -43,13 +54,22 @@ driver = { mode = "afap", iodepth = 16 }
 #[test]
 fn every_engine_verifies_the_same_workload() {
     let mut disk_bytes = Vec::new();
-    for (engine, depth, says) in [
-        (EngineKind::Uring, 16, "io_uring"),
-        (EngineKind::Threads, 16, "threads (16)"),
-        (EngineKind::Auto, 0, "inline"),
+    // io_uring twice: polling before each sleep (the default) and
+    // sleeping at once; the two only differ in how the thread waits.
+    for (engine, depth, poll_us, says) in [
+        (EngineKind::Uring, 16, 50, "io_uring"),
+        (EngineKind::Uring, 1, 0, "io_uring"),
+        (EngineKind::Threads, 16, 50, "threads (16)"),
+        (EngineKind::Auto, 0, 50, "inline"),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let r = run(dir.path(), CACHE_OVER_FILE, engine, depth).unwrap();
+        let r = run_polling(dir.path(), CACHE_OVER_FILE, engine, depth, poll_us).unwrap();
+        assert_eq!(
+            r.real.io_engine.contains("polls 50 µs"),
+            engine == EngineKind::Uring && poll_us == 50,
+            "{}",
+            r.real.io_engine
+        );
         assert!(r.real.io_engine.starts_with(says), "{}", r.real.io_engine);
         assert!(r.real.sectors_verified > 1000, "{:?}", r.real);
         assert!(r.real.final_scan_sectors > 0, "{:?}", r.real);
