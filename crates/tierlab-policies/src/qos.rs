@@ -592,6 +592,12 @@ pub struct QosParams {
     /// ([`crate::writeback`]); none by default. Not with `host_scheduler`.
     #[serde(default)]
     pub writeback: Option<WritebackParams>,
+    /// Seconds from a sample's end until B's new cap takes effect; 0 (the
+    /// default) applies it at once. The paper's controller read iostat's
+    /// log and told B's load-control thread, which told its load threads:
+    /// how long that took is not published. Below `sample_interval_s`.
+    #[serde(default)]
+    pub cap_delay_s: f64,
 }
 
 /// A's guarantee over time: (from time, IOPS), sorted; 0 before the first.
@@ -608,6 +614,8 @@ const HOST_SCHED_TIMER: u64 = 2;
 
 /// The write-back's periodic wake-up.
 const WRITEBACK_TIMER: u64 = 3;
+/// A delayed cap of B becoming effective (`with_cap_delay`).
+const CAP_TIMER: u64 = 4;
 /// `pending`'s host id of a write-back write (no host IO behind it).
 const FLUSH_ID: u64 = u64::MAX;
 
@@ -654,6 +662,10 @@ pub struct BusyRateQos {
     wb_interval_ns: TimeNs,
     wb_timer_set: bool,
     wb_out: Vec<(u64, u32)>,
+    /// `with_cap_delay`: how long a decided cap waits, and the caps
+    /// decided but not yet effective (time due, IOPS), oldest first.
+    cap_delay_ns: TimeNs,
+    caps_due: std::collections::VecDeque<(TimeNs, f64)>,
 }
 
 impl BusyRateQos {
@@ -715,7 +727,24 @@ impl BusyRateQos {
             wb_interval_ns: 1,
             wb_timer_set: false,
             wb_out: Vec::new(),
+            cap_delay_ns: 0,
+            caps_due: std::collections::VecDeque::new(),
         })
+    }
+
+    /// B's caps take effect `delay_s` after the sample that decided them
+    /// (`QosParams::cap_delay_s`).
+    pub fn with_cap_delay(mut self, delay_s: f64) -> Result<BusyRateQos, ParamError> {
+        let interval_s = self.interval_ns as f64 / NS_PER_S as f64;
+        if !(delay_s.is_finite() && delay_s >= 0.0 && delay_s < interval_s) {
+            return Err(ParamError::new(
+                "cap_delay_s",
+                delay_s,
+                format!("seconds >= 0 and below sample_interval_s ({interval_s})"),
+            ));
+        }
+        self.cap_delay_ns = (delay_s * NS_PER_S as f64).round() as TimeNs;
+        Ok(self)
     }
 
     /// Puts page-cache write-back between the tenants' writes and device 0.
@@ -1059,6 +1088,18 @@ impl Policy for BusyRateQos {
             self.host_dispatch(now_ns, out);
             return;
         }
+        if timer_id == CAP_TIMER {
+            while let Some(&(due, iops)) = self.caps_due.front()
+                && due <= now_ns
+            {
+                self.caps_due.pop_front();
+                out.actions.push(Action::CapTenant {
+                    tenant: self.throttled,
+                    iops: Some(iops),
+                });
+            }
+            return;
+        }
         if timer_id == WRITEBACK_TIMER {
             self.wb_timer_set = false;
             if let Some(wb) = self.wb.as_mut() {
@@ -1088,11 +1129,20 @@ impl Policy for BusyRateQos {
         let active = self.in_flight > 0 || self.completed > 0 || self.arrivals > 0;
         let decision = self.controller.step(input);
         if let Some(cap) = decision.b_cap_iops {
-            out.actions.push(Action::CapTenant {
-                tenant: self.throttled,
-                iops: Some(cap),
-            });
+            if self.cap_delay_ns == 0 {
+                out.actions.push(Action::CapTenant {
+                    tenant: self.throttled,
+                    iops: Some(cap),
+                });
+            } else {
+                let due = now_ns + self.cap_delay_ns;
+                self.caps_due.push_back((due, cap));
+                out.timers.push((due, CAP_TIMER));
+            }
         }
+        // The delay is below the interval: a cap is due before the next
+        // sample decides another.
+        debug_assert!(self.caps_due.len() <= 1, "{:?}", self.caps_due);
         self.log.push(decision);
         self.io_ticks_ns = 0;
         self.completed = 0;
@@ -1684,6 +1734,48 @@ mod tests {
         p.on_timer(300 * ms, SAMPLE_TIMER, &mut out);
         assert!(out.timers.is_empty(), "idle: no timer keeps the run alive");
         assert!(BusyRateQos::new(BusyRateParams::default(), 1, 1, vec![]).is_err());
+    }
+
+    /// `cap_delay_s`: the sample decides B's cap, which takes effect (an
+    /// action) only at the timer `cap_delay_s` later; a delay of a whole
+    /// interval or more, or a negative one, is refused naming the key.
+    #[test]
+    fn a_delayed_cap_takes_effect_after_the_delay() {
+        let params = BusyRateParams {
+            sample_interval_s: 0.1,
+            ..Default::default()
+        };
+        let ms = 1_000_000;
+        let new = || BusyRateQos::new(params.clone(), 0, 1, vec![(0, 20.0)]).unwrap();
+        for bad in [0.1, 0.5, -0.01, f64::NAN] {
+            let e = new().with_cap_delay(bad).err().expect("refused");
+            assert_eq!(e.key(), "cap_delay_s", "{e}");
+        }
+        let mut p = new().with_cap_delay(0.03).unwrap();
+        let mut out = Outbox::default();
+        p.on_host_io(0, host(7, 0), &mut out);
+        let tag = out.device_ios[0].1.tag;
+        p.on_device_completion(10 * ms, 0, tag, &mut out);
+        out.clear();
+        p.on_timer(100 * ms, SAMPLE_TIMER, &mut out);
+        // 10 ms busy of 100 with 10 IOPS: b = (95 − 20·1)/1 = 75, not yet applied.
+        assert!(out.actions.is_empty(), "{:?}", out.actions);
+        assert!(
+            out.timers.contains(&(130 * ms, CAP_TIMER)),
+            "{:?}",
+            out.timers
+        );
+        out.clear();
+        p.on_timer(130 * ms, CAP_TIMER, &mut out);
+        match &out.actions[..] {
+            [
+                Action::CapTenant {
+                    tenant: 1,
+                    iops: Some(b),
+                },
+            ] => assert!(close(*b, 75.0), "{b}"),
+            a => panic!("{a:?}"),
+        }
     }
 
     /// With the host scheduler, an IO it holds counts as in flight (Linux

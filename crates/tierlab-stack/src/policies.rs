@@ -489,6 +489,7 @@ fn build_qos(t: &toml::Table, ctx: &StackContext) -> Result<Box<dyn Policy>, Con
             Some(w) => p.with_writeback(w),
             None => Ok(p),
         })
+        .and_then(|p| p.with_cap_delay(params.cap_delay_s))
         .map(|p| Box::new(p) as Box<dyn Policy>)
         .map_err(policy_err)
 }

@@ -818,7 +818,9 @@ fn throttled_index(e: &Evaluation, config: &SimConfig) -> ExpResult<usize> {
 /// "per-thread"`: no thread borrows another's slack); and host IOs served
 /// in arrival order, 4 at a time (a short queue to the array), with the
 /// 512 KiB backups: the one that shows the paper's shape (docs/qos.md,
-/// "Arrival order through a short queue").
+/// "Arrival order through a short queue"); and that one again with B's
+/// cap taking effect 1 s after each sample (docs/qos.md, "The paper's
+/// clock").
 fn eval1_variants() -> ExpResult<Vec<Value>> {
     let e = &EVALUATIONS[0];
     let base = parse_eval(e, &[])?;
@@ -870,6 +872,17 @@ fn eval1_variants() -> ExpResult<Vec<Value>> {
                 "policy.host_scheduler = {{ kind = \"fifo\", depth = 4 }} (host IOs to the array in arrival order, at most 4 in it: A and B share it by number of IOs) and tenants.{index}: backups of {} at the paper's 50 IOPS",
                 paper::LARGE_BACKUP_SIZE
             ),
+        ),
+        (
+            "eval1-host-fifo4-backup-512k-cap-delay-1s",
+            vec![
+                "policy.host_scheduler.kind=\"fifo\"".into(),
+                "policy.host_scheduler.depth=4".into(),
+                format!("tenants.{index}.workload.params.size_bytes=\"{}\"", paper::LARGE_BACKUP_SIZE),
+                format!("tenants.{index}.iops_schedule.0.iops=50"),
+                "policy.cap_delay_s=1".into(),
+            ],
+            "as eval1-host-fifo4-backup-512k, with B's cap taking effect 1 s after the sample that decided it (policy.cap_delay_s = 1: the paper's controller read iostat's log, then told B's load-control thread)".to_string(),
         ),
     ];
     let mut out = Vec::new();
