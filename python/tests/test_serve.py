@@ -101,6 +101,27 @@ def test_bad_arguments_raise_clear_errors(tmp_path):
         with tierlab.serve(_cache_stack(tmp_path), unix=tmp_path / "s.sock", io_engine="iouring"):
             pass
     assert e.value.key == "io_engine"
+    # The poll before sleeping: µs from 0 to 10000.
+    for bad, key in [(-1, "wait_poll_us"), (20_000, "--wait-poll-us")]:
+        with pytest.raises(tierlab.ParamError, match="10000") as e:
+            with tierlab.serve(_cache_stack(tmp_path), unix=tmp_path / "s.sock", wait_poll_us=bad):
+                pass
+        assert e.value.key == key
+
+
+@needs
+def test_a_server_that_sleeps_at_once_serves_the_same_bytes(tmp_path):
+    # wait_poll_us=0: epoll sleeps at once (the default polls 50 µs first;
+    # the other tests here run with it).
+    sock = tmp_path / "s.sock"
+    with tierlab.serve(_cache_stack(tmp_path), unix=sock, wait_poll_us=0) as s:
+        io = subprocess.run(
+            ["qemu-io", "-f", "raw", "-c", "write -P 0x33 2M 64k", "-c", "read -P 0x33 2M 64k", s.uri],
+            capture_output=True,
+            text=True,
+        )
+        assert io.returncode == 0 and "Pattern verification failed" not in io.stdout, io
+    assert s.report["requests"]["write"] >= 1
 
 
 def _hswd_stack(tmp_path):

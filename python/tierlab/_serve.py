@@ -83,6 +83,7 @@ def serve(
     io_threads: int = 32,
     base_dir: Optional[str | os.PathLike[str]] = None,
     write_back_on_stop: bool = False,
+    wait_poll_us: int = 50,
 ) -> Iterator[Served]:
     """Serves the stack of ``config`` over NBD while the ``with`` block runs.
 
@@ -127,6 +128,7 @@ def serve(
         io_engine=io_engine,
         io_threads=int(io_threads),
         write_back_on_stop=bool(write_back_on_stop),
+        wait_poll_us=int(wait_poll_us),
     )
     served = Served(
         uri=handle.uri,

@@ -136,6 +136,13 @@ def _cpu_s(who: int) -> float:
     return u.ru_utime + u.ru_stime
 
 
+def _proc_cpu_s(pid: int) -> float:
+    """CPU seconds a live process has used so far, all its threads
+    (/proc/PID/stat utime + stime, in clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
 def _quiet_fds() -> Iterator[Path]:
     """Send file descriptors 1 and 2 (where the in-process CLI prints) to a
@@ -646,11 +653,14 @@ def _serve_cases(ctx: Context) -> list[Case]:
             )
         )
 
-    def fio_nbd(uri: str, rw: str, bs: str, depth: int) -> Metrics:
+    def fio_nbd(uri: str, server_pid: int, rw: str, bs: str, depth: int) -> Metrics:
         common = ["fio", "--name=bench", "--ioengine=nbd", f"--uri={uri}", f"--size={size}", "--output-format=json"]
         if rw.endswith("read"):  # never-written ranges cost neither server anything
             subprocess.run(common + ["--rw=write", "--bs=1m", "--iodepth=8"], check=True, capture_output=True)
         cpu0 = _cpu_s(resource.RUSAGE_CHILDREN)
+        # The server's CPU over the whole fio run (ramp included), as a
+        # share of one core: what waiting (sleeping or polling) costs it.
+        server0, wall0 = _proc_cpu_s(server_pid), time.monotonic()
         out = subprocess.run(
             common
             + [f"--rw={rw}", f"--bs={bs}", f"--iodepth={depth}", "--time_based", f"--runtime={runtime_s}",
@@ -660,6 +670,7 @@ def _serve_cases(ctx: Context) -> list[Case]:
             text=True,
         ).stdout
         cpu = _cpu_s(resource.RUSAGE_CHILDREN) - cpu0
+        server_core = (_proc_cpu_s(server_pid) - server0) / (time.monotonic() - wall0)
         side = json.loads(out[out.index("{") :])["jobs"][0]["read" if rw.endswith("read") else "write"]
         # The client's (fio + libnbd) CPU per IO: when it nears a core per
         # second, the client, not the server, sets the pace.
@@ -667,12 +678,15 @@ def _serve_cases(ctx: Context) -> list[Case]:
             "IOPS": side["iops"],
             "MB/s": side["bw_bytes"] / 1e6,
             "client CPU µs per IO": cpu * 1e6 / max(side["total_ios"], 1),
+            "server CPU, % of a core": 100 * server_core,
         }
 
-    def tierlab_side(stack: str, job: tuple, pin: bool = False) -> Callable[[], Metrics]:
+    def tierlab_side(stack: str, job: tuple, pin: bool = False, wait_poll_us: int = 50) -> Callable[[], Metrics]:
         def run() -> Metrics:
-            with _pinned(pin), serve(configs[stack], unix=ctx.dir / "tierlab.sock", io_threads=0) as s:
-                return fio_nbd(s.uri, *job[1:])
+            sock = ctx.dir / "tierlab.sock"
+            with _pinned(pin), serve(configs[stack], unix=sock, io_threads=0, wait_poll_us=wait_poll_us) as s:
+                # The server runs in this process (its CPU counts here).
+                return fio_nbd(s.uri, os.getpid(), *job[1:])
 
         return run
 
@@ -701,7 +715,7 @@ def _serve_cases(ctx: Context) -> list[Case]:
             if not sock.exists():
                 why = p.stderr.read() if p.poll() is not None else "no socket after 10 s"
                 raise RuntimeError(f"nbdkit did not start: {why}")
-            return fio_nbd(f"nbd+unix:///?socket={sock}", *job[1:])
+            return fio_nbd(f"nbd+unix:///?socket={sock}", p.pid, *job[1:])
         finally:
             p.terminate()
             p.wait(timeout=30)
@@ -717,7 +731,11 @@ def _serve_cases(ctx: Context) -> list[Case]:
                     peer_name="nbdkit memory",
                     tierlab=tierlab_side(stack, job),
                     peer=nbdkit_side(job),
-                    checks=[Check(metric, "info"), Check("client CPU µs per IO", "info")],
+                    checks=[
+                        Check(metric, "info"),
+                        Check("client CPU µs per IO", "info"),
+                        Check("server CPU, % of a core", "info"),
+                    ],
                 )
             )
     # QD1 with server and client on one CPU: the round trip's hand-offs are
@@ -731,7 +749,28 @@ def _serve_cases(ctx: Context) -> list[Case]:
                 peer_name="nbdkit memory",
                 tierlab=tierlab_side("ram", job, pin=True),
                 peer=nbdkit_side(job, pin=True),
-                checks=[Check("IOPS", "info"), Check("client CPU µs per IO", "info")],
+                checks=[
+                    Check("IOPS", "info"),
+                    Check("client CPU µs per IO", "info"),
+                    Check("server CPU, % of a core", "info"),
+                ],
+            )
+        )
+    # QD1 with tierlab sleeping at once in epoll, as nbdkit does: what the
+    # default poll before sleeping buys (docs/serve.md, "Waiting for requests").
+    for job in (j for j in SERVE_JOBS if j[3] == 1):
+        cases.append(
+            Case(
+                name=f"serve-ram-{job[0]}-sleeping",
+                title=f"NBD over a Unix socket, fio {job[1]} {job[2]} QD1, ram stack, tierlab with wait_poll_us=0",
+                peer_name="nbdkit memory",
+                tierlab=tierlab_side("ram", job, wait_poll_us=0),
+                peer=nbdkit_side(job),
+                checks=[
+                    Check("IOPS", "info"),
+                    Check("client CPU µs per IO", "info"),
+                    Check("server CPU, % of a core", "info"),
+                ],
             )
         )
     return cases

@@ -50,6 +50,12 @@ pub struct ServeArgs {
     /// thread pool (`threads`), or io_uring where the kernel allows it (`auto`).
     #[arg(long, default_value = "auto", value_parser = parse_engine)]
     pub io_engine: EngineKind,
+    /// Look for requests and completions this long (µs), yielding the CPU
+    /// between looks, before sleeping; 0 sleeps at once (less CPU, more
+    /// latency: docs/serve.md, "Waiting for requests").
+    #[arg(long, default_value_t = tierlab_real::WAIT_POLL_US_DEFAULT,
+          value_parser = clap::value_parser!(u32).range(0..=tierlab_real::WAIT_POLL_US_MAX as i64))]
+    pub wait_poll_us: u32,
     /// Override a config key, e.g. --set policy.capacity_bytes=64MiB (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
@@ -87,6 +93,7 @@ pub fn run(args: ServeArgs) -> CliResult {
         record: args.record.clone(),
         io_engine: args.io_engine,
         io_threads: args.io_threads,
+        wait_poll_us: args.wait_poll_us,
         verbose: args.verbose,
         write_back_on_stop: args.write_back_on_stop,
     };

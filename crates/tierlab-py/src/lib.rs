@@ -1205,7 +1205,7 @@ impl Drop for Served {
 /// Binds `tierlab serve` for a config (a path, or a dict as JSON) and runs
 /// it in a thread; the `Served` handle stops it.
 #[pyfunction]
-#[pyo3(signature = (path=None, text=None, json=None, overrides=Vec::new(), base_dir=None, unix=None, tcp=None, export="tierlab".to_string(), read_only=false, model_timing=false, out=None, stats_interval_s=10.0, record=None, io_engine="auto".to_string(), io_threads=32, write_back_on_stop=false))]
+#[pyo3(signature = (path=None, text=None, json=None, overrides=Vec::new(), base_dir=None, unix=None, tcp=None, export="tierlab".to_string(), read_only=false, model_timing=false, out=None, stats_interval_s=10.0, record=None, io_engine="auto".to_string(), io_threads=32, write_back_on_stop=false, wait_poll_us=tierlab_serve::WAIT_POLL_US_DEFAULT as i64))]
 #[allow(clippy::too_many_arguments)]
 fn serve_start(
     py: Python<'_>,
@@ -1225,7 +1225,15 @@ fn serve_start(
     io_engine: String,
     io_threads: usize,
     write_back_on_stop: bool,
+    wait_poll_us: i64,
 ) -> PyResult<Served> {
+    let wait_poll_us = u32::try_from(wait_poll_us).map_err(|_| {
+        param_err(tierlab_trace::ParamError::new(
+            "wait_poll_us",
+            wait_poll_us,
+            format!("0 to {} µs", tierlab_serve::WAIT_POLL_US_MAX),
+        ))
+    })?;
     let (config, base) = match (path, text, json) {
         (Some(p), None, None) => {
             let (c, _) = tierlab_stack::StackConfig::load(&p, &overrides).map_err(config_err)?;
@@ -1270,6 +1278,7 @@ fn serve_start(
             .parse()
             .map_err(|e: tierlab_trace::ParamError| param_err(e.within("io_engine")))?,
         io_threads,
+        wait_poll_us,
         verbose: false,
         write_back_on_stop,
     };

@@ -416,7 +416,7 @@ impl Drop for Io {
 
 /// `map_err` for a failed system call.
 /// CPUs the calling thread may run on (None if the kernel does not say).
-fn cpus_allowed() -> Option<usize> {
+pub fn cpus_allowed() -> Option<usize> {
     // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity fills
     // at most its size, and CPU_COUNT only reads it.
     unsafe {

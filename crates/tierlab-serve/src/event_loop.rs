@@ -102,6 +102,20 @@ struct Loop {
     interrupted: bool,
     /// When the timerfd is armed to fire (None: disarmed).
     timer_deadline_ns: Option<TimeNs>,
+    /// How long to look for events before sleeping in epoll (zero: sleep
+    /// at once); see `wait_poll`.
+    wait_poll: Duration,
+}
+
+/// The poll before sleeping for this thread: `wait_poll_us`, or none when
+/// the thread may run on one CPU only, where the client (or the IO
+/// worker) that would end the wait shares that CPU and a poll can only
+/// delay it.
+fn wait_poll(wait_poll_us: u32) -> Duration {
+    if tierlab_real::engine::cpus_allowed() == Some(1) {
+        return Duration::ZERO;
+    }
+    Duration::from_micros(wait_poll_us.into())
 }
 
 pub(crate) fn run(mut server: Server) -> Result<ServeReport, ServeError> {
@@ -151,7 +165,9 @@ pub(crate) fn run(mut server: Server) -> Result<ServeReport, ServeError> {
         stats_interval_ns,
         interrupted: false,
         timer_deadline_ns: None,
+        wait_poll: Duration::ZERO,
     };
+    l.wait_poll = wait_poll(l.server.opts.wait_poll_us);
     if let Err(e) = l.serve() {
         l.server.core.abandon();
         // The outputs of what ran, then the error.
@@ -195,7 +211,20 @@ impl Loop {
                 self.arm_timer(deadline);
             }
             let epoll_timeout = now_please.then_some(Duration::ZERO);
-            match self.server.poll.poll(&mut events, epoll_timeout) {
+            // Poll before sleeping (ServeOptions::wait_poll_us). The
+            // registrations are edge-triggered: events a look returned
+            // are not returned again, so they are served, not re-polled.
+            let polled = if now_please {
+                Ok(false)
+            } else {
+                self.poll_before_sleep(&mut events)
+            };
+            let r = match polled {
+                Ok(true) => Ok(()),
+                Ok(false) => self.server.poll.poll(&mut events, epoll_timeout),
+                Err(e) => Err(e),
+            };
+            match r {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(source) => {
@@ -237,6 +266,31 @@ impl Loop {
                     }
                 }
             }
+        }
+    }
+
+    /// Looks for events without sleeping, yielding the CPU between looks,
+    /// for up to `wait_poll` or until the next deadline; true when it
+    /// found some (they are in `events`). Why: a thread asleep in epoll
+    /// is woken from idle for each request, tens of µs on a VM that halts
+    /// idle vCPUs (docs/serve.md, "Waiting for requests").
+    fn poll_before_sleep(&mut self, events: &mut mio::Events) -> io::Result<bool> {
+        if self.wait_poll.is_zero() {
+            return Ok(false);
+        }
+        let until = std::time::Instant::now() + self.wait_poll;
+        let deadline_ns = self.timer_deadline_ns;
+        loop {
+            self.server.poll.poll(events, Some(Duration::ZERO))?;
+            if !events.is_empty() {
+                return Ok(true);
+            }
+            let past_deadline = deadline_ns.is_some_and(|t| self.server.core.now_ns() >= t);
+            if past_deadline || std::time::Instant::now() >= until {
+                return Ok(false);
+            }
+            // SAFETY: sched_yield takes no arguments and cannot fail.
+            unsafe { libc::sched_yield() };
         }
     }
 

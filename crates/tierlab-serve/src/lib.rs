@@ -45,6 +45,8 @@ use tierlab_stack::{StackConfig, StackContext};
 
 pub use error::ServeError;
 pub use report::{RequestCounts, ServeReport};
+/// `ServeOptions::wait_poll_us`: the default, and the most accepted.
+pub use tierlab_real::{WAIT_POLL_US_DEFAULT, WAIT_POLL_US_MAX};
 
 /// Where the server listens.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,6 +99,10 @@ pub struct ServeOptions {
     pub io_engine: EngineKind,
     /// Device IOs in service at once (io_uring slots or threads); 0 inline.
     pub io_threads: usize,
+    /// µs to look for requests and completions, yielding the CPU between
+    /// looks, before sleeping in epoll; 0 sleeps at once. A server thread
+    /// allowed one CPU only always sleeps at once.
+    pub wait_poll_us: u32,
     /// Log connections and stop progress on stderr.
     pub verbose: bool,
     /// At a clean stop, write every cached byte back to the backing device
@@ -117,6 +123,7 @@ impl Default for ServeOptions {
             record: None,
             io_engine: EngineKind::Auto,
             io_threads: 32,
+            wait_poll_us: tierlab_real::WAIT_POLL_US_DEFAULT,
             verbose: false,
             write_back_on_stop: false,
         }
@@ -188,7 +195,15 @@ fn check_options(opts: &ServeOptions) -> Result<(), ServeError> {
             "a number of seconds ≥ 0.001",
         )));
     }
-    ParamError::check_range("--io-threads", opts.io_threads, 0, 1024).map_err(ServeError::Option)
+    ParamError::check_range("--io-threads", opts.io_threads, 0, 1024)
+        .map_err(ServeError::Option)?;
+    ParamError::check_range(
+        "--wait-poll-us",
+        opts.wait_poll_us,
+        0,
+        tierlab_real::WAIT_POLL_US_MAX,
+    )
+    .map_err(ServeError::Option)
 }
 
 impl Server {
