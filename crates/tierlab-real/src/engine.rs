@@ -200,7 +200,7 @@ impl Io {
     ///
     /// Why: a thread that sleeps for a completion a few µs away is woken
     /// from idle, and on a VM without guest halt-polling each such wake
-    /// costs tens of µs (docs/benchmarks.md, "QD1 on an idle VM"). Polling
+    /// costs tens of µs (docs/real.md, "Waiting for completions"). Polling
     /// costs at most `poll` of CPU per wait. Yielding, not spinning, lets
     /// the kernel's IO worker run should it share this CPU. A thread that
     /// may run on one CPU only (pinned) sleeps at once: there the worker
@@ -414,7 +414,6 @@ impl Drop for Io {
     }
 }
 
-/// `map_err` for a failed system call.
 /// CPUs the calling thread may run on (None if the kernel does not say).
 pub fn cpus_allowed() -> Option<usize> {
     // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity fills
@@ -438,6 +437,7 @@ fn ring_description(depth: usize, setup: &str, poll: Duration) -> String {
     d + ")"
 }
 
+/// `map_err` for a failed system call.
 fn sys(call: &'static str) -> impl FnOnce(io::Error) -> EngineError {
     move |source| EngineError::Sys { call, source }
 }
@@ -1030,14 +1030,15 @@ mod tests {
     /// A backend that is neither one file nor memory (like a RAID of
     /// files): under io_uring its IOs go to the pool, whose completions
     /// wake the ring through the eventfd — mixed with file IOs on the ring.
-    struct NotAFile(RamBackend);
+    /// Its IOs take `.1` each.
+    struct NotAFile(RamBackend, Duration);
     impl Backend for NotAFile {
         fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-            std::thread::sleep(Duration::from_millis(2));
+            std::thread::sleep(self.1);
             self.0.read_at(buf, offset)
         }
         fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-            std::thread::sleep(Duration::from_millis(2));
+            std::thread::sleep(self.1);
             self.0.write_at(buf, offset)
         }
         fn flush(&self) -> io::Result<()> {
@@ -1055,8 +1056,10 @@ mod tests {
     fn io_uring_waits_for_pool_completions_and_ring_completions_alike() {
         let dir = tempfile::tempdir().unwrap();
         let f = FileBackend::open(&dir.path().join("f"), Some(1 << 20), true, true).unwrap();
-        let backends: Vec<Box<dyn Backend>> =
-            vec![Box::new(f), Box::new(NotAFile(RamBackend::new(1 << 20)))];
+        let backends: Vec<Box<dyn Backend>> = vec![
+            Box::new(f),
+            Box::new(NotAFile(RamBackend::new(1 << 20), Duration::from_millis(2))),
+        ];
         let mut io = Io::new(Arc::new(backends), EngineKind::Uring, 4, Waiting::InWait).unwrap();
         let mut pending = std::collections::HashSet::new();
         for i in 0..40u64 {
@@ -1095,8 +1098,10 @@ mod tests {
     fn the_depth_bounds_ring_and_pool_together() {
         let dir = tempfile::tempdir().unwrap();
         let f = FileBackend::open(&dir.path().join("f"), Some(1 << 20), true, true).unwrap();
-        let backends: Vec<Box<dyn Backend>> =
-            vec![Box::new(f), Box::new(NotAFile(RamBackend::new(1 << 20)))];
+        let backends: Vec<Box<dyn Backend>> = vec![
+            Box::new(f),
+            Box::new(NotAFile(RamBackend::new(1 << 20), Duration::from_millis(2))),
+        ];
         let mut io = Io::new(Arc::new(backends), EngineKind::Uring, 1, Waiting::InWait).unwrap();
         for i in 0..20u64 {
             let device = (i % 2) as usize;
@@ -1129,33 +1134,11 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{e}");
     }
 
-    /// A pool backend whose every IO takes `.1`.
-    struct Slow(RamBackend, Duration);
-    impl Backend for Slow {
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-            std::thread::sleep(self.1);
-            self.0.read_at(buf, offset)
-        }
-        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-            std::thread::sleep(self.1);
-            self.0.write_at(buf, offset)
-        }
-        fn flush(&self) -> io::Result<()> {
-            Ok(())
-        }
-        fn capacity_bytes(&self) -> u64 {
-            self.0.capacity_bytes()
-        }
-        fn describe(&self) -> String {
-            "slow".into()
-        }
-    }
-
     /// The poll before sleeping ends at the wait's deadline or at the
     /// completion, whichever comes first, however long the poll is.
     #[test]
     fn polling_before_sleep_ends_at_the_deadline_or_the_completion() {
-        let slow = Slow(RamBackend::new(1 << 20), Duration::from_millis(300));
+        let slow = NotAFile(RamBackend::new(1 << 20), Duration::from_millis(300));
         let backends: Vec<Box<dyn Backend>> = vec![Box::new(slow)];
         let mut io = Io::new(Arc::new(backends), EngineKind::Uring, 2, Waiting::InWait).unwrap();
         io.poll_before_sleep(Duration::from_secs(60));
