@@ -720,57 +720,46 @@ def _serve_cases(ctx: Context) -> list[Case]:
             p.terminate()
             p.wait(timeout=30)
 
+    def serve_case(name: str, title: str, tierlab: Callable[[], Metrics], peer: Callable[[], Metrics], metric: str) -> Case:
+        checks = [Check(metric, "info"), Check("client CPU µs per IO", "info"), Check("server CPU, % of a core", "info")]
+        return Case(name=name, title=title, peer_name="nbdkit memory", tierlab=tierlab, peer=peer, checks=checks)
+
     cases = []
     for stack in SERVE_STACKS:
         for job in SERVE_JOBS:
-            metric = "MB/s" if job[2] == "1m" else "IOPS"
             cases.append(
-                Case(
-                    name=f"serve-{stack}-{job[0]}",
-                    title=f"NBD over a Unix socket, fio {job[1]} {job[2]} QD{job[3]}, {stack} stack of 256 MiB",
-                    peer_name="nbdkit memory",
-                    tierlab=tierlab_side(stack, job),
-                    peer=nbdkit_side(job),
-                    checks=[
-                        Check(metric, "info"),
-                        Check("client CPU µs per IO", "info"),
-                        Check("server CPU, % of a core", "info"),
-                    ],
+                serve_case(
+                    f"serve-{stack}-{job[0]}",
+                    f"NBD over a Unix socket, fio {job[1]} {job[2]} QD{job[3]}, {stack} stack of 256 MiB",
+                    tierlab_side(stack, job),
+                    nbdkit_side(job),
+                    "MB/s" if job[2] == "1m" else "IOPS",
                 )
             )
+    qd1 = [j for j in SERVE_JOBS if j[3] == 1]
     # QD1 with server and client on one CPU: the round trip's hand-offs are
     # context switches, not idle-vCPU wake-ups (see `_pinned`), so these
     # show each server's own cost per request.
-    for job in (j for j in SERVE_JOBS if j[3] == 1):
+    for job in qd1:
         cases.append(
-            Case(
-                name=f"serve-ram-{job[0]}-pinned",
-                title=f"NBD over a Unix socket, fio {job[1]} {job[2]} QD1, ram stack, server and client pinned to CPU {_pin_cpu()}",
-                peer_name="nbdkit memory",
-                tierlab=tierlab_side("ram", job, pin=True),
-                peer=nbdkit_side(job, pin=True),
-                checks=[
-                    Check("IOPS", "info"),
-                    Check("client CPU µs per IO", "info"),
-                    Check("server CPU, % of a core", "info"),
-                ],
+            serve_case(
+                f"serve-ram-{job[0]}-pinned",
+                f"NBD over a Unix socket, fio {job[1]} {job[2]} QD1, ram stack, server and client pinned to CPU {_pin_cpu()}",
+                tierlab_side("ram", job, pin=True),
+                nbdkit_side(job, pin=True),
+                "IOPS",
             )
         )
     # QD1 with tierlab sleeping at once in epoll, as nbdkit does: what the
     # default poll before sleeping buys (docs/serve.md, "Waiting for requests").
-    for job in (j for j in SERVE_JOBS if j[3] == 1):
+    for job in qd1:
         cases.append(
-            Case(
-                name=f"serve-ram-{job[0]}-sleeping",
-                title=f"NBD over a Unix socket, fio {job[1]} {job[2]} QD1, ram stack, tierlab with wait_poll_us=0",
-                peer_name="nbdkit memory",
-                tierlab=tierlab_side("ram", job, wait_poll_us=0),
-                peer=nbdkit_side(job),
-                checks=[
-                    Check("IOPS", "info"),
-                    Check("client CPU µs per IO", "info"),
-                    Check("server CPU, % of a core", "info"),
-                ],
+            serve_case(
+                f"serve-ram-{job[0]}-sleeping",
+                f"NBD over a Unix socket, fio {job[1]} {job[2]} QD1, ram stack, tierlab with wait_poll_us=0",
+                tierlab_side("ram", job, wait_poll_us=0),
+                nbdkit_side(job),
+                "IOPS",
             )
         )
     return cases
