@@ -153,7 +153,7 @@ impl Io {
         };
         match (ring, kind) {
             (Some(Ok((r, bufs))), _) => {
-                io.description = ring_description(depth, &r.setup, Duration::ZERO);
+                io.description = ring_description(depth, &r.setup, Duration::ZERO, Duration::ZERO);
                 if let Some((bufs, bytes)) = bufs {
                     io.bufs.registered(bufs, bytes);
                 }
@@ -209,14 +209,9 @@ impl Io {
     /// Threads mode and inline never poll. Call it from the thread that
     /// will wait.
     pub fn poll_before_sleep(&mut self, poll: Duration) {
-        let one_cpu = cpus_allowed() == Some(1);
-        self.poll = if one_cpu { Duration::ZERO } else { poll };
+        self.poll = wait_poll(poll);
         if let Some(r) = &self.ring {
-            self.description = ring_description(self.depth, &r.setup, self.poll);
-            if one_cpu && !poll.is_zero() {
-                self.description.pop();
-                self.description += "; sleeps at once for completions: one CPU allowed)";
-            }
+            self.description = ring_description(self.depth, &r.setup, poll, self.poll);
         }
     }
 
@@ -425,16 +420,32 @@ pub fn cpus_allowed() -> Option<usize> {
     }
 }
 
-/// What runs the IOs in io_uring mode, for summary.json.
-fn ring_description(depth: usize, setup: &str, poll: Duration) -> String {
-    let mut d = format!("io_uring ({depth} IOs in service at most; {setup}");
-    if !poll.is_zero() {
-        d += &format!(
+/// The poll before sleeping that a thread asking for `requested` gets
+/// (`Io::poll_before_sleep`, and `tierlab serve`'s loop): none when it may
+/// run on one CPU only, where whoever would end the wait (the kernel's IO
+/// worker, a client) shares that CPU and a poll can only delay it.
+pub fn wait_poll(requested: Duration) -> Duration {
+    if cpus_allowed() == Some(1) {
+        Duration::ZERO
+    } else {
+        requested
+    }
+}
+
+/// What runs the IOs in io_uring mode, for summary.json: the poll asked
+/// for and the one `wait_poll` gave.
+fn ring_description(depth: usize, setup: &str, requested: Duration, poll: Duration) -> String {
+    let waits = if !poll.is_zero() {
+        format!(
             "; polls {} µs for a completion before sleeping",
             poll.as_micros()
-        );
-    }
-    d + ")"
+        )
+    } else if !requested.is_zero() {
+        "; sleeps at once for completions: one CPU allowed".to_string()
+    } else {
+        String::new()
+    };
+    format!("io_uring ({depth} IOs in service at most; {setup}{waits})")
 }
 
 /// `map_err` for a failed system call.

@@ -107,17 +107,6 @@ struct Loop {
     wait_poll: Duration,
 }
 
-/// The poll before sleeping for this thread: `wait_poll_us`, or none when
-/// the thread may run on one CPU only, where the client (or the IO
-/// worker) that would end the wait shares that CPU and a poll can only
-/// delay it.
-fn wait_poll(wait_poll_us: u32) -> Duration {
-    if tierlab_real::engine::cpus_allowed() == Some(1) {
-        return Duration::ZERO;
-    }
-    Duration::from_micros(wait_poll_us.into())
-}
-
 pub(crate) fn run(mut server: Server) -> Result<ServeReport, ServeError> {
     let record = match &server.opts.record {
         Some(p) => Some(TraceRecord::create(p)?),
@@ -167,7 +156,9 @@ pub(crate) fn run(mut server: Server) -> Result<ServeReport, ServeError> {
         timer_deadline_ns: None,
         wait_poll: Duration::ZERO,
     };
-    l.wait_poll = wait_poll(l.server.opts.wait_poll_us);
+    // On this (the loop's) thread: none if it may run on one CPU only.
+    l.wait_poll =
+        tierlab_real::engine::wait_poll(Duration::from_micros(l.server.opts.wait_poll_us.into()));
     if let Err(e) = l.serve() {
         l.server.core.abandon();
         // The outputs of what ran, then the error.

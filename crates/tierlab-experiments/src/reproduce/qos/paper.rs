@@ -265,19 +265,24 @@ fn guarantee(summary: &Value, out: &mut Vec<Comparison>) {
             // When it lowered X, in seconds into the phase: A holds 50 from
             // about the second lowering, as the paper's did after its second.
             let phase_from_s = f(&p["from_s"]);
-            let fifo_lowered_at: Vec<String> = ablation(summary, fifo_name)
+            let lowered_s: Vec<f64> = ablation(summary, fifo_name)
                 .and_then(|a| a["x_history"].as_array())
                 .map(|h| {
                     h.iter()
                         .filter(|e| e["event"] == "lowered")
-                        .map(|e| format!("{} s", f(&e["time_s"]) - phase_from_s))
+                        .map(|e| f(&e["time_s"]) - phase_from_s)
                         .collect()
                 })
                 .unwrap_or_default();
-            let fifo_lowered_at = if fifo_lowered_at.is_empty() {
+            let fifo_lowered_at = if lowered_s.is_empty() {
                 "never".to_string()
             } else {
-                fifo_lowered_at.join(" and ")
+                let at: Vec<String> = lowered_s.iter().map(|t| format!("{t} s")).collect();
+                at.join(" and ")
+            };
+            let between = match lowered_s[..] {
+                [a, b, ..] => format!("{} s", b - a),
+                _ => "never (no second lowering)".to_string(),
             };
             let secs = |v: f64| {
                 if v.is_nan() {
@@ -312,12 +317,11 @@ fn guarantee(summary: &Value, out: &mut Vec<Comparison>) {
                          docs/qos.md). It lowers X {fifo_lowered_at} into the phase, the paper \
                          ~140 and ~340 s into its phase (at ~500 and ~700 s; its phase ran \
                          ~360-960 s, as A's target fell 'after 960 s'), and A holds 50 IOPS from \
-                         about the second lowering in both: the first lowering comes as the \
-                         paper's, after three saturated samples in seven; what is left is the \
-                         second, after three in six samples here (saturated and unsaturated \
-                         alternate: B's cap, computed from a sample where B was cut and A ran \
-                         alone, lets B saturate the array again) against about ten in the \
-                         paper; what the paper's host and array queued is not published. \
+                         about the second lowering in both. What is left is the second \
+                         lowering: {between} after the first here (saturated and unsaturated \
+                         samples alternate: B's cap, computed from a sample where B was cut and \
+                         A ran alone, lets B saturate the array again), ~200 s in the paper; \
+                         what the paper's host and array queued is not published. \
                          A delay before B's cap takes effect does not close it: 1 s after each \
                          sample ({delayed_name}) no sample reads 100 % (the array idles in the \
                          second before a raised cap arrives), X is lowered {delayed_lowerings} \
