@@ -74,6 +74,10 @@ pub struct QosRunArgs {
     pub saturation_trigger_samples: u32,
     #[arg(long, default_value_t = 10)]
     pub saturation_window_samples: u32,
+    /// Arm a lowering only once the window holds that many samples taken
+    /// since the start or the last lowering or reset (docs/qos.md).
+    #[arg(long)]
+    pub lowering_needs_full_window: bool,
     /// While saturated, B's cap loses this fraction of the total IOPS.
     #[arg(long, default_value_t = 0.2)]
     pub saturated_extra_cut: f64,
@@ -709,6 +713,7 @@ fn run_controller(args: QosRunArgs) -> ExpResult {
         lowering_gain: args.lowering_gain,
         saturation_window_samples: args.saturation_window_samples,
         saturation_trigger_samples: args.saturation_trigger_samples,
+        lowering_needs_full_window: args.lowering_needs_full_window,
         saturated_extra_cut: args.saturated_extra_cut,
         reset_util_pct: args.reset_util_pct,
         reset_bpi_change: args.reset_bpi_change,
@@ -1308,6 +1313,7 @@ mod tests {
             min_throttled_iops: 1.0,
             saturated_util_pct: 100.0,
             min_target_busy_pct: 10.0,
+            lowering_needs_full_window: false,
         })
         .unwrap();
         // util 90 % at 150 IOPS: bpi 0.6; a = 30 + 30 → B's cap (95 − 36) / 0.6.

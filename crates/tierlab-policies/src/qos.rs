@@ -31,7 +31,8 @@
 //!   `c` = its busy_pct_per_iops); the first later sample that is not
 //!   saturated, not below `reset_util_pct`, and has `d` = busy_pct_per_iops
 //!   below `c` is point 2, and `X ← X − (c − d) · C · y`; the window is
-//!   then cleared, so a further lowering needs fresh saturated samples;
+//!   then cleared, so a further lowering needs fresh saturated samples
+//!   (with `lowering_needs_full_window`, a full window of fresh samples);
 //! - `%util` below `reset_util_pct` (20) resets X to its initial value;
 //! - so does a sharp, persistent change of busy_pct_per_iops against its
 //!   previous level (the rule the paper proposed after evaluation 1 but
@@ -77,6 +78,14 @@ pub struct BusyRateParams {
     pub saturation_window_samples: u32,
     /// Saturated samples in that window that arm the lowering of X.
     pub saturation_trigger_samples: u32,
+    /// Arm the lowering only once the window holds
+    /// `saturation_window_samples` samples taken since the start, the last
+    /// lowering or reset ("3 of the past 10 measurements" counted only
+    /// when there are 10), and then at any sample, saturated or not. Off
+    /// (the default): a saturated sample arms as soon as the window, however
+    /// short, holds enough of them. docs/qos.md ("The window after a
+    /// lowering") has why and what it changes.
+    pub lowering_needs_full_window: bool,
     /// While saturated, B's cap loses this fraction of the total IOPS.
     pub saturated_extra_cut: f64,
     /// `%util` below this resets X, percent.
@@ -102,6 +111,7 @@ impl Default for BusyRateParams {
             saturated_util_pct: 100.0,
             saturation_window_samples: 10,
             saturation_trigger_samples: 3,
+            lowering_needs_full_window: false,
             saturated_extra_cut: 0.2,
             reset_util_pct: 20.0,
             reset_bpi_change: 0.1,
@@ -511,7 +521,14 @@ impl BusyRateController {
         }
 
         let in_window = self.window.iter().filter(|s| **s).count() as u32;
-        if saturated && in_window >= p.saturation_trigger_samples && !self.armed && bpi.is_some() {
+        // With a full window required, the window can fill on an
+        // unsaturated sample, which is then point 2 at once (below).
+        let may_arm = if p.lowering_needs_full_window {
+            self.window.len() >= p.saturation_window_samples as usize
+        } else {
+            saturated
+        };
+        if may_arm && in_window >= p.saturation_trigger_samples && !self.armed && bpi.is_some() {
             self.armed = true;
             event = Event::Armed;
         }
@@ -1384,6 +1401,42 @@ mod tests {
         // Window [8 calm, S, S]: still 2; one more makes 3.
         assert_eq!(c.step(s(100.0, 200.0, 0.0)).saturated_in_window, 2);
         assert_eq!(c.step(s(100.0, 200.0, 0.0)).event, Event::Armed);
+    }
+
+    /// Evaluation 1's alternation (saturated, cut, saturated, ...) under
+    /// both readings of "3 of the past 10": saturated samples at 0–2 and
+    /// at every other sample from 10; unsaturated ones at 90 % (d = 0.45
+    /// against c = 0.5, so each lowering takes (0.5 − 0.45)·200·0.5 = 5).
+    #[test]
+    fn a_full_window_spaces_the_lowerings_by_the_window() {
+        let lowerings = |full: bool| -> Vec<(usize, f64)> {
+            let mut c = BusyRateController::new(BusyRateParams {
+                lowering_needs_full_window: full,
+                ..BusyRateParams::default()
+            })
+            .unwrap();
+            let mut out = Vec::new();
+            for i in 0..20 {
+                let saturated = i < 3 || (i >= 10 && i % 2 == 0);
+                let d = c.step(s(if saturated { 100.0 } else { 90.0 }, 200.0, 0.0));
+                if full && i < 9 {
+                    // Never armed before the window holds 10 samples.
+                    assert!(!d.armed && d.event == Event::None, "sample {i}: {d:?}");
+                }
+                if matches!(d.event, Event::Lowered { .. }) {
+                    assert_eq!(d.saturated_in_window, 0, "sample {i}: window cleared");
+                    out.push((i, d.target_busy_pct));
+                }
+            }
+            out
+        };
+        // As soon as 3 are saturated: armed at 2, lowered at 3 (the first
+        // unsaturated sample); fresh ones at 10, 12, 14 arm again, 15 lowers.
+        assert_eq!(lowerings(false), vec![(3, 90.0), (15, 85.0)]);
+        // A full window first: the window fills at sample 9, which is
+        // unsaturated, so it arms and is point 2 at once; the next full
+        // window of fresh samples ends at 19. Lowerings a window apart.
+        assert_eq!(lowerings(true), vec![(9, 90.0), (19, 85.0)]);
     }
 
     #[test]

@@ -326,7 +326,14 @@ fn analyse(run: &EvalRun) -> Value {
     let history: Vec<Value> = rows
         .iter()
         .filter(|r| matches!(r.event, 3..=5))
-        .map(|r| json!({"time_s": r.time_s, "event": event_name(r.event), "target_busy_pct": r.target_busy_pct}))
+        .map(|r| {
+            json!({
+                "time_s": r.time_s,
+                "event": event_name(r.event),
+                "target_busy_pct": r.target_busy_pct,
+                "saturated_samples_total": r.saturated_samples_total,
+            })
+        })
         .collect();
     json!({
         "seed": run.seed,
@@ -820,12 +827,27 @@ fn throttled_index(e: &Evaluation, config: &SimConfig) -> ExpResult<usize> {
 /// 512 KiB backups: the one that shows the paper's shape (docs/qos.md,
 /// "Arrival order through a short queue"); and that one again with B's
 /// cap taking effect 1 s after each sample (docs/qos.md, "The paper's
-/// clock").
+/// clock"), and with a lowering waiting for a full window of fresh
+/// samples (docs/qos.md, "The window after a lowering").
 fn eval1_variants() -> ExpResult<Vec<Value>> {
     let e = &EVALUATIONS[0];
     let base = parse_eval(e, &[])?;
     let index = throttled_index(e, &base)?;
     let cfq = "policy.host_scheduler.kind=\"cfq\"".to_string();
+    let fifo4_512k: Vec<String> = vec![
+        "policy.host_scheduler.kind=\"fifo\"".into(),
+        "policy.host_scheduler.depth=4".into(),
+        format!(
+            "tenants.{index}.workload.params.size_bytes=\"{}\"",
+            paper::LARGE_BACKUP_SIZE
+        ),
+        format!("tenants.{index}.iops_schedule.0.iops=50"),
+    ];
+    let fifo4_512k_and = |more: &str| -> Vec<String> {
+        let mut v = fifo4_512k.clone();
+        v.push(more.to_string());
+        v
+    };
     let variants = [
         (
             "eval1-host-cfq",
@@ -861,28 +883,22 @@ fn eval1_variants() -> ExpResult<Vec<Value>> {
             "tenants.*.iops_budget = \"per-thread\" (each of a tenant's 10 load threads its own share of the per-second limit, floor(limit) / 10: a thread behind a slow IO cannot borrow another's)".to_string(),
         ),
         (
-            "eval1-host-fifo4-backup-512k",
-            vec![
-                "policy.host_scheduler.kind=\"fifo\"".into(),
-                "policy.host_scheduler.depth=4".into(),
-                format!("tenants.{index}.workload.params.size_bytes=\"{}\"", paper::LARGE_BACKUP_SIZE),
-                format!("tenants.{index}.iops_schedule.0.iops=50"),
-            ],
+            paper::FIFO4_512K,
+            fifo4_512k.clone(),
             format!(
                 "policy.host_scheduler = {{ kind = \"fifo\", depth = 4 }} (host IOs to the array in arrival order, at most 4 in it: A and B share it by number of IOs) and tenants.{index}: backups of {} at the paper's 50 IOPS",
                 paper::LARGE_BACKUP_SIZE
             ),
         ),
         (
-            "eval1-host-fifo4-backup-512k-cap-delay-1s",
-            vec![
-                "policy.host_scheduler.kind=\"fifo\"".into(),
-                "policy.host_scheduler.depth=4".into(),
-                format!("tenants.{index}.workload.params.size_bytes=\"{}\"", paper::LARGE_BACKUP_SIZE),
-                format!("tenants.{index}.iops_schedule.0.iops=50"),
-                "policy.cap_delay_s=1".into(),
-            ],
+            paper::FIFO4_512K_CAP_DELAY,
+            fifo4_512k_and("policy.cap_delay_s=1"),
             "as eval1-host-fifo4-backup-512k, with B's cap taking effect 1 s after the sample that decided it (policy.cap_delay_s = 1: the paper's controller read iostat's log, then told B's load-control thread)".to_string(),
+        ),
+        (
+            paper::FIFO4_512K_FULL_WINDOW,
+            fifo4_512k_and("policy.controller.lowering_needs_full_window=true"),
+            "as eval1-host-fifo4-backup-512k, with a lowering armed only once the window holds 10 samples since the last lowering (policy.controller.lowering_needs_full_window = true: '3 of the past 10 measurements' counted when there are 10)".to_string(),
         ),
     ];
     let mut out = Vec::new();

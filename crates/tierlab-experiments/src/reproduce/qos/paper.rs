@@ -20,6 +20,14 @@ pub const LARGE_BACKUP_SIZE: &str = "512k";
 /// began at ~360 s (A's target fell "after 960 s", 10 minutes later).
 pub const PAPER_EVAL1_SETTLING_S: f64 = 340.0;
 
+/// Evaluation 1's variants that measure the settling row's causes:
+/// host IOs in arrival order through a short queue with the paper's
+/// 512 KiB backups; that with B's cap 1 s late; and that with a lowering
+/// armed only by a full window of fresh samples.
+pub const FIFO4_512K: &str = "eval1-host-fifo4-backup-512k";
+pub const FIFO4_512K_CAP_DELAY: &str = "eval1-host-fifo4-backup-512k-cap-delay-1s";
+pub const FIFO4_512K_FULL_WINDOW: &str = "eval1-host-fifo4-backup-512k-full-window";
+
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or(f64::NAN)
 }
@@ -254,36 +262,62 @@ fn guarantee(summary: &Value, out: &mut Vec<Comparison>) {
             let large = settling("eval1-backup-512k");
             let wb = settling("eval1-writeback");
             let per_thread = settling("eval1-per-thread-budget");
-            let fifo_name = "eval1-host-fifo4-backup-512k";
-            let fifo = settling(fifo_name);
-            let fifo_lowerings =
-                ablation(summary, fifo_name).map_or(f64::NAN, |a| f(&a["x_lowerings"]));
-            let delayed_name = "eval1-host-fifo4-backup-512k-cap-delay-1s";
-            let delayed = settling(delayed_name);
-            let delayed_lowerings =
-                ablation(summary, delayed_name).map_or(f64::NAN, |a| f(&a["x_lowerings"]));
-            // When it lowered X, in seconds into the phase: A holds 50 from
-            // about the second lowering, as the paper's did after its second.
+            let fifo = settling(FIFO4_512K);
+            let full = settling(FIFO4_512K_FULL_WINDOW);
+            let delayed = settling(FIFO4_512K_CAP_DELAY);
+            let lowerings_of =
+                |name: &str| ablation(summary, name).map_or(f64::NAN, |a| f(&a["x_lowerings"]));
+            let (fifo_lowerings, full_lowerings, delayed_lowerings) = (
+                lowerings_of(FIFO4_512K),
+                lowerings_of(FIFO4_512K_FULL_WINDOW),
+                lowerings_of(FIFO4_512K_CAP_DELAY),
+            );
+            // When a variant lowered X, in seconds into the phase: A holds
+            // 50 from about the second lowering, as the paper's did after
+            // its second.
             let phase_from_s = f(&p["from_s"]);
-            let lowered_s: Vec<f64> = ablation(summary, fifo_name)
-                .and_then(|a| a["x_history"].as_array())
-                .map(|h| {
-                    h.iter()
-                        .filter(|e| e["event"] == "lowered")
-                        .map(|e| f(&e["time_s"]) - phase_from_s)
-                        .collect()
-                })
-                .unwrap_or_default();
-            let fifo_lowered_at = if lowered_s.is_empty() {
-                "never".to_string()
-            } else {
-                let at: Vec<String> = lowered_s.iter().map(|t| format!("{t} s")).collect();
-                at.join(" and ")
+            let lowered_s = |name: &str| -> Vec<f64> {
+                ablation(summary, name)
+                    .and_then(|a| a["x_history"].as_array())
+                    .map(|h| {
+                        h.iter()
+                            .filter(|e| e["event"] == "lowered")
+                            .map(|e| f(&e["time_s"]) - phase_from_s)
+                            .collect()
+                    })
+                    .unwrap_or_default()
             };
-            let between = match lowered_s[..] {
+            let at = |lowered: &[f64]| {
+                if lowered.is_empty() {
+                    "never".to_string()
+                } else {
+                    let at: Vec<String> = lowered.iter().map(|t| format!("{t} s")).collect();
+                    at.join(" and ")
+                }
+            };
+            let between = |lowered: &[f64]| match lowered {
                 [a, b, ..] => format!("{} s", b - a),
                 _ => "never (no second lowering)".to_string(),
             };
+            let (fifo_lowered, full_lowered) =
+                (lowered_s(FIFO4_512K), lowered_s(FIFO4_512K_FULL_WINDOW));
+            // Saturated samples between the full-window variant's first two
+            // lowerings (the paper counted three more before its second).
+            let saturated_between = ablation(summary, FIFO4_512K_FULL_WINDOW)
+                .and_then(|a| a["x_history"].as_array())
+                .map(|h| {
+                    let totals: Vec<f64> = h
+                        .iter()
+                        .filter(|e| e["event"] == "lowered")
+                        .map(|e| f(&e["saturated_samples_total"]))
+                        .collect();
+                    match totals[..] {
+                        [a, b, ..] => format!("{}", b - a),
+                        _ => "no second lowering".to_string(),
+                    }
+                })
+                .unwrap_or_else(|| "not run".to_string());
+            let closes = (full / PAPER_EVAL1_SETTLING_S - 1.0).abs() <= TOLERANCE + 1e-12;
             let secs = |v: f64| {
                 if v.is_nan() {
                     "never".to_string()
@@ -291,15 +325,23 @@ fn guarantee(summary: &Value, out: &mut Vec<Comparison>) {
                     format!("{v} s")
                 }
             };
-            let (aligned, cfq, cfq_thread, large, wb, per_thread, fifo, delayed) = (
+            let settles = |v: f64| {
+                if v.is_nan() {
+                    "never settles".to_string()
+                } else {
+                    format!("settles after {v} s")
+                }
+            };
+            let (aligned, cfq, cfq_thread, large, wb, per_thread, fifo, full, delayed) = (
                 secs(aligned),
                 secs(cfq),
                 secs(cfq_thread),
                 secs(large),
-                secs(wb),
+                settles(wb),
                 secs(per_thread),
-                secs(fifo),
-                secs(delayed),
+                settles(fifo),
+                settles(full),
+                settles(delayed),
             );
             out.push(numeric(
                 "eval1_a_settling_time_s",
@@ -308,44 +350,60 @@ fn guarantee(summary: &Value, out: &mut Vec<Comparison>) {
                 f(&p["settling_time_s"]),
                 || {
                     format!(
-                        "not measured yet (only partly): host IOs served in arrival order through \
-                         a short queue to the array (a FIFO of depth 4 in front of it) with the \
-                         paper's 512 KiB backups at 50 IOPS ({fifo_name}) settle {fifo}, X \
-                         lowered {fifo_lowerings} times: A and B share the saturated array by \
-                         number of IOs, so A falls short in every saturated sample until X is \
-                         lowered, as the paper's A did, but sooner than ~340 s (seeds 1-10 in \
-                         docs/qos.md). It lowers X {fifo_lowered_at} into the phase, the paper \
-                         ~140 and ~340 s into its phase (at ~500 and ~700 s; its phase ran \
-                         ~360-960 s, as A's target fell 'after 960 s'), and A holds 50 IOPS from \
-                         about the second lowering in both. What is left is the second \
-                         lowering: {between} after the first here (saturated and unsaturated \
-                         samples alternate: B's cap, computed from a sample where B was cut and \
-                         A ran alone, lets B saturate the array again), ~200 s in the paper; \
-                         what the paper's host and array queued is not published. \
-                         A delay before B's cap takes effect does not close it: 1 s after each \
-                         sample ({delayed_name}) no sample reads 100 % (the array idles in the \
+                        "{}two unpublished parts of the paper's setup, measured together: host IOs \
+                         served in arrival order through a short queue to the array (a FIFO of \
+                         depth 4 in front of it) with the paper's 512 KiB backups at 50 IOPS, and \
+                         a controller that counts '3 of the past 10 measurements' only once it \
+                         has 10 since its last lowering ({FIFO4_512K_FULL_WINDOW}): X lowered \
+                         {full_lowerings} times, {} into the phase, the paper's ~140 and ~340 s \
+                         (at ~500 and ~700 s on its clock; its phase ran ~360-960 s, as A's \
+                         target fell 'after 960 s'), and A {full}{}. The queue makes A \
+                         fall short: A and B share the saturated array by number of IOs, so A \
+                         misses its target in every saturated sample until X is lowered, as the \
+                         paper's A did; with it alone ({FIFO4_512K}) A {fifo}, X lowered \
+                         {fifo_lowerings} times, {} into the phase. The window sets the time to \
+                         the second lowering: saturated and unsaturated samples alternate (B's \
+                         cap, computed from a sample where B was cut and A ran alone, lets B \
+                         saturate the array again), so three fresh saturated samples come {} \
+                         after the first lowering, where a window that must refill waits {} and \
+                         the paper waited ~200 s (10 samples). That rule is read off this very \
+                         gap (the paper's lowerings are exactly 10 samples apart), so the \
+                         second lowering's time is no independent check of it; what it leaves \
+                         different is how often the array saturated in between: here \
+                         {saturated_between} samples at 100 % in the {} between the \
+                         lowerings, where the paper's text counts three in its ~200 s. Neither part is in the paper's text; docs/qos.md has their sensitivity (seeds 1-10, FIFO depth 3-8, B \
+                         at 40-60 IOPS). The calibrated evaluation settles at once: its \
+                         128 KiB backups at 90 IOPS and IOs sent straight to the array let A's \
+                         10 threads get their 50 IOPS even against B uncapped. A delay before \
+                         B's cap takes effect is not a cause: 1 s after each sample \
+                         ({FIFO4_512K_CAP_DELAY}) no sample reads 100 % (the array idles in the \
                          second before a raised cap arrives), X is lowered {delayed_lowerings} \
-                         times and A settles {delayed}; this variant's saturated samples need \
-                         the cap to change at the sample's end, where the paper's array stayed \
-                         busy across its controller's delay. \
-                         Ruled out by measurement: A is within 10 % of 50 IOPS from \
-                         the phase's first sample with token-bucket seconds aligned \
-                         (eval1-aligned-windows) {aligned}; with each load thread its own share \
-                         of the tenant's limit, the seed's load-control thread notifying the \
-                         limit to the load threads (eval1-per-thread-budget) {per_thread}; with a \
-                         CFQ-like host scheduler in front of the array, the paper's Linux 2.6.18 \
-                         default, one queue per tenant (eval1-host-cfq) {cfq} and per thread \
-                         (eval1-host-cfq-thread) {cfq_thread}; with 512 KiB backups \
-                         (eval1-backup-512k) {large}. The controller reads A's new target at the \
-                         step and B's cut takes effect within a second, and A's 10 threads get \
-                         their 50 IOPS through the array even against B uncapped in all but the \
-                         per-thread host queues (docs/qos.md), which the controller's cut of B \
-                         rescues at once. Page-cache write-back (eval1-writeback), B's load \
-                         reaching the array after the cut as the paper's 'IOs accumulate in the \
-                         kernel' suggests, makes A fall short in its flush bursts and settle \
-                         {wb}: %util stays mostly below 100 %, so X is not lowered and A never \
-                         recovers as the paper's did after ~340 s. Fixed-interval pacing and \
-                         write-back with per-thread shares do not either (docs/qos.md, seeds 1-10)"
+                         times and A {delayed}. Ruled out as the queue's stand-in: A \
+                         is within 10 % of 50 IOPS from the phase's first sample with \
+                         token-bucket seconds aligned (eval1-aligned-windows) {aligned}; with \
+                         each load thread its own share of the tenant's limit \
+                         (eval1-per-thread-budget) {per_thread}; with a CFQ-like host \
+                         scheduler, the paper's Linux 2.6.18 default, one queue per tenant \
+                         (eval1-host-cfq) {cfq} and per thread (eval1-host-cfq-thread) \
+                         {cfq_thread}; with 512 KiB backups alone (eval1-backup-512k) {large}; \
+                         page-cache write-back (eval1-writeback), B's load reaching the array \
+                         after the cut: A {wb}, %util stays mostly below 100 %, so X is \
+                         not lowered and A never recovers (docs/qos.md, seeds 1-10)",
+                        if closes {
+                            "measured: "
+                        } else {
+                            "not measured yet (only partly): "
+                        },
+                        at(&full_lowered),
+                        if closes {
+                            format!(", within {:.0} % of the paper's", TOLERANCE * 100.0)
+                        } else {
+                            String::new()
+                        },
+                        at(&fifo_lowered),
+                        between(&fifo_lowered),
+                        between(&full_lowered),
+                        between(&full_lowered),
                     )
                 },
             ));
@@ -389,7 +447,7 @@ mod tests {
             "evaluations": [
                 {"name": "eval1", "x_lowerings": 2, "all_phases_settled": true,
                  "x_history": [{"time_s": 440.0, "event": "lowered", "target_busy_pct": 85.8}],
-                 "phases": [{"a_target_iops": 50.0, "settling_time_s": 0.0}]},
+                 "phases": [{"a_target_iops": 50.0, "from_s": 300.0, "settling_time_s": 0.0}]},
                 {"name": "eval2", "x_lowerings": 2, "all_phases_settled": true,
                  "x_history": [{"time_s": 440.0, "event": "lowered", "target_busy_pct": 85.6}]},
             ],
@@ -404,7 +462,13 @@ mod tests {
                  "x_history": [{"time_s": 440.0, "event": "lowered", "target_busy_pct": 76.2}]},
                 {"name": "eval1-writeback", "x_lowerings": 0, "phases": [{"a_target_iops": 50.0, "settling_time_s": null}]},
                 {"name": "eval1-per-thread-budget", "phases": [{"a_target_iops": 50.0, "settling_time_s": 80.0}]},
-                {"name": "eval1-host-fifo4-backup-512k", "x_lowerings": 2, "phases": [{"a_target_iops": 50.0, "settling_time_s": 240.0}]},
+                {"name": "eval1-host-fifo4-backup-512k", "x_lowerings": 2, "phases": [{"a_target_iops": 50.0, "settling_time_s": 240.0}],
+                 "x_history": [{"time_s": 440.0, "event": "lowered"}, {"time_s": 560.0, "event": "lowered"}]},
+                {"name": "eval1-host-fifo4-backup-512k-cap-delay-1s", "x_lowerings": 0, "phases": [{"a_target_iops": 50.0, "settling_time_s": null}]},
+                {"name": "eval1-host-fifo4-backup-512k-full-window", "x_lowerings": 2, "phases": [{"a_target_iops": 50.0, "settling_time_s": 320.0}],
+                 "x_history": [{"time_s": 440.0, "event": "lowered", "saturated_samples_total": 3},
+                               {"time_s": 640.0, "event": "lowered", "saturated_samples_total": 8},
+                               {"time_s": 940.0, "event": "reset_bpi_change"}]},
             ],
         });
         // The evaluation configs' controller: X from 95 %, y = 0.5.
@@ -447,12 +511,47 @@ mod tests {
             settle.why.contains("(eval1-host-cfq) 20 s")
                 && settle.why.contains("(eval1-host-cfq-thread) 40 s")
                 && settle.why.contains("(eval1-backup-512k) 60 s")
-                && settle.why.contains("settle never")
+                && settle.why.contains("after the cut: A never settles")
                 && settle.why.contains("(eval1-per-thread-budget) 80 s")
+                && settle.why.contains(
+                    "(eval1-host-fifo4-backup-512k) A settles after 240 s, X lowered 2 times, 140 s \
+                     and 260 s into the phase"
+                )
+                && settle.why.contains("come 120 s after the first lowering")
+                && settle.why.contains("must refill waits 200 s")
+                && settle.why.contains("(eval1-host-fifo4-backup-512k-cap-delay-1s)")
+                && settle.why.contains("lowered 0 times and A never settles"),
+            "{}",
+            settle.why
+        );
+        // 320 s against the paper's 340: within 25 %, so the cause is measured.
+        assert!(
+            settle.why.starts_with("measured: two unpublished parts")
+                && settle.why.contains(
+                    "X lowered 2 times, 140 s and 340 s into the phase, the paper's ~140 and ~340 s"
+                )
                 && settle
                     .why
-                    .contains("(eval1-host-fifo4-backup-512k) settle 240 s, X lowered 2 times")
-                && settle.why.starts_with("not measured yet (only partly)"),
+                    .contains("A settles after 320 s, within 25 % of the paper's")
+                && settle
+                    .why
+                    .contains("here 5 samples at 100 % in the 200 s between"),
+            "{}",
+            settle.why
+        );
+        // Without the full-window variant's run the cause is only partly measured.
+        let mut partial = summary.clone();
+        partial["ablation"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|a| a["name"] != FIFO4_512K_FULL_WINDOW);
+        let c = compare(&partial, &BusyRateParams::default());
+        let settle = c
+            .iter()
+            .find(|r| r.quantity == "eval1_a_settling_time_s")
+            .unwrap();
+        assert!(
+            settle.why.starts_with("not measured yet (only partly)"),
             "{}",
             settle.why
         );
