@@ -697,17 +697,10 @@ pub fn run(cmd: QosCommand) -> ExpResult {
     }
 }
 
-fn run_controller(args: QosRunArgs) -> ExpResult {
-    let tenants = parse_tenants(&args.guarantee, &args.throttle)?;
-    if !(args.interval_s.is_finite() && args.interval_s >= 0.1) {
-        return Err(format!("--interval-s {}: allowed ≥ 0.1 s", args.interval_s).into());
-    }
-    if let Some(d) = args.duration_s {
-        if !(d.is_finite() && d > 0.0) {
-            return Err(format!("--duration-s {d}: allowed a positive number of seconds").into());
-        }
-    }
-    let params = BusyRateParams {
+/// The controller's keys from their options (each key is the option of
+/// that name with dashes; the interval is `--interval-s`).
+fn controller_params(args: &QosRunArgs) -> BusyRateParams {
+    BusyRateParams {
         sample_interval_s: args.interval_s,
         initial_target_busy_pct: args.initial_target_busy_pct,
         lowering_gain: args.lowering_gain,
@@ -720,7 +713,20 @@ fn run_controller(args: QosRunArgs) -> ExpResult {
         min_throttled_iops: args.min_throttled_iops,
         saturated_util_pct: args.saturated_util_pct,
         min_target_busy_pct: args.min_target_busy_pct,
-    };
+    }
+}
+
+fn run_controller(args: QosRunArgs) -> ExpResult {
+    let tenants = parse_tenants(&args.guarantee, &args.throttle)?;
+    if !(args.interval_s.is_finite() && args.interval_s >= 0.1) {
+        return Err(format!("--interval-s {}: allowed ≥ 0.1 s", args.interval_s).into());
+    }
+    if let Some(d) = args.duration_s {
+        if !(d.is_finite() && d > 0.0) {
+            return Err(format!("--duration-s {d}: allowed a positive number of seconds").into());
+        }
+    }
+    let params = controller_params(&args);
     let mut controller = BusyRateController::new(params).map_err(|e| {
         format!("{e} (each key is the option of that name with dashes, e.g. --lowering-gain)")
     })?;
@@ -1174,6 +1180,26 @@ mod tests {
         .unwrap();
         assert_eq!(a.guarantee, strings(&["a1=5", "a2=7"]));
         assert_eq!(a.throttle, strings(&["b1", "b2"]));
+        // The controller's keys: defaults, and the one flag among them.
+        let full = |extra: &[&str]| {
+            let mut args = vec![
+                "run",
+                "--device",
+                "loop0",
+                "--guarantee",
+                "a=5",
+                "--throttle",
+                "b",
+            ];
+            args.extend_from_slice(extra);
+            controller_params(&parse_cli(&args).unwrap())
+        };
+        assert_eq!(full(&[]), BusyRateParams::default());
+        let p = full(&["--lowering-needs-full-window", "--lowering-gain", "0.6"]);
+        assert!(
+            p.lowering_needs_full_window && p.lowering_gain == 0.6,
+            "{p:?}"
+        );
         // Both are required.
         assert!(parse_cli(&["run", "--device", "loop0", "--throttle", "b"]).is_err());
         assert!(parse_cli(&["run", "--device", "loop0", "--guarantee", "a=1"]).is_err());
