@@ -528,7 +528,14 @@ impl BusyRateController {
         } else {
             saturated
         };
-        if may_arm && in_window >= p.saturation_trigger_samples && !self.armed && bpi.is_some() {
+        // Point 1 must exist: saturated samples with no IO completed (a hung
+        // device) leave none.
+        if may_arm
+            && in_window >= p.saturation_trigger_samples
+            && !self.armed
+            && bpi.is_some()
+            && self.point1.is_some()
+        {
             self.armed = true;
             event = Event::Armed;
         }
@@ -567,6 +574,19 @@ impl BusyRateController {
             self.quiet_samples = 0;
             self.forget_level();
         }
+        // The step's invariants: the window never exceeds its length, an
+        // armed lowering has its point 1, and with a full window required
+        // nothing is armed on a shorter one (a lowering or reset clears
+        // both the window and the arming).
+        debug_assert!(self.window.len() <= p.saturation_window_samples as usize);
+        debug_assert!(!self.armed || self.point1.is_some());
+        debug_assert!(
+            !(self.armed
+                && p.lowering_needs_full_window
+                && self.window.len() < p.saturation_window_samples as usize),
+            "armed on a window of {}",
+            self.window.len()
+        );
         let d = Decision {
             sample: self.samples,
             input,
@@ -1437,6 +1457,69 @@ mod tests {
         // unsaturated, so it arms and is point 2 at once; the next full
         // window of fresh samples ends at 19. Lowerings a window apart.
         assert_eq!(lowerings(true), vec![(9, 90.0), (19, 85.0)]);
+    }
+
+    /// Random samples, hung-device ones included (100 % with no IO done),
+    /// under both readings: the step's debug assertions hold, X stays in
+    /// [min, initial], B's cap never falls below its floor, and with a
+    /// full window two updates of X are a window apart at least.
+    #[test]
+    fn random_samples_keep_the_invariants() {
+        for full in [false, true] {
+            let p = BusyRateParams {
+                lowering_needs_full_window: full,
+                ..BusyRateParams::default()
+            };
+            let mut c = BusyRateController::new(p.clone()).unwrap();
+            let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+            let mut next = || {
+                // xorshift64: deterministic, no dependency.
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            let mut last_update: Option<u64> = None;
+            let (mut lowerings, mut armed) = (0, 0);
+            for i in 0..20_000u64 {
+                let r = next();
+                let util = match r % 4 {
+                    0 | 1 => 100.0,
+                    2 => 50.0 + (r >> 8) as f64 % 50.0,
+                    _ => (r >> 8) as f64 % 100.0,
+                };
+                let iops = if r % 17 == 0 {
+                    0.0
+                } else {
+                    50.0 + (r >> 20) as f64 % 200.0
+                };
+                let d = c.step(s(util, iops, 50.0));
+                assert!(
+                    d.target_busy_pct >= p.min_target_busy_pct
+                        && d.target_busy_pct <= p.initial_target_busy_pct,
+                    "{d:?}"
+                );
+                assert!(
+                    d.b_cap_iops.is_none_or(|b| b >= p.min_throttled_iops),
+                    "{d:?}"
+                );
+                armed += u32::from(d.event == Event::Armed);
+                if d.target_busy_pct != d.target_busy_pct_before {
+                    lowerings += u32::from(matches!(d.event, Event::Lowered { .. }));
+                    if full && matches!(d.event, Event::Lowered { .. }) {
+                        if let Some(k) = last_update {
+                            assert!(i - k >= u64::from(p.saturation_window_samples), "{k} → {i}");
+                        }
+                    }
+                    last_update = Some(i);
+                }
+            }
+            // Not vacuous: the random walk arms and lowers many times.
+            assert!(
+                armed > 10 && lowerings > 10,
+                "full {full}: {armed} armed, {lowerings} lowered"
+            );
+        }
     }
 
     #[test]
