@@ -898,7 +898,7 @@ fn eval1_variants() -> ExpResult<Vec<Value>> {
         (
             paper::FIFO4_512K_FULL_WINDOW,
             fifo4_512k_and("policy.controller.lowering_needs_full_window=true"),
-            "as eval1-host-fifo4-backup-512k, with a lowering armed only once the window holds 10 samples since the last lowering (policy.controller.lowering_needs_full_window = true: '3 of the past 10 measurements' counted when there are 10)".to_string(),
+            "as eval1-host-fifo4-backup-512k, with a lowering armed only once the window holds 10 samples taken since the start, the last lowering or reset (policy.controller.lowering_needs_full_window = true: '3 of the past 10 measurements' counted only when there are 10)".to_string(),
         ),
     ];
     let mut out = Vec::new();
