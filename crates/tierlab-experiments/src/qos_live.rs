@@ -1151,18 +1151,20 @@ mod tests {
         Ok(a)
     }
 
+    /// The fewest options `qos run` accepts.
+    const MINIMAL: [&str; 7] = [
+        "run",
+        "--device",
+        "loop0",
+        "--guarantee",
+        "a=5",
+        "--throttle",
+        "b",
+    ];
+
     #[test]
     fn options_repeat() {
-        let a = parse_cli(&[
-            "run",
-            "--device",
-            "loop0",
-            "--guarantee",
-            "a=5",
-            "--throttle",
-            "b",
-        ])
-        .unwrap();
+        let a = parse_cli(&MINIMAL).unwrap();
         assert_eq!(
             (a.guarantee, a.throttle),
             (strings(&["a=5"]), strings(&["b"]))
@@ -1182,15 +1184,7 @@ mod tests {
         assert_eq!(a.throttle, strings(&["b1", "b2"]));
         // The controller's keys: defaults, and the one flag among them.
         let full = |extra: &[&str]| {
-            let mut args = vec![
-                "run",
-                "--device",
-                "loop0",
-                "--guarantee",
-                "a=5",
-                "--throttle",
-                "b",
-            ];
+            let mut args = MINIMAL.to_vec();
             args.extend_from_slice(extra);
             controller_params(&parse_cli(&args).unwrap())
         };
