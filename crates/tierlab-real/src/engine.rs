@@ -364,11 +364,8 @@ impl Io {
             if self.in_service > 0 && !self.poll.is_zero() {
                 let ring = self.ring.as_mut().expect("checked");
                 ring.submit_queued()?;
-                let poll_until = Instant::now() + self.poll.min(timeout);
-                while !ring.completion_ready() && Instant::now() < poll_until {
-                    // SAFETY: sched_yield takes no arguments and cannot fail.
-                    unsafe { libc::sched_yield() };
-                }
+                poll_yielding(self.poll.min(timeout), || Ok(ring.completion_ready()))
+                    .map_err(sys("poll before sleep"))?;
             }
             loop {
                 let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -429,6 +426,26 @@ pub fn wait_poll(requested: Duration) -> Duration {
         Duration::ZERO
     } else {
         requested
+    }
+}
+
+/// Looks until `look` finds something or `poll` has passed, yielding the
+/// CPU between looks; true when it found something. The one poll before
+/// sleeping: the ring's wait here, and `tierlab serve`'s loop.
+pub fn poll_yielding(
+    poll: Duration,
+    mut look: impl FnMut() -> io::Result<bool>,
+) -> io::Result<bool> {
+    let until = Instant::now() + poll;
+    loop {
+        if look()? {
+            return Ok(true);
+        }
+        if Instant::now() >= until {
+            return Ok(false);
+        }
+        // SAFETY: sched_yield takes no arguments and cannot fail.
+        unsafe { libc::sched_yield() };
     }
 }
 

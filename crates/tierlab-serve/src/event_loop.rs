@@ -269,20 +269,17 @@ impl Loop {
         if self.wait_poll.is_zero() {
             return Ok(false);
         }
-        let until = std::time::Instant::now() + self.wait_poll;
-        let deadline_ns = self.timer_deadline_ns;
-        loop {
-            self.server.poll.poll(events, Some(Duration::ZERO))?;
-            if !events.is_empty() {
-                return Ok(true);
-            }
-            let past_deadline = deadline_ns.is_some_and(|t| self.server.core.now_ns() >= t);
-            if past_deadline || std::time::Instant::now() >= until {
-                return Ok(false);
-            }
-            // SAFETY: sched_yield takes no arguments and cannot fail.
-            unsafe { libc::sched_yield() };
-        }
+        // Not past the next deadline: the timer's work comes first.
+        let now_ns = self.server.core.now_ns();
+        let poll = self.timer_deadline_ns.map_or(self.wait_poll, |t| {
+            self.wait_poll
+                .min(Duration::from_nanos(t.saturating_sub(now_ns)))
+        });
+        let registry = &mut self.server.poll;
+        tierlab_real::engine::poll_yielding(poll, || {
+            registry.poll(events, Some(Duration::ZERO))?;
+            Ok(!events.is_empty())
+        })
     }
 
     /// Arms the timerfd to fire at `deadline` (ns since the core started;

@@ -276,48 +276,43 @@ fn guarantee(summary: &Value, interval_s: f64, out: &mut Vec<Comparison>) {
             // 50 from about the second lowering, as the paper's did after
             // its second.
             let phase_from_s = f(&p["from_s"]);
-            let lowered_s = |name: &str| -> Vec<f64> {
+            // A variant's lowerings: (seconds into the phase, saturated
+            // samples so far). The paper's text counts three more samples at
+            // 100 % before its second.
+            let lowerings = |name: &str| -> Vec<(f64, f64)> {
                 ablation(summary, name)
                     .and_then(|a| a["x_history"].as_array())
                     .map(|h| {
                         h.iter()
                             .filter(|e| e["event"] == "lowered")
-                            .map(|e| f(&e["time_s"]) - phase_from_s)
+                            .map(|e| {
+                                (
+                                    f(&e["time_s"]) - phase_from_s,
+                                    f(&e["saturated_samples_total"]),
+                                )
+                            })
                             .collect()
                     })
                     .unwrap_or_default()
             };
-            let at = |lowered: &[f64]| {
+            let at = |lowered: &[(f64, f64)]| {
                 if lowered.is_empty() {
                     "never".to_string()
                 } else {
-                    let at: Vec<String> = lowered.iter().map(|t| format!("{t} s")).collect();
+                    let at: Vec<String> = lowered.iter().map(|(t, _)| format!("{t} s")).collect();
                     at.join(" and ")
                 }
             };
-            let between = |lowered: &[f64]| match lowered {
-                [a, b, ..] => format!("{} s", b - a),
+            let between = |lowered: &[(f64, f64)]| match lowered {
+                [a, b, ..] => format!("{} s", b.0 - a.0),
                 _ => "never (no second lowering)".to_string(),
             };
-            let (fifo_lowered, full_lowered) =
-                (lowered_s(FIFO4_512K), lowered_s(FIFO4_512K_FULL_WINDOW));
-            // Samples at 100 % between a variant's first two lowerings (the
-            // paper's text counts three more before its second).
-            let saturated_between = |name: &str| {
-                let totals: Vec<f64> = ablation(summary, name)
-                    .and_then(|a| a["x_history"].as_array())
-                    .map(|h| {
-                        h.iter()
-                            .filter(|e| e["event"] == "lowered")
-                            .map(|e| f(&e["saturated_samples_total"]))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                match totals[..] {
-                    [a, b, ..] => format!("{}", b - a),
-                    _ => "no second lowering, so no".to_string(),
-                }
+            let saturated_between = |lowered: &[(f64, f64)]| match lowered {
+                [a, b, ..] => format!("{}", b.1 - a.1),
+                _ => "no second lowering, so no".to_string(),
             };
+            let (fifo_lowered, full_lowered) =
+                (lowerings(FIFO4_512K), lowerings(FIFO4_512K_FULL_WINDOW));
             let secs = |v: f64| {
                 if v.is_nan() {
                     "never".to_string()
@@ -405,9 +400,9 @@ fn guarantee(summary: &Value, interval_s: f64, out: &mut Vec<Comparison>) {
                          seeds 1-10)",
                         at(&fifo_lowered),
                         between(&fifo_lowered),
-                        saturated_between(FIFO4_512K),
+                        saturated_between(&fifo_lowered),
                         at(&full_lowered),
-                        saturated_between(FIFO4_512K_FULL_WINDOW),
+                        saturated_between(&full_lowered),
                     )
                 },
             ));
