@@ -1,0 +1,121 @@
+//! Host FLUSH: which writes a FLUSH waits for, and when it completes.
+
+use super::*;
+
+impl Cache {
+    /// Flushes every dirty page (issued now where possible, the rest as the
+    /// writes they wait for complete) — e.g. before shutdown.
+    pub fn flush_all(&mut self, out: &mut Outbox) {
+        self.flush_all = true;
+        self.try_flush(out);
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
+    }
+
+    /// Every dirty page is to be flushed now (not just down to a watermark).
+    pub(super) fn flushing_everything(&self) -> bool {
+        self.flush_all || self.idle_flushing || self.draining || !self.flush_waits.is_empty()
+    }
+
+    /// A host FLUSH: every write acknowledged before it must be where a
+    /// restart reads it. Nothing survives in the cache across a restart
+    /// (no persistent cache metadata yet: a restart starts cold), so that
+    /// is the backing device: the FLUSH completes when every page dirty
+    /// now has been written back at this generation or a later one (the
+    /// executor then syncs every device). Write-through and write-around
+    /// hold nothing dirty: their FLUSH completes at once.
+    pub(super) fn host_flush(&mut self, io: HostIo, out: &mut Outbox) {
+        self.retry_failed_write_backs();
+        let pages: HashMap<u64, (u64, u64)> = self
+            .dirty_set
+            .iter()
+            .map(|p| {
+                let e = &self.map[p];
+                (*p, (e.incarnation, e.generation))
+            })
+            .collect();
+        let pages = if self.broken_flush_skips_write_back {
+            HashMap::new()
+        } else {
+            pages
+        };
+        // Persistent mode: entries the FLUSH's writes made stale (a page
+        // written around its cached copy, trimmed) must be cleared on the
+        // device too — by a commit begun from now on. With nothing to
+        // commit and none running, the last commit's pages are written
+        // and the executor's sync makes them durable.
+        let commits_needed = match &self.persist {
+            Some(m) if m.table.due() || m.table.state != CommitState::Idle => m.table.commits + 1,
+            Some(m) => m.commits_done,
+            None => 0,
+        };
+        let w = FlushWait {
+            host: io.id,
+            pages,
+            commits_needed,
+        };
+        if self.flush_wait_done(&w) {
+            out.complete.push((io.id, TIER_BACKING));
+            return;
+        }
+        if !w.pages.is_empty() {
+            self.stats.flush_waits += 1;
+        }
+        self.flush_waits.push(w);
+        self.try_flush(out);
+        self.try_commit(out);
+    }
+
+    pub(super) fn flush_wait_done(&self, w: &FlushWait) -> bool {
+        w.pages.is_empty()
+            && self
+                .persist
+                .as_ref()
+                .is_none_or(|m| m.commits_done >= w.commits_needed)
+    }
+
+    /// FLUSHes whose pages are written back and whose commits are done
+    /// complete.
+    pub(super) fn complete_flush_waits(&mut self, out: &mut Outbox) {
+        let done: Vec<bool> = self
+            .flush_waits
+            .iter()
+            .map(|w| self.flush_wait_done(w))
+            .collect();
+        let mut i = 0;
+        self.flush_waits.retain(|w| {
+            i += 1;
+            if done[i - 1] {
+                out.complete.push((w.host, TIER_BACKING));
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// Page `page` (incarnation `inc`) reached the backing device at
+    /// `generation`, or left the cache (`None`: trimmed, or dropped once
+    /// clean): FLUSHes waiting for it may complete.
+    pub(super) fn flush_waits_page_done(
+        &mut self,
+        page: u64,
+        inc: u64,
+        generation: Option<u64>,
+        out: &mut Outbox,
+    ) {
+        if self.flush_waits.is_empty() {
+            return;
+        }
+        for w in &mut self.flush_waits {
+            if let Some(&(i, need)) = w.pages.get(&page)
+                && i == inc
+                && generation.is_none_or(|g| g >= need)
+            {
+                w.pages.remove(&page);
+            }
+        }
+        self.complete_flush_waits(out);
+    }
+}

@@ -1,0 +1,176 @@
+//! Slots and entries: pins, the free list, dirty marks, eviction victims,
+//! and what a landed (or failed) slot write does.
+
+use super::*;
+
+impl Cache {
+    pub(super) fn unpin(&mut self, slot: u64) {
+        let s = slot as usize;
+        self.pins[s] -= 1;
+        self.free_if_unused(slot);
+    }
+
+    /// Puts a slot no entry owns on the free list once no IO uses it and
+    /// (persistent mode) its cleared entry is durable.
+    pub(super) fn free_if_unused(&mut self, slot: u64) {
+        let s = slot as usize;
+        let blocked = self.persist.as_ref().is_some_and(|m| m.blocked[s]);
+        if self.pins[s] == 0 && !self.owned[s] && !blocked {
+            self.free.push(slot);
+        }
+    }
+
+    pub(super) fn set_dirty(&mut self, page: u64, dirty: bool) {
+        let Some(e) = self.map.get_mut(&page) else {
+            return;
+        };
+        if e.dirty == dirty {
+            return;
+        }
+        e.dirty = dirty;
+        if dirty {
+            self.dirty_set.insert(page);
+        } else {
+            self.dirty_set.remove(&page);
+        }
+        if let Some(sets) = &mut self.sets {
+            let s = sets.set_of(page);
+            if dirty {
+                sets.dirty[s] += 1;
+                sets.order[s].push_back(page);
+                // Cleaned pages stay in the order until met; compact now and
+                // then so a set that never passes its threshold stays bounded.
+                if sets.order[s].len() as u64 > 4 * sets.assoc {
+                    let map = &self.map;
+                    let mut seen = HashSet::new();
+                    sets.order[s]
+                        .retain(|p| map.get(p).is_some_and(|e| e.dirty) && seen.insert(*p));
+                }
+            } else {
+                sets.dirty[s] -= 1;
+            }
+        }
+    }
+
+    /// Removes an entry whose data the backing device holds.
+    pub(super) fn drop_entry(&mut self, page: u64, out: &mut Outbox) {
+        let Some(e) = self.map.remove(&page) else {
+            return;
+        };
+        debug_assert!(!e.dirty);
+        self.flush_waits_page_done(page, e.incarnation, None, out);
+        // Host writes still queued for the slot (write-through) complete
+        // now: their backing part carries the data.
+        for (host, _) in e.waiting {
+            self.host_part_done(host, false, out);
+        }
+        let s = e.slot as usize;
+        self.owned[s] = false;
+        if let Some(m) = &mut self.persist
+            && !m.table.clear(e.slot)
+        {
+            m.blocked[s] = true;
+            self.try_commit(out);
+        }
+        self.free_if_unused(e.slot);
+    }
+
+    /// The eviction policy chose `victim`: drop it if clean, else write it
+    /// back first (it stays readable meanwhile).
+    pub(super) fn handle_victim(&mut self, victim: u64, out: &mut Outbox) {
+        let Some(e) = self.map.get_mut(&victim) else {
+            return;
+        };
+        if e.dirty {
+            e.evicting = true;
+            self.flush_run(victim, out);
+        } else {
+            self.drop_entry(victim, out);
+        }
+    }
+
+    /// A write into the page's slot completed (host write or fill).
+    pub(super) fn slot_written(&mut self, page: u64, incarnation: u64, out: &mut Outbox) {
+        let Some(e) = self.map.get_mut(&page) else {
+            return;
+        };
+        if e.incarnation != incarnation {
+            return;
+        }
+        e.valid = true;
+        e.slot_write_inflight = false;
+        if e.drop_after_write && e.waiting.is_empty() {
+            return self.drop_failed_copy(page, out);
+        }
+        let (dirty, slot, evicting) = (e.dirty, e.slot, e.evicting);
+        let next_write = e.waiting.pop_front();
+        // Persistent mode: the slot holds the page's data now; the next
+        // commit says so.
+        if let Some(m) = &mut self.persist
+            && m.table.entry(slot).0 != page + 1
+        {
+            m.table.set(slot, page);
+            self.try_commit(out);
+        }
+        if let Some((host, page_in_buf)) = next_write {
+            self.slot_write(host, page, page_in_buf, out);
+        } else if evicting || self.flushing_everything() {
+            self.flush_run(page, out);
+        } else if dirty && self.mode == WriteMode::WriteBack {
+            // Set cleaning (flashcache): the write that pushed the set over
+            // its threshold could not pick pages whose slot writes were
+            // still in flight — this one can be cleaned now.
+            self.clean_set_if_needed(page, out);
+        }
+    }
+
+    /// A host write into the page's slot failed: the slot's bytes for the
+    /// page are unknown. The next queued write (a whole page) goes on; else
+    /// a page that held acknowledged data keeps what the slot holds (dirty
+    /// in write-back: a failed write leaves its range unspecified, and it
+    /// stays one answer), and one that held none — or a write-through copy,
+    /// whose backing page may now differ — is dropped.
+    pub(super) fn slot_write_failed(&mut self, page: u64, incarnation: u64, out: &mut Outbox) {
+        let Some(e) = self.map.get_mut(&page) else {
+            return;
+        };
+        if e.incarnation != incarnation {
+            return;
+        }
+        e.slot_write_inflight = false;
+        if let Some((host, page_in_buf)) = e.waiting.pop_front() {
+            self.slot_write(host, page, page_in_buf, out);
+            return;
+        }
+        if e.valid && self.mode == WriteMode::WriteBack {
+            if e.evicting || self.flushing_everything() {
+                self.flush_run(page, out);
+            }
+            return;
+        }
+        self.drop_failed_copy(page, out);
+    }
+
+    /// Drops page `page`'s cached copy after a failed write, unless an IO
+    /// still writes or flushes it (that IO decides what it holds).
+    pub(super) fn drop_failed_copy(&mut self, page: u64, out: &mut Outbox) {
+        let Some(e) = self.map.get_mut(&page) else {
+            return;
+        };
+        // Never a copy holding acknowledged data not written back.
+        if e.dirty && e.valid {
+            e.drop_after_write = false;
+            return;
+        }
+        if e.slot_write_inflight || !e.waiting.is_empty() || e.flushing {
+            e.drop_after_write = true;
+            return;
+        }
+        let evicting = e.evicting;
+        self.set_dirty(page, false);
+        if !evicting {
+            self.evict.remove(page);
+        }
+        self.drop_entry(page, out);
+    }
+}
