@@ -74,14 +74,17 @@ def test_unknown_names_and_bad_rounds_are_refused(capsys) -> None:
 def test_only_picks_groups_and_case_prefixes() -> None:
     picked = bench._select(["lru-1pct", "real"])
     assert [(g.name, names) for g, names in picked] == [("real", None), ("cache", {"lru-1pct"})]
-    assert [g.name for g, _ in bench._select(None)] == ["pipeline", "trace", "real", "cache", "sim", "serve"]
+    assert [g.name for g, _ in bench._select(None)] == ["pipeline", "trace", "real", "cache", "sim", "serve", "apps", "disk"]
+    # The issue-35 cases: by group, by case prefix.
+    assert [(g.name, names) for g, names in bench._select(["apps", "disk-drain"])] == [("apps", None), ("disk", {"disk-drain"})]
 
 
 def test_list_names_every_group(capsys) -> None:
     assert dispatch(["bench", "--compare", "--list"]) == 0
     out = capsys.readouterr().out
-    for g in ("pipeline", "trace", "real", "cache", "sim", "serve"):
+    for g in ("pipeline", "trace", "real", "cache", "sim", "serve", "apps", "disk"):
         assert f"\n{g}" in "\n" + out
+    assert "cases: apps-*" in out and "cases: disk-*" in out
 
 
 def test_the_native_binary_points_to_the_python_command() -> None:
@@ -121,6 +124,65 @@ def test_a_group_whose_peer_is_missing_is_skipped_with_the_reason(monkeypatch, t
     assert row.verdict == "skipped"
     assert "fio, nbdkit not found" in row.note
     assert "skipped: fio, nbdkit not found" in bench.markdown(df)
+
+
+def test_the_disk_backed_groups_say_which_tools_they_miss(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(shutil, "which", lambda tool: None)
+    df = bench.compare(["apps", "disk"], rounds=1, dir=tmp_path, progress=False)
+    rows = {r.case: r for r in df.itertuples()}
+    assert set(rows) == {"apps", "disk"}
+    assert all(r.verdict == "skipped" for r in rows.values())
+    assert rows["apps"].note.startswith("nbdfuse, fusermount3, losetup, mkfs.ext4, mount, umount, dd, nbdkit not found")
+    assert rows["disk"].note.startswith("fio, nbdkit, qemu-io not found")
+
+
+def test_the_backing_files_must_not_be_on_tmpfs(monkeypatch) -> None:
+    """The issue's backing device is the machine's disk: a tmpfs there
+    would measure RAM, so the groups refuse it and say why."""
+    if bench._fs_type("/dev/shm") != "tmpfs":
+        pytest.skip("/dev/shm is not a tmpfs here")
+    monkeypatch.setattr(bench, "_DISK_DIR", "/dev/shm")
+    assert bench._disk_dirs_needs() == "/dev/shm is on tmpfs, not a disk (the backing files must be on the machine's disk)"
+
+
+def test_p99_of_the_reads_completed_in_a_window(tmp_path) -> None:
+    # fio's per-IO log with --log_unix_epoch: ms since the epoch, clat in ns.
+    log = tmp_path / "lat_clat.1.log"
+    lines = [f"{1000 + i}, {(i + 1) * 1000}, 0, 4096, 0" for i in range(300)]
+    log.write_text("\n".join(lines) + "\n")
+    # Completed from 1.100 s to 1.199 s: clat 101 .. 200 µs.
+    lats = bench._clat_us(log, 1.100, 1.199)
+    assert lats == [float(v) for v in range(101, 201)]
+    # Nearest rank: the 99th of 100 values.
+    assert bench._p99(lats) == 199.0
+    with pytest.raises(RuntimeError, match="no IO completed"):
+        bench._p99([])
+
+
+def test_the_apps_group_leaves_no_loop_device_mount_or_file(tmp_path) -> None:
+    """A run of an `apps` case (server, nbdfuse, loop device, page cache
+    dropped, cold reads, nbdkit) undoes all of it: no loop device on a
+    file of the run, nothing mounted from it, its directories in /dev/shm
+    and the disk directory gone."""
+    if (why := bench._apps_needs()) is not None:
+        pytest.skip(f"the apps group cannot run here: {why}")
+
+    def loops() -> str:
+        return subprocess.run(["losetup", "-l", "-n", "-O", "NAME,BACK-FILE"], capture_output=True, text=True).stdout
+
+    def ours(text: str) -> list[str]:
+        return [line for line in text.splitlines() if "tierlab-bench-" in line]
+
+    before_dirs = {d: set(Path(d).glob("tierlab-bench-*")) for d in ("/dev/shm", bench._DISK_DIR)}
+    df = bench.compare(["apps-coldread"], rounds=1, quick=True, dir=tmp_path, progress=False)
+    assert "failed" not in set(df["verdict"]), df["note"].tolist()
+    rows = {r.metric: r for r in df.itertuples()}
+    assert rows["MiB/s"].verdict in ("met", "not met"), rows
+    assert rows["MiB/s"].tierlab > 0 and rows["MiB/s"].peer > 0
+    assert ours(loops()) == []
+    assert ours(Path("/proc/mounts").read_text()) == []
+    for d, before in before_dirs.items():
+        assert set(Path(d).glob("tierlab-bench-*")) == before, d
 
 
 

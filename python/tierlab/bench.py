@@ -28,6 +28,7 @@ import os
 import platform
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -853,6 +854,879 @@ def _trace_cases(ctx: Context) -> list[Case]:
     ]
 
 
+# --- apps and disk: served stacks on a real disk (issue 35) ----------------------
+#
+# The caches' promise is a faster disk: a stack whose cache device is a
+# /dev/shm file and whose backing device is a file on the machine's disk,
+# served by `tierlab serve`, against passthrough over the same disk (and
+# over RAM, and nbdkit's file plugin). `apps` puts ext4 on the served
+# export the way docs/serve.md does without an nbd module (nbdfuse, a loop
+# device, mkfs.ext4, mount) and runs what users run: dd and SQLite. `disk`
+# drives the export with fio's nbd engine, no filesystem.
+
+#: The export of every disk-backed stack: 1 GiB (the 96 MiB dd, the SQLite
+#: database and ext4's metadata fit many times over).
+_DISK_EXPORT = 1 << 30
+#: The caches: 256 MiB of slots (the 96 MiB dd fits in the cache).
+_DISK_CACHE = 256 << 20
+#: Their cache device: the slots plus the metadata area of the persistent
+#: page cache (2.0 MiB for 256 MiB) or HSWD's PCache (also 2.0 MiB).
+_DISK_CACHE_DEVICE = _DISK_CACHE + (4 << 20)
+#: Cold sequential reads: a written file of this size on the disk.
+_COLD_BYTES = 256 << 20
+#: Where the backing files go: a directory on the machine's disk (not a
+#: tmpfs), as the issue's reporter had it.
+_DISK_DIR = "/var/tmp"
+#: The loop device reads and writes nbdfuse's file with O_DIRECT
+#: (`losetup --direct-io=on`), as docs/serve.md and the interop tests do.
+_LOOP_DIRECT_IO = True
+
+#: Stacks over real files. ``{disk}``: a fresh directory on the disk,
+#: ``{shm}``: one in /dev/shm; every file is made again (sparse) before each
+#: run, so every run starts from the same empty devices.
+DISK_STACKS = {
+    # Passthrough over a disk file (configs/serve-file.toml): the peer of
+    # the caches, and tierlab's side against nbdkit's file plugin.
+    "file": """
+[[devices]]
+name = "disk"
+path = "{disk}/file.img"
+capacity_bytes = {size}
+create = true
+""",
+    "ram": """
+[[devices]]
+name = "ram"
+path = "ram"
+capacity_bytes = {size}
+""",
+    # Passthrough over a file on the caches' device (/dev/shm).
+    "shm": """
+[[devices]]
+name = "shm"
+path = "{shm}/shm.img"
+capacity_bytes = {size}
+create = true
+""",
+    # configs/serve-cache-persistent.toml, sized up.
+    "cache": """
+[[devices]]
+name = "cache"
+path = "{shm}/cache.img"
+capacity_bytes = {cache_device}
+create = true
+[[devices]]
+name = "backing"
+path = "{disk}/cache-backing.img"
+capacity_bytes = {size}
+create = true
+[policy]
+kind = "cache"
+capacity_bytes = {cache}
+write_mode = "write-back"
+eviction = "lru"
+persistent = true
+""",
+    # configs/serve-flashcache.toml, sized up (128 sets of 512 blocks).
+    "flashcache": """
+[[devices]]
+name = "ssd"
+path = "{shm}/flashcache-ssd.img"
+capacity_bytes = {cache}
+create = true
+[[devices]]
+name = "disk"
+path = "{disk}/flashcache-disk.img"
+capacity_bytes = {size}
+create = true
+[policy]
+kind = "flashcache"
+capacity_bytes = {cache}
+""",
+    # configs/serve-hswd.toml, sized up.
+    "hswd": """
+[[devices]]
+name = "pcache"
+path = "{shm}/hswd-pcache.img"
+capacity_bytes = {cache_device}
+create = true
+[[devices]]
+name = "nregion"
+path = "{disk}/hswd-nregion.img"
+capacity_bytes = {size}
+create = true
+[policy]
+kind = "hswd"
+pcache_bytes = {cache}
+band_bytes = "4MiB"
+mapping = "fully"
+band_selection = "most"
+clean_start_pct = 80
+clean_stop_pct = 60
+""",
+    # The write-back cache above, made to stay dirty until told: no
+    # watermark flushing, no idle flush (the drain case fills it to 90 %
+    # dirty, then a FLUSH writes it all back).
+    "cache-held": """
+[[devices]]
+name = "cache"
+path = "{shm}/cache.img"
+capacity_bytes = {cache_device}
+create = true
+[[devices]]
+name = "backing"
+path = "{disk}/cache-backing.img"
+capacity_bytes = {size}
+create = true
+[policy]
+kind = "cache"
+capacity_bytes = {cache}
+write_mode = "write-back"
+eviction = "lru"
+persistent = true
+high_watermark = 1.0
+idle_flush_ms = 0
+""",
+    # Passthrough over the written file of the cold reads.
+    "cold": """
+[[devices]]
+name = "disk"
+path = "{disk}/cold.img"
+""",
+}
+
+#: What the caching stacks are called in titles.
+_STACK_TITLES = {
+    "cache": "write-back cache (persistent)",
+    "flashcache": "flashcache",
+    "hswd": "HSWD",
+}
+
+
+def _fs_type(path: str) -> str:
+    """The filesystem type of the mount holding ``path`` (/proc/mounts,
+    longest mount point that is a prefix)."""
+    real = os.path.realpath(path)
+    best, kind = "", "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/mounts").read_text().splitlines():
+            parts = line.split()
+            if len(parts) < 3:
+                continue
+            mnt = parts[1].replace("\\040", " ")
+            inside = real == mnt or real.startswith(mnt.rstrip("/") + "/")
+            if inside and len(mnt) >= len(best):
+                best, kind = mnt, parts[2]
+    return kind
+
+
+def _disk_dirs_needs() -> str | None:
+    """The backing files need a real disk, the cache devices /dev/shm."""
+    if not os.path.isdir(_DISK_DIR):
+        return f"{_DISK_DIR} is missing (the backing files go on the machine's disk there)"
+    kind = _fs_type(_DISK_DIR)
+    if kind in ("tmpfs", "ramfs"):
+        return f"{_DISK_DIR} is on {kind}, not a disk (the backing files must be on the machine's disk)"
+    if shutil.disk_usage(_DISK_DIR).free < 4 * _DISK_EXPORT:
+        return f"{_DISK_DIR} has less than {4 * _DISK_EXPORT >> 20} MiB free"
+    if not os.path.isdir("/dev/shm"):
+        return "/dev/shm is missing (the cache devices are /dev/shm files)"
+    if shutil.disk_usage("/dev/shm").free < 2 * _DISK_EXPORT:
+        return f"/dev/shm has less than {2 * _DISK_EXPORT >> 20} MiB free"
+    return None
+
+
+def _apps_needs() -> str | None:
+    if why := _have("nbdfuse", "fusermount3", "losetup", "mkfs.ext4", "mount", "umount", "dd", "nbdkit"):
+        return why
+    if os.geteuid() != 0:
+        return "needs root (losetup, mount, drop_caches)"
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse is missing (nbdfuse)"
+    if why := _disk_dirs_needs():
+        return why
+    probe = subprocess.run(["losetup", "-f"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"no free loop device (losetup -f: {probe.stderr.strip()})"
+    return None
+
+
+def _disk_needs() -> str | None:
+    if why := _have("fio", "nbdkit", "qemu-io"):
+        return why
+    if subprocess.run(["fio", "--enghelp=nbd"], capture_output=True).returncode != 0:
+        return "this fio has no nbd IO engine (fio --enghelp=nbd fails)"
+    return _disk_dirs_needs()
+
+
+def _run(cmd: Sequence, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run a command; raise RuntimeError with its output when it fails or
+    times out."""
+    args = [str(a) for a in cmd]
+    try:
+        res = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        raise RuntimeError(f"`{' '.join(args)}` timed out after {timeout} s") from e
+    if res.returncode != 0:
+        raise RuntimeError(f"`{' '.join(args)}` exited {res.returncode}: {(res.stderr or res.stdout).strip()[-2000:]}")
+    return res
+
+
+def _wait_for(what: str, ready: Callable[[], bool], proc: subprocess.Popen, log: Path, timeout: float = 30) -> None:
+    """Wait until ``ready()``; raise with the process's log when it exits
+    first or the time is up."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited {proc.returncode}: {log.read_text(errors='replace')[-2000:]}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not ready after {timeout} s: {log.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.02)
+
+
+def _stop(proc: subprocess.Popen, what: str, log: Path, timeout: float = 300) -> None:
+    """SIGINT (a served stack writes its dirty data back, then exits 0);
+    killed when it does not end in time."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"{what}: still running {timeout} s after SIGINT (killed)") from None
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} exited {proc.returncode}: {log.read_text(errors='replace')[-2000:]}")
+
+
+@dataclass
+class _Server:
+    """A running NBD server: what clients connect to and the process whose
+    CPU is the server's."""
+
+    uri: str
+    pid: int
+    #: tierlab only: the server's summary.json, after it stopped.
+    summary: dict = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def _tierlab_server(config: Path, work: Path, sock: Path) -> Iterator[_Server]:
+    """``tierlab serve CONFIG --unix SOCK --out OUT`` as a process of its
+    own, as users run it (its CPU is not this process's, where SQLite and
+    the measuring run); stopped with SIGINT (requests finish, dirty data is
+    written back, the stores are synced) and checked to exit 0."""
+    work.mkdir(parents=True, exist_ok=True)
+    out, log = work / "out", work / "serve.log"
+    with open(log, "w") as f:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tierlab._cli", "serve", config, "--unix", sock, "--out", out,
+             "--stats-interval-s", "600"],
+            stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    server = _Server(uri="", pid=proc.pid)
+    try:
+        def banner() -> bool:
+            text = log.read_text(errors="replace")
+            return sock.exists() and "stop with" in text
+
+        _wait_for(f"tierlab serve {config.name}", banner, proc, log)
+        first = log.read_text(errors="replace").split("tierlab serve: ", 1)[1]
+        server.uri = first.split()[0]
+        yield server
+    except BaseException:
+        with contextlib.suppress(Exception):
+            _stop(proc, "tierlab serve", log, timeout=60)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        raise
+    _stop(proc, f"tierlab serve {config.name}", log)
+    with contextlib.suppress(OSError, ValueError):
+        server.summary = json.loads((out / "summary.json").read_text())
+
+
+@contextlib.contextmanager
+def _nbdkit_file(path: Path, work: Path, sock: Path) -> Iterator[_Server]:
+    """``nbdkit file PATH`` on a Unix socket (its defaults: buffered IO,
+    FLUSH = fdatasync)."""
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / "nbdkit.log"
+    with contextlib.suppress(FileNotFoundError):
+        sock.unlink()
+    with open(log, "w") as f:
+        proc = subprocess.Popen(
+            ["nbdkit", "--foreground", "--exit-with-parent", "-U", str(sock), "file", str(path)],
+            stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        _wait_for("nbdkit file", sock.exists, proc, log)
+        yield _Server(uri=f"nbd+unix:///?socket={sock}", pid=proc.pid)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _teardown_step(errors: list[str], what: str, fn: Callable[[], bool]) -> None:
+    try:
+        if not fn():
+            errors.append(what)
+    except Exception as e:  # noqa: BLE001 - every step runs, failed or not
+        errors.append(f"{what}: {e}")
+
+
+def _quiet(cmd: Sequence) -> bool:
+    try:
+        return subprocess.run([str(a) for a in cmd], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@contextlib.contextmanager
+def _loop_on_export(uri: str, size: int, work: Path, mkfs: bool) -> Iterator[tuple[str, Path]]:
+    """The export as a kernel block device without an nbd module, as
+    docs/serve.md shows: nbdfuse makes it the file FUSE/nbd, a loop device
+    (4 KiB sectors: the caches' NBD minimum block; direct IO per
+    ``_LOOP_DIRECT_IO``) makes that a block device; with ``mkfs``, a fresh
+    ext4 is mounted on it. Yields (loop device, mount point). Everything is
+    undone in reverse order whatever happens — unmount (lazily when busy),
+    detach the loop device, unmount nbdfuse, which then exits and closes its
+    connections — and a step that fails raises after the others ran."""
+    fuse, mnt = work / "fuse", work / "mnt"
+    fuse.mkdir(parents=True, exist_ok=True)
+    mnt.mkdir(parents=True, exist_ok=True)
+    pidfile, log = work / "nbdfuse.pid", work / "nbdfuse.log"
+    with contextlib.suppress(FileNotFoundError):
+        pidfile.unlink()
+    with open(log, "w") as f:
+        proc = subprocess.Popen(
+            ["nbdfuse", "-P", str(pidfile), str(fuse), uri], stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT
+        )
+    loop: str | None = None
+    mounted = False
+    failed = True
+    try:
+        file = fuse / "nbd"
+
+        def ready() -> bool:
+            try:
+                return bool(pidfile.read_text().strip()) and file.stat().st_size == size
+            except OSError:
+                return False
+
+        _wait_for("nbdfuse", ready, proc, log)
+        direct = "on" if _LOOP_DIRECT_IO else "off"
+        loop = _run(["losetup", f"--direct-io={direct}", "--sector-size", "4096", "-f", "--show", file]).stdout.strip()
+        if mkfs:
+            # Inode tables and journal written now, not by ext4lazyinit in
+            # the background of the measurement.
+            _run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", loop])
+            _run(["mount", "-t", "ext4", loop, mnt])
+            mounted = True
+        yield loop, mnt
+        failed = False
+    finally:
+        errors: list[str] = []
+        if mounted:
+            def umount() -> bool:
+                for _ in range(10):
+                    if _quiet(["umount", mnt]):
+                        return True
+                    time.sleep(0.3)
+                _quiet(["umount", "-l", mnt])
+                return False
+
+            _teardown_step(errors, f"umount {mnt}", umount)
+        if loop:
+            def detach() -> bool:
+                for _ in range(20):
+                    if _quiet(["losetup", "-d", loop]):
+                        return True
+                    time.sleep(0.25)
+                return False
+
+            _teardown_step(errors, f"losetup -d {loop}", detach)
+
+        def unfuse() -> bool:
+            # The loop device lets go of the file asynchronously.
+            ok = False
+            deadline = time.monotonic() + 15
+            while proc.poll() is None and time.monotonic() < deadline:
+                if _quiet(["fusermount3", "-u", fuse]):
+                    ok = True
+                    break
+                time.sleep(0.1)
+            if not ok and proc.poll() is None:
+                _quiet(["fusermount3", "-u", "-z", fuse])
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                ok = False
+            return ok or proc.returncode == 0
+
+        _teardown_step(errors, f"fusermount3 -u {fuse}", unfuse)
+        if errors and not failed:
+            raise RuntimeError(f"teardown failed: {'; '.join(errors)}")
+
+
+def _fresh_files(config: str, size: int) -> None:
+    """Remove the stack's files and make them again, sparse, of their
+    size: every run starts from the same empty devices."""
+    import tomllib
+
+    for dev in tomllib.loads(config).get("devices", []):
+        path = dev.get("path", "ram")
+        if path == "ram" or not dev.get("create"):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        with open(path, "wb") as f:
+            f.truncate(_bytes(dev.get("capacity_bytes", size)))
+
+
+def _bytes(v: int | str) -> int:
+    if isinstance(v, int):
+        return v
+    units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    for unit, scale in units.items():
+        if v.endswith(unit):
+            return int(v[: -len(unit)]) * scale
+    return int(v)
+
+
+def _drop_page_cache(path: Path) -> None:
+    """Dirty pages out, then the clean ones of ``path`` dropped (every
+    file's too when root can): the next read comes from the disk."""
+    os.sync()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+@dataclass
+class _DiskBench:
+    """What the `apps` and `disk` cases share: the directories, each
+    stack's config, the written file of the cold reads."""
+
+    ctx: Context
+    disk: Path
+    shm: Path
+    #: A short directory for the Unix sockets (a path there must fit
+    #: sun_path's 108 bytes, which ``ctx.dir`` under pytest's may not).
+    sockets: Path
+    configs: dict[str, Path]
+    texts: dict[str, str]
+    cold: Path
+
+    @classmethod
+    def make(cls, ctx: Context) -> _DiskBench:
+        disk = Path(ctx.resources.enter_context(tempfile.TemporaryDirectory(prefix="tierlab-bench-", dir=_DISK_DIR)))
+        shm = Path(ctx.resources.enter_context(tempfile.TemporaryDirectory(prefix="tierlab-bench-", dir="/dev/shm")))
+        sockets = Path(ctx.resources.enter_context(tempfile.TemporaryDirectory(prefix="tl-", dir="/tmp")))
+        texts, configs = {}, {}
+        for name, text in DISK_STACKS.items():
+            texts[name] = text.format(
+                disk=disk, shm=shm, size=_DISK_EXPORT, cache=_DISK_CACHE, cache_device=_DISK_CACHE_DEVICE
+            )
+            configs[name] = ctx.dir / f"disk-{name}.toml"
+            configs[name].write_text(texts[name])
+        cold = disk / "cold.img"
+        with open(cold, "wb") as f:
+            chunk = os.urandom(1 << 20)
+            for _ in range(_COLD_BYTES >> 20):
+                f.write(chunk)
+            os.fsync(f.fileno())
+        ctx.log(
+            f"{ctx.dir.name}: backing files in {disk} ({_fs_type(str(disk))}), cache devices in {shm}; "
+            f"{_DISK_EXPORT >> 20} MiB exports, {_DISK_CACHE >> 20} MiB caches"
+        )
+        return cls(ctx, disk, shm, sockets, configs, texts, cold)
+
+    @contextlib.contextmanager
+    def tierlab(self, stack: str, tag: str) -> Iterator[_Server]:
+        """The stack served, on fresh files."""
+        os.sync()  # nothing of the previous run left to write back meanwhile
+        _fresh_files(self.texts[stack], _DISK_EXPORT)
+        work = self.ctx.dir / f"run-{tag}"
+        shutil.rmtree(work, ignore_errors=True)
+        with _tierlab_server(self.configs[stack], work, self.sockets / "tierlab.sock") as server:
+            yield server
+        self._log_summary(tag, server.summary)
+
+    @contextlib.contextmanager
+    def nbdkit(self, path: Path, tag: str) -> Iterator[_Server]:
+        os.sync()
+        if path != self.cold:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            with open(path, "wb") as f:
+                f.truncate(_DISK_EXPORT)
+        work = self.ctx.dir / f"run-{tag}"
+        shutil.rmtree(work, ignore_errors=True)
+        with _nbdkit_file(path, work, self.sockets / "nbdkit.sock") as server:
+            yield server
+
+    def _log_summary(self, tag: str, summary: dict) -> None:
+        """One progress line per run: what the server saw and did (the
+        hints when a stack is slow: IOs per device, their queue)."""
+        s = summary.get("serve", {})
+        if not s:
+            return
+        req = s.get("requests", {})
+        devices = "; ".join(
+            f"{d['name']} r {d.get('read_ios', 0)} w {d.get('write_ios', 0)} f {d.get('flush_ios', 0)} "
+            f"queue {d.get('avg_queue_size') or 0:.0f}"
+            for d in summary.get("devices", [])
+        )
+        self.ctx.log(
+            f"  {tag}: server: {s.get('connections')} connections; requests "
+            + ", ".join(f"{k} {v}" for k, v in req.items() if v)
+            + f"; device IOs: {devices}; drain {s.get('drain_s') or 0:.2f} s"
+        )
+
+
+#: A served stack or nbdkit, started for one run: ``server_of(tag)``.
+_ServerOf = Callable[[str], contextlib.AbstractContextManager[_Server]]
+
+
+def _server_share(pid: int, cpu0: float, wall0: float) -> float:
+    """The server's CPU since (cpu0, wall0), % of a core."""
+    return 100 * (_proc_cpu_s(pid) - cpu0) / max(time.monotonic() - wall0, 1e-9)
+
+
+def _dd_mib_s(args: Sequence[str], mib: int) -> float:
+    """Run dd; MiB/s from the seconds dd reports (its own clock: no exec)."""
+    t0 = time.perf_counter()
+    res = _run(["dd", *args], timeout=600)
+    wall = time.perf_counter() - t0
+    for line in res.stderr.splitlines():
+        if " copied, " in line:
+            with contextlib.suppress(ValueError, IndexError):
+                wall = float(line.split(" copied, ")[1].split()[0].replace(",", "."))
+    return mib / wall
+
+
+def _sqlite_tx_s(path: Path, seconds: float) -> tuple[float, int]:
+    """SQLite in WAL mode with synchronous=FULL, one single-row INSERT per
+    transaction, each committed, for ``seconds``: (tx/s, transactions)."""
+    import sqlite3
+
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if mode != "wal":
+            raise RuntimeError(f"SQLite: journal_mode=WAL gave {mode!r}")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, at REAL, payload BLOB)")
+        payload = os.urandom(100)
+
+        def tx() -> None:
+            db.execute("BEGIN")
+            db.execute("INSERT INTO t (at, payload) VALUES (?, ?)", (time.time(), payload))
+            db.execute("COMMIT")
+
+        for _ in range(20):  # the WAL file and its first pages: not timed
+            tx()
+        n, t0 = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - t0) < seconds:
+            tx()
+            n += 1
+        return n / elapsed, n
+    finally:
+        db.close()
+
+
+def _apps_cases(ctx: Context) -> list[Case]:
+    b = _DiskBench.make(ctx)
+    sql_s = 2.0 if ctx.quick else 4.0
+    dd_mib = 96
+
+    def on_ext4(server_of: _ServerOf, work: Callable[[Path, int], Metrics], tag: str) -> Callable[[], Metrics]:
+        def run() -> Metrics:
+            with server_of(tag) as server:
+                with _loop_on_export(server.uri, _DISK_EXPORT, ctx.dir / f"rig-{tag}", mkfs=True) as (_, mnt):
+                    return work(mnt, server.pid)
+
+        return run
+
+    def dd(mnt: Path, pid: int) -> Metrics:
+        cpu0, wall0 = _proc_cpu_s(pid), time.monotonic()
+        mib_s = _dd_mib_s(["if=/dev/zero", f"of={mnt / 'f'}", "bs=1M", f"count={dd_mib}", "conv=fsync"], dd_mib)
+        return {"MiB/s": mib_s, "server CPU, % of a core": _server_share(pid, cpu0, wall0)}
+
+    def sqlite(mnt: Path, pid: int) -> Metrics:
+        cpu0, wall0 = _proc_cpu_s(pid), time.monotonic()
+        tx_s, _ = _sqlite_tx_s(mnt / "bench.db", sql_s)
+        return {"tx/s": tx_s, "server CPU, % of a core": _server_share(pid, cpu0, wall0)}
+
+    def stack(name: str) -> _ServerOf:
+        return lambda tag: b.tierlab(name, tag)
+
+    def nbdkit_file(tag: str) -> contextlib.AbstractContextManager[_Server]:
+        return b.nbdkit(b.disk / "file.img", tag)
+
+    def cold_read(server_of: _ServerOf, tag: str) -> Callable[[], Metrics]:
+        mib = _COLD_BYTES >> 20
+
+        def run() -> Metrics:
+            with server_of(tag) as server, _loop_on_export(
+                server.uri, _COLD_BYTES, ctx.dir / f"rig-{tag}", mkfs=False
+            ) as (loop, _):
+                _drop_page_cache(b.cold)
+                cpu0, wall0 = _proc_cpu_s(server.pid), time.monotonic()
+                mib_s = _dd_mib_s([f"if={loop}", "of=/dev/null", "bs=1M", f"count={mib}", "iflag=direct"], mib)
+                return {"MiB/s": mib_s, "server CPU, % of a core": _server_share(server.pid, cpu0, wall0)}
+
+        return run
+
+    served = "ext4 on the export (nbdfuse, loop device, 4 KiB sectors)"
+    info = [Check("server CPU, % of a core", "info")]
+    cases = []
+    for name in ("cache", "flashcache", "hswd"):
+        cases.append(
+            Case(
+                name=f"apps-dd-{name}",
+                title=f"{served}: dd 96 MiB conv=fsync, {_STACK_TITLES[name]} (cache on /dev/shm) vs passthrough on the disk",
+                peer_name="tierlab passthrough, disk file",
+                tierlab=on_ext4(stack(name), dd, f"dd-{name}"),
+                peer=on_ext4(stack("file"), dd, f"dd-file-{name}"),
+                checks=[Check("MiB/s", "ratio_min", 0.9), *info],
+            )
+        )
+    sqlite_targets = {"cache": 0.7, "flashcache": None, "hswd": 0.6}
+    for name, bound in sqlite_targets.items():
+        cases.append(
+            Case(
+                name=f"apps-sqlite-{name}",
+                title=f"{served}: SQLite WAL, synchronous=FULL, one row per commit, {_STACK_TITLES[name]} vs passthrough on RAM",
+                peer_name="tierlab passthrough, ram",
+                tierlab=on_ext4(stack(name), sqlite, f"sqlite-{name}"),
+                peer=on_ext4(stack("ram"), sqlite, f"sqlite-ram-{name}"),
+                checks=[Check("tx/s", "ratio_min", bound) if bound else Check("tx/s", "info"), *info],
+                note="" if bound else "no target in the issue; the reporter measured it",
+            )
+        )
+    cases.append(
+        Case(
+            name="apps-sqlite-file",
+            title=f"{served}: SQLite WAL, synchronous=FULL, one row per commit, passthrough on the disk "
+            "vs nbdkit file on the same file",
+            peer_name="nbdkit file",
+            tierlab=on_ext4(stack("file"), sqlite, "sqlite-file"),
+            peer=on_ext4(nbdkit_file, sqlite, "sqlite-nbdkit"),
+            checks=[Check("tx/s", "ratio_min", 1.0), *info],
+        )
+    )
+    cases.append(
+        Case(
+            name="apps-coldread-file",
+            title=f"cold sequential read of {_COLD_BYTES >> 20} MiB: dd bs=1M iflag=direct from the loop device "
+            "on the export, page cache dropped first; passthrough vs nbdkit file",
+            peer_name="nbdkit file",
+            tierlab=cold_read(stack("cold"), "cold-tierlab"),
+            peer=cold_read(lambda tag: b.nbdkit(b.cold, tag), "cold-nbdkit"),
+            checks=[Check("MiB/s", "ratio_min", 1.0), *info],
+        )
+    )
+    return cases
+
+
+def _fio_nbd(uri: str, args: Sequence[str], lat_log: Path | None = None) -> dict:
+    """fio's nbd engine on ``uri``; its JSON job."""
+    cmd = ["fio", "--name=bench", "--ioengine=nbd", f"--uri={uri}", "--output-format=json", *args]
+    if lat_log is not None:
+        cmd += [f"--write_lat_log={lat_log}", "--log_avg_msec=0", "--log_unix_epoch=1"]
+    out = _run(cmd, timeout=600).stdout
+    return json.loads(out[out.index("{") :])["jobs"][0]
+
+
+def _clat_us(log: Path, t0: float, t1: float) -> list[float]:
+    """Completion latencies (µs) of the IOs fio's per-IO log
+    (``--log_unix_epoch``) shows completing between t0 and t1 (Unix s)."""
+    lo, hi = t0 * 1000, t1 * 1000
+    lats = []
+    with open(log) as f:
+        for line in f:
+            parts = line.split(",")
+            if len(parts) >= 2 and lo <= int(parts[0]) <= hi:
+                lats.append(int(parts[1]) / 1000)
+    return lats
+
+
+def _p99(values: list[float]) -> float:
+    if not values:
+        raise RuntimeError("no IO completed in the measured window")
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
+
+
+def _flush(uri: str) -> float:
+    """One NBD FLUSH from a connection of its own (qemu-io); its seconds."""
+    t0 = time.perf_counter()
+    _run(["qemu-io", "-f", "raw", "-c", "flush", uri], timeout=600)
+    return time.perf_counter() - t0
+
+
+def _disk_cases(ctx: Context) -> list[Case]:
+    b = _DiskBench.make(ctx)
+    runtime_s = 2 if ctx.quick else 4
+    fits = 128 << 20  # the random writes' range: half the cache
+
+    def fio_side(server_of: _ServerOf, job: Sequence[str], rw: str, tag: str) -> Callable[[], Metrics]:
+        def run() -> Metrics:
+            with server_of(tag) as server:
+                cpu0, wall0 = _proc_cpu_s(server.pid), time.monotonic()
+                j = _fio_nbd(server.uri, job)
+                share = _server_share(server.pid, cpu0, wall0)
+            side = j[rw]
+            return {"MiB/s": side["bw_bytes"] / (1 << 20), "IOPS": side["iops"], "server CPU, % of a core": share}
+
+        return run
+
+    def stack(name: str) -> _ServerOf:
+        return lambda tag: b.tierlab(name, tag)
+
+    timed = ["--time_based", f"--runtime={runtime_s}", "--ramp_time=1"]
+    seq = ["--rw=write", "--bs=1m", "--iodepth=8", f"--size={_DISK_EXPORT}", *timed]
+    rand = ["--rw=randwrite", "--bs=4k", "--iodepth=32", f"--size={fits}", "--randrepeat=0", "--norandommap", *timed]
+    info = [Check("server CPU, % of a core", "info")]
+    cases = []
+    for name in ("cache", "flashcache", "hswd"):
+        cases.append(
+            Case(
+                name=f"disk-seqwrite-{name}",
+                title=f"fio nbd, 1 MiB sequential writes QD8 over the 1 GiB export, {_STACK_TITLES[name]} "
+                "(cache on /dev/shm) vs passthrough on the disk",
+                peer_name="tierlab passthrough, disk file",
+                tierlab=fio_side(stack(name), seq, "write", f"seq-{name}"),
+                peer=fio_side(stack("file"), seq, "write", f"seq-file-{name}"),
+                checks=[Check("MiB/s", "ratio_min", 0.9), *info],
+            )
+        )
+    for name in ("cache", "flashcache", "hswd"):
+        cases.append(
+            Case(
+                name=f"disk-randwrite-{name}",
+                title=f"fio nbd, 4 KiB random writes QD32 over {fits >> 20} MiB (fits in the cache), "
+                f"{_STACK_TITLES[name]} vs passthrough on a /dev/shm file",
+                peer_name="tierlab passthrough, /dev/shm file",
+                tierlab=fio_side(stack(name), rand, "write", f"rand-{name}"),
+                peer=fio_side(stack("shm"), rand, "write", f"rand-shm-{name}"),
+                checks=[Check("IOPS", "ratio_min", 0.9), *info],
+            )
+        )
+
+    def cold(server_of: _ServerOf, tag: str) -> Callable[[], Metrics]:
+        job = ["--rw=read", "--bs=1m", "--iodepth=8", f"--size={_COLD_BYTES}"]
+
+        def run() -> Metrics:
+            with server_of(tag) as server:
+                _drop_page_cache(b.cold)
+                cpu0, wall0 = _proc_cpu_s(server.pid), time.monotonic()
+                j = _fio_nbd(server.uri, job)
+                share = _server_share(server.pid, cpu0, wall0)
+            return {"MiB/s": j["read"]["bw_bytes"] / (1 << 20), "server CPU, % of a core": share}
+
+        return run
+
+    cases.append(
+        Case(
+            name="disk-coldread-file",
+            title=f"fio nbd, cold sequential read of {_COLD_BYTES >> 20} MiB, 1 MiB QD8, page cache dropped first; "
+            "passthrough on the disk vs nbdkit file",
+            peer_name="nbdkit file",
+            tierlab=cold(stack("cold"), "cold-tierlab"),
+            peer=cold(lambda tag: b.nbdkit(b.cold, tag), "cold-nbdkit"),
+            checks=[Check("MiB/s", "ratio_min", 1.0), *info],
+        )
+    )
+
+    # The write-back cache 90 % dirty: 4 KiB random writes over 90 % of its
+    # capacity (fio's random map: each page once), nothing written back yet.
+    dirty = (_DISK_CACHE // 4096 * 9 // 10) * 4096
+    fill = ["--rw=randwrite", "--bs=4k", "--iodepth=32", f"--size={dirty}", "--randrepeat=0"]
+    reads = ["--rw=randread", "--bs=4k", "--iodepth=1", f"--size={dirty}", "--randrepeat=0", "--norandommap"]
+
+    def drain_side(busy: bool) -> Callable[[], Metrics]:
+        tag = "drain-busy" if busy else "drain-idle"
+
+        def run() -> Metrics:
+            with b.tierlab("cache-held", tag) as server:
+                _fio_nbd(server.uri, fill)
+                lat = ctx.dir / f"run-{tag}" / "lat"
+                if not busy:
+                    # Written back with nothing else running: the clean cache.
+                    drain_s = _flush(server.uri)
+                    t0 = time.time()
+                    _fio_nbd(server.uri, [*reads, "--time_based", f"--runtime={runtime_s}"], lat)
+                    t1 = time.time()
+                    lats = _clat_us(Path(f"{lat}_clat.1.log"), t0, t1)
+                else:
+                    # QD1 reads from before the FLUSH until it completed: the
+                    # window is the write-back's.
+                    log = ctx.dir / f"run-{tag}" / "fio.log"
+                    with open(log, "w") as f:
+                        fio = subprocess.Popen(
+                            ["fio", "--name=bench", "--ioengine=nbd", f"--uri={server.uri}", "--output-format=json",
+                             *reads, "--time_based", "--runtime=600",
+                             f"--write_lat_log={lat}", "--log_avg_msec=0", "--log_unix_epoch=1"],
+                            stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+                        )  # fmt: skip
+                    try:
+                        _wait_for("fio", lambda: "connected" in log.read_text(errors="replace"), fio, log)
+                        time.sleep(0.2)  # its reads under way
+                        t0 = time.time()
+                        drain_s = _flush(server.uri)
+                        t1 = time.time()
+                    finally:
+                        if fio.poll() is None:
+                            fio.send_signal(signal.SIGINT)  # fio ends its job and writes its logs
+                        try:
+                            fio.wait(timeout=60)
+                        except subprocess.TimeoutExpired:
+                            fio.kill()
+                            fio.wait()
+                    lats = _clat_us(Path(f"{lat}_clat.1.log"), t0, t1)
+            return {
+                "read p99 µs": _p99(lats),
+                "read mean µs": statistics.fmean(lats),
+                "reads measured": float(len(lats)),
+                "drain s": drain_s,
+            }
+
+        return run
+
+    cases.append(
+        Case(
+            name="disk-drain-cache",
+            title=f"fio nbd, 4 KiB random reads QD1 (cache hits) while a FLUSH writes back the write-back cache "
+            f"90 % dirty ({dirty >> 20} MiB) vs the same reads on it idle and clean",
+            peer_name="same stack, idle, clean",
+            tierlab=drain_side(True),
+            peer=drain_side(False),
+            checks=[
+                Check("read p99 µs", "ratio_max", 2.0),
+                Check("read mean µs", "info"),
+                Check("reads measured", "info"),
+                Check("drain s", "info"),
+            ],
+            note="drain s: the FLUSH's time, with the reads running (tierlab) or alone (peer)",
+        )
+    )
+    return cases
+
+
 GROUPS: list[Group] = [
     Group("pipeline", "trace parsing and generators (`tierlab bench`), no peer", lambda: None, _pipeline_cases),
     Group("trace", "trace stats vs libCacheSim's CSV reader; cache on CSV vs native", _have_libcachesim, _trace_cases),
@@ -860,6 +1734,13 @@ GROUPS: list[Group] = [
     Group("cache", "cache-only LRU and S3-FIFO vs libCacheSim", _have_libcachesim, _cache_cases),
     Group("sim", "the simulator: ATSMF vs linear stack, detailed vs queueing SSD", _sim_needs, _sim_cases),
     Group("serve", "`tierlab serve` vs nbdkit, fio's nbd engine", lambda: _have("fio", "nbdkit"), _serve_cases),
+    Group("apps", "ext4 on served disk-backed stacks (nbdfuse + loop): dd, SQLite, cold reads", _apps_needs, _apps_cases),
+    Group(
+        "disk",
+        "fio's nbd engine on served disk-backed stacks: streams, cached writes, reads during write-back",
+        _disk_needs,
+        _disk_cases,
+    ),
 ]
 
 
@@ -909,7 +1790,16 @@ def _select(only: Sequence[str] | None) -> list[tuple[Group, set[str] | None]]:
 
 #: Case name prefixes of each group (so --only can pick cases without
 #: building the group's inputs first).
-_PREFIXES = {"pipeline": ["pipeline"], "trace": ["trace-"], "real": ["real-"], "cache": ["lru-", "s3fifo-"], "sim": ["sim-"], "serve": ["serve-"]}
+_PREFIXES = {
+    "pipeline": ["pipeline"],
+    "trace": ["trace-"],
+    "real": ["real-"],
+    "cache": ["lru-", "s3fifo-"],
+    "sim": ["sim-"],
+    "serve": ["serve-"],
+    "apps": ["apps-"],
+    "disk": ["disk-"],
+}
 
 
 def _case_group(name: str) -> str | None:
