@@ -167,6 +167,7 @@ pub(crate) fn run(mut server: Server) -> Result<ServeReport, ServeError> {
     }
     let now = l.server.core.now_ns();
     l.report.serving_s = now as f64 / NS_PER_S as f64;
+    l.report.syncs_skipped = l.server.core.syncs_skipped;
     if let Some(r) = l.record.take() {
         l.report.recorded_ios = r.finish()?;
     }
@@ -1102,6 +1103,7 @@ impl Loop {
         let core = &self.server.core;
         let now = core.now_ns();
         self.report.serving_s = now as f64 / NS_PER_S as f64;
+        self.report.syncs_skipped = self.server.core.syncs_skipped;
         let tenants = vec![tierlab_sim::run::TenantReport {
             name: "nbd".into(),
             issued_ios: self.host_ios,

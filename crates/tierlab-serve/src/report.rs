@@ -25,8 +25,11 @@ pub struct ServeReport {
     pub bytes_written: u64,
     pub bytes_zeroed: u64,
     pub bytes_trimmed: u64,
-    /// Barriers that fdatasync'ed every backing store (FLUSH, FUA).
+    /// Barriers that made every backing store durable (FLUSH, FUA).
     pub durability_barriers: u64,
+    /// Store syncs those barriers skipped: nothing was written to the
+    /// store since its last successful flush.
+    pub syncs_skipped: u64,
     /// Requests that waited for an overlapping write or trim in flight.
     pub requests_held_for_ordering: u64,
     /// Requests whose client left before the reply.
