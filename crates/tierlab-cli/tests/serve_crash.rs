@@ -274,7 +274,8 @@ fn sigkill_loop_persistent_cache() {
 fn sigkill_loop_flashcache() {
     kill_loop(
         &FLASHCACHE,
-        &["policy.capacity_bytes=2MiB"],
+        // 3 sets of 256 blocks and their persistent metadata (the default).
+        &["policy.capacity_bytes=3200KiB", "policy.associativity=256"],
         2048,
         Some("flush_ios"),
     );
@@ -338,18 +339,30 @@ fn hswd_restarts_warm_after_a_clean_stop_and_after_a_sigkill() {
 
 /// The same for the page cache and flashcache with `persistent = true`
 /// (their clean stop writes every dirty page back, then marks the
-/// metadata clean).
+/// metadata clean). After a crash they recover the pages that were dirty
+/// (clean copies are dropped: their entries are committed lazily), so the
+/// blocks are written again and FLUSHed before the SIGKILL.
 #[test]
 fn persistent_caches_restart_warm_after_a_clean_stop_and_after_a_sigkill() {
+    // Nothing is written back before the SIGKILL (no idle flush, no set
+    // cleaning), so every block is dirty then and must be recovered.
     restarts_warm(
         &CACHE,
-        &["policy.persistent=true", "policy.capacity_bytes=4MiB"],
+        &[
+            "policy.persistent=true",
+            "policy.capacity_bytes=4MiB",
+            "policy.idle_flush_ms=0",
+        ],
         "recovered_pages",
         false,
     );
     restarts_warm(
         &FLASHCACHE,
-        &["policy.persistent=true", "policy.capacity_bytes=4MiB"],
+        &[
+            "policy.persistent=true",
+            "policy.capacity_bytes=4MiB",
+            "policy.dirty_thresh_pct=100",
+        ],
         "recovered_pages",
         false,
     );
@@ -365,27 +378,31 @@ fn restarts_warm(stack: &'static Stack, set: &[&str], recovered: &str, warm_stop
         ..Opts::default()
     };
     let blocks: Vec<u64> = (0..300).map(|i| i * 7 + 3).collect(); // < the PCache's 80 %
-    let data = |b: u64| {
+    // Version `v` of block `b`.
+    let data = |b: u64, v: u64| {
         let mut d = vec![0u8; BLOCK as usize];
-        stamp::fill(&mut d, b * BLOCK / SECTOR_BYTES as u64, b + 1);
+        stamp::fill(&mut d, b * BLOCK / SECTOR_BYTES as u64, v * 100_000 + b + 1);
         d
+    };
+    let write_all = |c: &mut Client, v: u64| {
+        for &b in &blocks {
+            assert_eq!(c.write(b * BLOCK, &data(b, v)), 0);
+        }
+        assert_eq!(c.flush(), 0);
     };
     let mut srv = lab.start_with(opts());
     let mut c = Client::connect(&lab.socket());
-    for &b in &blocks {
-        assert_eq!(c.write(b * BLOCK, &data(b)), 0);
-    }
-    assert_eq!(c.flush(), 0);
-    let read_all = |c: &mut Client| {
+    write_all(&mut c, 1);
+    let read_all = |c: &mut Client, v: u64| {
         for &b in &blocks {
             assert_eq!(
                 c.read(b * BLOCK, BLOCK as u32).unwrap(),
-                data(b),
+                data(b, v),
                 "block {b}"
             );
         }
     };
-    read_all(&mut c);
+    read_all(&mut c, 1);
     c.disconnect();
     let name = stack.name;
     let before = counter_when(&srv, "read_hits", blocks.len() as f64);
@@ -403,11 +420,10 @@ fn restarts_warm(stack: &'static Stack, set: &[&str], recovered: &str, warm_stop
         "{s:#}"
     );
 
-    for how in ["clean stop", "SIGKILL"] {
+    for (how, v) in [("clean stop", 1), ("SIGKILL", 2)] {
         let mut srv = lab.start_with(opts());
         let mut c = Client::connect(&lab.socket());
-        read_all(&mut c);
-        c.disconnect();
+        read_all(&mut c, v);
         let got = counter_when(&srv, recovered, blocks.len() as f64);
         assert_eq!(
             got,
@@ -430,8 +446,12 @@ fn restarts_warm(stack: &'static Stack, set: &[&str], recovered: &str, warm_stop
             blocks.len()
         );
         if how == "clean stop" {
+            // Dirty again, and FLUSHed: what a crash must not lose.
+            write_all(&mut c, 2);
+            c.disconnect();
             srv.kill();
         } else {
+            c.disconnect();
             srv.stop();
         }
     }
@@ -727,9 +747,13 @@ fn surprise_shutdown_caches_lose_nothing_flushed() {
     for device in [0, 1] {
         // Both survive a failing cache file and a failing backing file:
         // the failed writes and FLUSHes are answered with EIO, and they
-        // serve on.
-        surprise_shutdown(&CACHE, &["policy.capacity_bytes=2MiB"], device, true);
-        surprise_shutdown(&FLASHCACHE, &["policy.capacity_bytes=2MiB"], device, true);
+        // serve on. (Their FLUSH writes dirty pages back: with persistent
+        // metadata, the default, a failed metadata commit stops the
+        // server, as dm-cache's metadata errors do — tierlab-crash's
+        // `a_store_that_dies_mid_workload_loses_nothing_flushed`.)
+        let cold = ["policy.capacity_bytes=2MiB", "policy.persistent=false"];
+        surprise_shutdown(&CACHE, &cold, device, true);
+        surprise_shutdown(&FLASHCACHE, &cold, device, true);
     }
 }
 

@@ -388,11 +388,16 @@ fn nbdinfo_and_map(stack: &'static Stack) {
     };
     assert_map(&label, "nbdinfo --map", &alloc, &want);
     let tier = nbd_map(&label, &srv.uri, Some("tierlab:tier"), size);
+    let kept: &[(u64, u64)] = if stack.restart_keeps_cached {
+        &written
+    } else {
+        &[]
+    };
     assert_map(
         &label,
         "nbdinfo --map=tierlab:tier",
         &tier,
-        &layout(size, &[], 0, slow),
+        &layout(size, kept, fast, slow),
     );
     let windows: Vec<(u64, u64)> = writes
         .iter()

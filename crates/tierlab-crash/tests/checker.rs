@@ -7,7 +7,7 @@
 use tierlab_core::policy::{BufRef, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, Op, TimeNs};
 use tierlab_crash::{CrashError, Options, Stack, StateKind, check};
-use tierlab_policies::cache::{Cache, CacheParams, WriteMode};
+use tierlab_policies::cache::{self, Cache, CacheParams, WriteMode};
 use tierlab_stack::StackConfig;
 
 fn dev(name: &str, path: &str, size: &str) -> String {
@@ -66,11 +66,33 @@ fn assert_clean(name: &str, s: &Stack, seed: u64) {
     }
 }
 
+/// A cache whose FLUSH writes dirty pages back (`persistent = false`; on
+/// RAM that is the default, and the key is left out to check it).
 fn cache_stack(mode: &str, cache_path: &str) -> Stack {
+    let persistent = if cache_path == "ram" {
+        ""
+    } else {
+        "persistent = false\n"
+    };
     stack(&format!(
-        "{}{}[policy]\nkind = \"cache\"\ncapacity_bytes = \"1MiB\"\nwrite_mode = \"{mode}\"\n",
+        "{}{}[policy]\nkind = \"cache\"\ncapacity_bytes = \"1MiB\"\nwrite_mode = \"{mode}\"\n{persistent}",
         dev("cache", cache_path, "1MiB"),
         dev("disk", "disk.img", "4MiB")
+    ))
+}
+
+/// A cache as configured by default on a file: persistent metadata carved
+/// out of its 1 MiB, FLUSH commits it instead of writing back.
+fn default_cache_stack(kind: &str) -> Stack {
+    stack(&format!(
+        "{}{}[policy]\nkind = \"{kind}\"\ncapacity_bytes = \"1MiB\"\n{}",
+        dev("cache", "cache.img", "1MiB"),
+        dev("disk", "disk.img", "4MiB"),
+        if kind == "flashcache" {
+            "associativity = 64\n"
+        } else {
+            ""
+        }
     ))
 }
 
@@ -91,6 +113,13 @@ fn write_back_caches_keep_every_flushed_write_on_ram_and_on_files() {
         &cache_stack("write-back", "cache.img"),
         3,
     );
+    for (i, kind) in ["cache", "flashcache"].into_iter().enumerate() {
+        assert_clean(
+            &format!("{kind}, file cache, persistent by default"),
+            &default_cache_stack(kind),
+            7 + i as u64,
+        );
+    }
 }
 
 #[test]
@@ -106,7 +135,7 @@ fn write_through_and_write_around_caches_keep_every_flushed_write() {
 #[test]
 fn flashcache_keeps_every_flushed_write() {
     let s = stack(&format!(
-        "{}{}[policy]\nkind = \"flashcache\"\ncapacity_bytes = \"2MiB\"\n",
+        "{}{}[policy]\nkind = \"flashcache\"\ncapacity_bytes = \"2MiB\"\npersistent = false\n",
         dev("ssd", "ssd.img", "2MiB"),
         dev("disk", "disk.img", "8MiB")
     ));
@@ -196,6 +225,35 @@ fn the_checker_catches_a_persistent_cache_whose_commit_skips_the_flush() {
     );
 }
 
+/// The persistent cache with its commits' backing flush removed: a page
+/// written back, marked clean (or evicted, its slot reused) by a commit,
+/// can lose its write-back in a crash while the cache no longer says it is
+/// dirty. A cache small for the workload, so pages are written back and
+/// evicted between FLUSHes.
+#[test]
+fn the_checker_catches_a_persistent_cache_whose_commit_skips_the_backing_flush() {
+    let mut p = CacheParams::with_capacity(cache::capacity_bytes_for(32, 4096, true));
+    p.persistent = true;
+    let s = broken_cache_stack(p, 2 << 20, false, |c| {
+        c.broken_commit_skips_backing_flush = true
+    });
+    let opts = Options {
+        states: states(400),
+        ..Default::default()
+    };
+    let r = check(&s, &opts).unwrap();
+    eprintln!(
+        "persistent cache, commit without backing flush: {} of {} states violate",
+        r.violations.len(),
+        r.states()
+    );
+    assert!(
+        !r.violations.is_empty(),
+        "not caught in {} states",
+        r.states()
+    );
+}
+
 /// The cache with its FLUSH write-back removed (a FLUSH completes at once,
 /// as before the checker existed): the checker must catch it, and shrink
 /// the failing state to the fewest unflushed writes.
@@ -203,6 +261,7 @@ fn the_checker_catches_a_persistent_cache_whose_commit_skips_the_flush() {
 fn the_checker_catches_a_cache_whose_flush_skips_the_write_back() {
     let mut p = CacheParams::with_capacity(1 << 20);
     p.write_mode = WriteMode::WriteBack;
+    p.persistent = false;
     let s = broken_cache_stack(p, 1 << 20, true, |c| c.broken_flush_skips_write_back = true);
     let opts = Options {
         states: 40,
@@ -583,10 +642,14 @@ fn surprise_shutdown_at_every_write_loses_nothing_flushed() {
         (
             "flashcache",
             stack(&format!(
-                "{}{}[policy]\nkind = \"flashcache\"\ncapacity_bytes = \"2MiB\"\n",
+                "{}{}[policy]\nkind = \"flashcache\"\ncapacity_bytes = \"2MiB\"\npersistent = false\n",
                 dev("ssd", "ssd.img", "2MiB"),
                 dev("disk", "disk.img", "8MiB")
             )),
+        ),
+        (
+            "cache write-back, persistent by default",
+            default_cache_stack("cache"),
         ),
         ("atsmf", atsmf_stack(true)),
         ("hswd", hswd_stack("fully")),

@@ -32,7 +32,7 @@ use serde::Deserialize;
 use tierlab_cache::{Access, Eviction, Key};
 use tierlab_core::ParamError;
 
-use crate::cache::{ByteCount, Cache, CacheParams, SetCleaning, WriteMode};
+use crate::cache::{self, ByteCount, Cache, CacheParams, SetCleaning, WriteMode};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -60,10 +60,19 @@ pub struct FlashcacheParams {
     /// Largest merged cleaning write.
     #[serde(default = "default_flush_max")]
     pub max_flush_bytes: ByteCount,
-    /// Keep slot metadata on the cache device, as flashcache does, so a
-    /// restart comes up warm (docs/crash-consistency.md).
-    #[serde(default)]
+    /// Keep slot metadata on the cache device (inside `capacity_bytes`),
+    /// as flashcache does: a FLUSH makes dirty blocks durable where they
+    /// are, and a restart comes up warm (docs/crash-consistency.md).
+    #[serde(default = "default_persistent")]
     pub persistent: bool,
+    /// flashcache's `skip_seq_thresh_kb` in bytes (the sequential cutoff
+    /// of `cache.rs`: a stream past it is not cached); 0 = off. On at
+    /// 4 MiB by default here (flashcache's own default is off).
+    #[serde(default = "crate::cache::params::default_cutoff")]
+    pub sequential_bypass_bytes: ByteCount,
+    /// Sequential streams tracked at once.
+    #[serde(default = "crate::cache::params::default_streams")]
+    pub sequential_streams: usize,
 }
 
 fn default_block() -> ByteCount {
@@ -78,6 +87,9 @@ fn default_thresh() -> f64 {
 fn default_flush_max() -> ByteCount {
     ByteCount(256 * 1024)
 }
+fn default_persistent() -> bool {
+    true
+}
 
 impl FlashcacheParams {
     pub fn with_capacity(capacity_bytes: u64) -> FlashcacheParams {
@@ -89,7 +101,9 @@ impl FlashcacheParams {
             dirty_thresh_pct: default_thresh(),
             idle_flush_ms: 0.0,
             max_flush_bytes: default_flush_max(),
-            persistent: false,
+            persistent: default_persistent(),
+            sequential_bypass_bytes: cache::params::default_cutoff(),
+            sequential_streams: cache::params::default_streams(),
         }
     }
 }
@@ -210,14 +224,22 @@ pub fn new(p: &FlashcacheParams) -> Result<Cache, ParamError> {
         ));
     }
     let set_bytes = block * p.associativity;
-    let num_sets = p.capacity_bytes.0 / set_bytes;
+    // Persistent metadata is carved out of the capacity first.
+    let num_sets = cache::slots_in(p.capacity_bytes.0, block, p.persistent) / p.associativity;
     if num_sets == 0 {
+        let need = cache::capacity_bytes_for(p.associativity, block, p.persistent);
         return Err(ParamError::new(
             "capacity_bytes",
             p.capacity_bytes.0,
             format!(
-                "at least one whole set ({} blocks of {block} bytes = {set_bytes} bytes)",
-                p.associativity
+                "at least one whole set ({} blocks of {block} bytes = {set_bytes} bytes{}): \
+                 {need} bytes",
+                p.associativity,
+                if p.persistent {
+                    ", and its persistent metadata"
+                } else {
+                    ""
+                }
             ),
         ));
     }
@@ -228,7 +250,11 @@ pub fn new(p: &FlashcacheParams) -> Result<Cache, ParamError> {
             "0 ..= 100",
         ));
     }
-    let mut params = CacheParams::with_capacity(num_sets * set_bytes);
+    let mut params = CacheParams::with_capacity(cache::capacity_bytes_for(
+        num_sets * p.associativity,
+        block,
+        p.persistent,
+    ));
     params.page_size_bytes = ByteCount(block);
     params.write_mode = WriteMode::WriteBack;
     // Cleaning is per set; no global watermarks.
@@ -237,6 +263,8 @@ pub fn new(p: &FlashcacheParams) -> Result<Cache, ParamError> {
     params.idle_flush_ms = p.idle_flush_ms;
     params.max_flush_bytes = p.max_flush_bytes;
     params.persistent = p.persistent;
+    params.sequential_bypass_bytes = p.sequential_bypass_bytes;
+    params.sequential_streams = p.sequential_streams;
     let evict = SetAssoc::new(p.associativity, num_sets, p.replacement);
     let mut cache = Cache::with_eviction(&params, Box::new(evict))?;
     cache.set_name("flashcache");

@@ -11,6 +11,7 @@ pub mod hswd_meta;
 pub mod linear;
 pub mod qos;
 pub mod slot_meta;
+pub mod streams;
 pub mod writeback;
 
 pub use linear::Linear;

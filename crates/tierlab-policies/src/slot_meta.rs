@@ -24,7 +24,17 @@
 //! A header's payload is a policy's list of u64 fields; an entry page's is
 //! one entry per slot, `entry_bytes` each (at least 16): u64 block + 1 (0:
 //! the slot is free), u64 the commit sequence that wrote it (when two
-//! slots claim one block after a crash, the higher wins); the rest zero.
+//! slots claim one block after a crash, the higher wins); with
+//! `entry_bytes` ≥ 24, u64 flags ([`FLAG_DIRTY`]); the rest zero.
+//!
+//! **Disposable clean entries** ([`SlotTable::with_disposable_clean_entries`],
+//! the page cache): after a crash only entries flagged dirty are
+//! recovered — a clean one says only that the slot held a copy of a block
+//! the backing device also holds, which nothing needs — so a slot whose
+//! entries were never dirty on the device may take another block at once;
+//! only a slot that may hold a durable *dirty* entry waits for its clear
+//! to be durable. Without it (HSWD, where every cached block is dirty)
+//! every entry counts.
 //!
 //! **Commits** ([`SlotTable`]): an entry is set only once its slot's data
 //! landed; a commit first flushes the device (making that data, and the
@@ -46,6 +56,11 @@ pub const VERSION: u16 = 1;
 pub const MAX_SEQ: u64 = 1 << 62;
 /// Smallest entry: block + commit sequence.
 pub const MIN_ENTRY_BYTES: u64 = 16;
+/// Smallest entry with flags: block + commit sequence + flags.
+pub const FLAGGED_ENTRY_BYTES: u64 = 24;
+/// Entry flag: the slot holds data newer than the block's copy on the
+/// backing device (recovery copies it there).
+pub const FLAG_DIRTY: u64 = 1;
 
 /// Entries per metadata page.
 pub fn entries_per_page(entry_bytes: u64) -> u64 {
@@ -146,11 +161,29 @@ pub fn encode_entries(
     entry_bytes: u64,
     entries: &[(u64, u64)],
 ) -> Vec<u8> {
+    encode_flagged_entries(magic, page_no, seq, entry_bytes, entries, &[])
+}
+
+/// As [`encode_entries`], with each slot's flags (`entry_bytes` ≥ 24;
+/// `flags` empty: all zero).
+pub fn encode_flagged_entries(
+    magic: &[u8; 4],
+    page_no: u64,
+    seq: u64,
+    entry_bytes: u64,
+    entries: &[(u64, u64)],
+    flags: &[u64],
+) -> Vec<u8> {
+    assert!(flags.is_empty() || flags.len() == entries.len());
+    assert!(flags.iter().all(|&f| f == 0) || entry_bytes >= FLAGGED_ENTRY_BYTES);
     let mut p = vec![0u8; PAGE];
     for (i, &(block_plus_one, cseq)) in entries.iter().enumerate() {
         let at = HEAD + i * entry_bytes as usize;
         put_u64(&mut p, at, block_plus_one);
         put_u64(&mut p, at + 8, cseq);
+        if let Some(&f) = flags.get(i) {
+            put_u64(&mut p, at + 16, f);
+        }
     }
     seal(&mut p, magic, page_no, seq);
     p
@@ -172,6 +205,17 @@ pub fn decode_entries(
         })
         .collect();
     Ok((entries, seq))
+}
+
+/// Each slot's flags on a page [`decode_entries`] accepted (zeros when
+/// entries have no flags word).
+fn decode_flags(page: &[u8], entry_bytes: u64, n: usize) -> Vec<u64> {
+    if entry_bytes < FLAGGED_ENTRY_BYTES {
+        return vec![0; n];
+    }
+    (0..n)
+        .map(|i| u64_at(page, HEAD + i * entry_bytes as usize + 16))
+        .collect()
 }
 
 /// Of a page's two copies, the valid one with the highest sequence:
@@ -217,8 +261,14 @@ pub struct SlotTable {
     pub entry_bytes: u64,
     /// Per slot: (block + 1, commit sequence) as its entry should read.
     entries: Vec<(u64, u64)>,
-    /// Per slot: a started commit may have written a non-zero entry for it
-    /// (a clear must then be durable before the slot is reused).
+    /// Per slot: its entry's flags (all zero without a flags word).
+    flags: Vec<u64>,
+    /// Entries without `FLAG_DIRTY` are not recovered after a crash
+    /// (module docs).
+    disposable_clean: bool,
+    /// Per slot: a started commit may have written an entry for it that a
+    /// recovery would act on (a clear must then be durable before the
+    /// slot is reused).
     maybe_on_disk: Vec<bool>,
     /// Per page (0: header): the sequence of its newest copy and which copy
     /// holds it (the next write goes to the other).
@@ -226,6 +276,9 @@ pub struct SlotTable {
     page_copy: Vec<u8>,
     /// Entry pages changed since the last commit began.
     dirty_pages: BTreeSet<u64>,
+    /// Among those changes, one a recovery after a crash would see (an
+    /// entry it acts on set, or one it might act on changed or cleared).
+    recoverable_changes: bool,
     pub state: CommitState,
     /// The sequence the next commit writes into entries.
     pub next_commit: u64,
@@ -235,16 +288,24 @@ pub struct SlotTable {
     clear_running: Vec<u64>,
     clear_written: Vec<u64>,
     release_at_flush: Vec<u64>,
+    /// Disposable clean entries: slots whose entry a commit rewrites from
+    /// dirty to clean, in the same stages as the clears — once the clean
+    /// version is durable, a clear of the slot need not wait.
+    demote_running: Vec<u64>,
+    demote_written: Vec<u64>,
+    demote_at_flush: Vec<u64>,
     pages_running: Vec<(u64, Option<Vec<u8>>)>,
     /// Commits begun.
     pub commits: u64,
 }
 
 /// Slots recovered from an area: per block the claim with the highest
-/// commit sequence, (slot, block, commit) sorted by slot; and the slots of
-/// older claims, cleared durably by `load`.
+/// commit sequence, (slot, block, commit) sorted by slot, and each claim's
+/// flags (same order); and the slots of older claims, cleared durably by
+/// `load`.
 pub struct Loaded {
     pub claims: Vec<(u64, u64, u64)>,
+    pub flags: Vec<u64>,
     pub losers: Vec<u64>,
 }
 
@@ -256,23 +317,50 @@ impl SlotTable {
             base_bytes,
             entry_bytes,
             entries: vec![(0, 0); slots as usize],
+            flags: vec![0; slots as usize],
+            disposable_clean: false,
             maybe_on_disk: vec![false; slots as usize],
             page_seq: vec![0; pages],
             page_copy: vec![1; pages],
             dirty_pages: BTreeSet::new(),
+            recoverable_changes: false,
             state: CommitState::Idle,
             next_commit: 1,
             clear_next: Vec::new(),
             clear_running: Vec::new(),
             clear_written: Vec::new(),
             release_at_flush: Vec::new(),
+            demote_running: Vec::new(),
+            demote_written: Vec::new(),
+            demote_at_flush: Vec::new(),
             pages_running: Vec::new(),
             commits: 0,
         }
     }
 
+    /// Entries without `FLAG_DIRTY` are disposable (module docs): needs a
+    /// flags word (`entry_bytes` ≥ 24).
+    pub fn with_disposable_clean_entries(mut self) -> SlotTable {
+        assert!(
+            self.entry_bytes >= FLAGGED_ENTRY_BYTES,
+            "flags need 24-byte entries"
+        );
+        self.disposable_clean = true;
+        self
+    }
+
     pub fn slots(&self) -> u64 {
         self.entries.len() as u64
+    }
+
+    /// Slot `slot`'s flags as its entry should read.
+    pub fn flags(&self, slot: u64) -> u64 {
+        self.flags[slot as usize]
+    }
+
+    /// Whether a recovery after a crash would act on this entry.
+    fn counts(&self, slot: usize) -> bool {
+        self.entries[slot].0 != 0 && (!self.disposable_clean || self.flags[slot] & FLAG_DIRTY != 0)
     }
 
     pub fn pages(&self) -> u64 {
@@ -306,7 +394,16 @@ impl SlotTable {
     /// Slot `slot` holds `block`'s data (which has landed): its entry says
     /// so from the next commit on.
     pub fn set(&mut self, slot: u64, block: u64) {
-        self.entries[slot as usize] = (block + 1, self.next_commit);
+        self.set_flagged(slot, block, 0);
+    }
+
+    /// As [`SlotTable::set`], with the entry's flags.
+    pub fn set_flagged(&mut self, slot: u64, block: u64, flags: u64) {
+        assert!(flags == 0 || self.entry_bytes >= FLAGGED_ENTRY_BYTES);
+        let s = slot as usize;
+        self.entries[s] = (block + 1, self.next_commit);
+        self.flags[s] = flags;
+        self.recoverable_changes |= self.maybe_on_disk[s] || self.counts(s);
         let page = self.page_of_slot(slot);
         self.dirty_pages.insert(page);
     }
@@ -318,6 +415,7 @@ impl SlotTable {
         let s = slot as usize;
         let was = self.entries[s].0 != 0;
         self.entries[s] = (0, 0);
+        self.flags[s] = 0;
         if was {
             let page = self.page_of_slot(slot);
             self.dirty_pages.insert(page);
@@ -325,8 +423,17 @@ impl SlotTable {
         if !self.maybe_on_disk[s] {
             return true;
         }
+        self.recoverable_changes = true;
         self.clear_next.push(slot);
         false
+    }
+
+    /// Whether the changes since the last commit began include one a
+    /// recovery after a crash would see: without one, a commit would
+    /// change nothing a crash can tell (the changed entries are clean,
+    /// disposable ones).
+    pub fn recoverable_changes_pending(&self) -> bool {
+        self.recoverable_changes
     }
 
     /// Whether a commit would change anything (and none runs).
@@ -342,10 +449,12 @@ impl SlotTable {
     pub fn begin(&mut self, with_bytes: bool) {
         assert_eq!(self.state, CommitState::Idle, "one commit at a time");
         self.state = CommitState::Flushing;
+        self.recoverable_changes = false;
         self.next_commit += 1;
         self.commits += 1;
         self.clear_running = std::mem::take(&mut self.clear_next);
         self.release_at_flush = std::mem::take(&mut self.clear_written);
+        self.demote_at_flush = std::mem::take(&mut self.demote_written);
         let per = entries_per_page(self.entry_bytes) as usize;
         let pages = std::mem::take(&mut self.dirty_pages);
         self.pages_running = pages
@@ -354,19 +463,13 @@ impl SlotTable {
                 let first = (page as usize - 1) * per;
                 let end = (first + per).min(self.entries.len());
                 for s in first..end {
-                    if self.entries[s].0 != 0 {
+                    if self.counts(s) {
                         self.maybe_on_disk[s] = true;
+                    } else if self.maybe_on_disk[s] && self.entries[s].0 != 0 {
+                        self.demote_running.push(s as u64);
                     }
                 }
-                let bytes = with_bytes.then(|| {
-                    encode_entries(
-                        &self.magic,
-                        page,
-                        self.next_seq(page),
-                        self.entry_bytes,
-                        &self.entries[first..end],
-                    )
-                });
+                let bytes = with_bytes.then(|| self.encode_page(page, self.next_seq(page)));
                 (page, bytes)
             })
             .collect();
@@ -379,8 +482,16 @@ impl SlotTable {
         assert_eq!(self.state, CommitState::Flushing);
         let released = std::mem::take(&mut self.release_at_flush);
         for &s in &released {
-            if self.entries[s as usize].0 == 0 {
+            if !self.counts(s as usize) {
                 self.maybe_on_disk[s as usize] = false;
+            }
+        }
+        // A clean version written by the last commit is durable now; a
+        // slot cleared since is in the clear stages instead.
+        for s in std::mem::take(&mut self.demote_at_flush) {
+            let s = s as usize;
+            if self.entries[s].0 != 0 && !self.counts(s) {
+                self.maybe_on_disk[s] = false;
             }
         }
         let writes: Vec<PageWrite> = std::mem::take(&mut self.pages_running)
@@ -423,6 +534,8 @@ impl SlotTable {
         self.state = CommitState::Idle;
         let cleared = std::mem::take(&mut self.clear_running);
         self.clear_written.extend(cleared);
+        let demoted = std::mem::take(&mut self.demote_running);
+        self.demote_written.extend(demoted);
     }
 
     /// Slots waiting for a commit before they can be reused.
@@ -444,6 +557,7 @@ impl SlotTable {
         assert_eq!(self.state, CommitState::Idle, "at open, before any IO");
         for &s in slots {
             self.entries[s as usize] = (0, 0);
+            self.flags[s as usize] = 0;
         }
         self.write_pages_now(stores, device, slots)
     }
@@ -459,18 +573,8 @@ impl SlotTable {
         let mut pages: Vec<u64> = slots.iter().map(|&s| self.page_of_slot(s)).collect();
         pages.sort_unstable();
         pages.dedup();
-        let per = entries_per_page(self.entry_bytes) as usize;
         for &page in &pages {
-            let first = (page as usize - 1) * per;
-            let end = (first + per).min(self.entries.len());
-            let seq = self.next_seq(page);
-            let bytes = encode_entries(
-                &self.magic,
-                page,
-                seq,
-                self.entry_bytes,
-                &self.entries[first..end],
-            );
+            let bytes = self.encode_page(page, self.next_seq(page));
             let (offset, _) = self.next_version(page);
             stores.write_at(device, offset, &bytes)?;
         }
@@ -478,11 +582,31 @@ impl SlotTable {
             stores.sync(device)?;
         }
         for &s in slots {
-            if self.entries[s as usize].0 == 0 {
+            if !self.counts(s as usize) {
                 self.maybe_on_disk[s as usize] = false;
             }
         }
         Ok(())
+    }
+
+    /// Entry page `page` as the entries say now, with sequence `seq`.
+    fn encode_page(&self, page: u64, seq: u64) -> Vec<u8> {
+        let per = entries_per_page(self.entry_bytes) as usize;
+        let first = (page as usize - 1) * per;
+        let end = (first + per).min(self.entries.len());
+        let flags = if self.entry_bytes >= FLAGGED_ENTRY_BYTES {
+            &self.flags[first..end]
+        } else {
+            &[]
+        };
+        encode_flagged_entries(
+            &self.magic,
+            page,
+            seq,
+            self.entry_bytes,
+            &self.entries[first..end],
+            flags,
+        )
     }
 
     /// Slots whose cleared entries are on their way to being durable.
@@ -502,6 +626,8 @@ impl SlotTable {
             assert!(
                 self.clear_running.is_empty()
                     && self.release_at_flush.is_empty()
+                    && self.demote_running.is_empty()
+                    && self.demote_at_flush.is_empty()
                     && self.pages_running.is_empty(),
                 "an idle table has a commit's state"
             );
@@ -521,6 +647,16 @@ impl SlotTable {
                 b == 0 || c <= self.next_commit,
                 "slot {s}: entry of a future commit"
             );
+            assert!(
+                b != 0 || self.flags[s] == 0,
+                "slot {s}: flags on a free entry"
+            );
+            assert!(
+                !self.counts(s)
+                    || self.maybe_on_disk[s]
+                    || self.dirty_pages.contains(&self.page_of_slot(s as u64)),
+                "slot {s}: an entry a recovery acts on, neither on the device nor to be committed"
+            );
         }
     }
 
@@ -528,17 +664,8 @@ impl SlotTable {
     /// copy 0, zeroes copy 1; the caller then syncs and writes its header.
     pub fn format(&mut self, stores: &mut dyn Stores, device: usize) -> Result<(), StoreError> {
         let zeros = vec![0u8; PAGE];
-        let per = entries_per_page(self.entry_bytes) as usize;
         for page in 1..self.pages() {
-            let first = (page as usize - 1) * per;
-            let end = (first + per).min(self.entries.len());
-            let bytes = encode_entries(
-                &self.magic,
-                page,
-                1,
-                self.entry_bytes,
-                &self.entries[first..end],
-            );
+            let bytes = self.encode_page(page, 1);
             stores.write_at(device, self.base_bytes + copy_offset(page, 0), &bytes)?;
             stores.write_at(device, self.base_bytes + copy_offset(page, 1), &zeros)?;
         }
@@ -568,6 +695,7 @@ impl SlotTable {
     ) -> Result<Loaded, OpenError> {
         let per = entries_per_page(self.entry_bytes);
         let mut claims: std::collections::HashMap<u64, (u64, u64)> = Default::default();
+        let mut flags_of: std::collections::HashMap<u64, u64> = Default::default();
         let mut losers = Vec::new();
         let mut max_cseq = 0;
         for page in 1..self.pages() {
@@ -592,6 +720,7 @@ impl SlotTable {
             };
             self.page_seq[page as usize] = seq;
             self.page_copy[page as usize] = copy;
+            let flags = decode_flags(if copy == 0 { &a } else { &b }, self.entry_bytes, n);
             for (i, (block_plus_one, cseq)) in entries.into_iter().enumerate() {
                 if block_plus_one == 0 {
                     continue;
@@ -609,6 +738,7 @@ impl SlotTable {
                     )));
                 }
                 max_cseq = max_cseq.max(cseq);
+                flags_of.insert(slot, flags[i]);
                 match claims.get(&block) {
                     Some(&(_, oc)) if oc >= cseq => losers.push(slot),
                     Some(&(other, _)) => {
@@ -626,14 +756,19 @@ impl SlotTable {
             .map(|(b, (slot, c))| (slot, b, c))
             .collect();
         won.sort_unstable();
+        let mut won_flags = Vec::with_capacity(won.len());
         for &(slot, block, cseq) in &won {
-            self.entries[slot as usize] = (block + 1, cseq);
-            self.maybe_on_disk[slot as usize] = true;
+            let s = slot as usize;
+            self.entries[s] = (block + 1, cseq);
+            self.flags[s] = flags_of[&slot];
+            self.maybe_on_disk[s] = self.counts(s);
+            won_flags.push(self.flags[s]);
         }
         self.write_pages_now(stores, device, &losers)?;
         self.next_commit = max_cseq + 1;
         Ok(Loaded {
             claims: won,
+            flags: won_flags,
             losers,
         })
     }

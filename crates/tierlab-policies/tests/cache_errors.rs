@@ -15,6 +15,9 @@ const PAGE: u64 = 4096;
 
 fn cache(mode: WriteMode) -> Cache {
     let mut p = CacheParams::with_capacity(1 << 20);
+    // These cases are the write-back-on-FLUSH cache's (the persistent
+    // one's error paths run in cache_props).
+    p.persistent = false;
     p.write_mode = mode;
     Cache::new(&p).unwrap()
 }

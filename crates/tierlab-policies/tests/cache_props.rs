@@ -29,8 +29,8 @@ use common::{
 use tierlab_core::policy::{BufRef, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, Op};
 use tierlab_policies::cache::{
-    Admission, BACKING_DEVICE, Buffer, ByteCount, CACHE_DEVICE, Cache, CacheParams, CacheStats,
-    TIER_BACKING, TIER_CACHE, WriteMode, decode_tag,
+    self, Admission, BACKING_DEVICE, Buffer, ByteCount, CACHE_DEVICE, Cache, CacheParams,
+    CacheStats, TIER_BACKING, TIER_CACHE, WriteMode, decode_tag,
 };
 use tierlab_policies::flashcache::{self, FlashcacheParams, SetReplacement};
 
@@ -247,6 +247,8 @@ fn random_params(rng: &mut Rng) -> CacheParams {
     // Persistent slot metadata: commits, deferred slot reuse, FLUSHes
     // waiting for commits (the data rules must hold unchanged).
     p.persistent = rng.chance(30);
+    // The slots the case asks for, persistent metadata on top.
+    p.capacity_bytes = ByteCount(cache::capacity_bytes_for(cap_pages, PAGE, p.persistent));
     p
 }
 
@@ -466,7 +468,13 @@ fn flashcache_never_loses_reorders_or_serves_stale_data() {
         let mut rng = Rng(seed * 104_729 + 3);
         let assoc = [1, 2, 4, 8][rng.below(4) as usize];
         let sets = 1 + rng.below(4);
-        let mut p = FlashcacheParams::with_capacity(assoc * sets * PAGE);
+        let persistent = rng.chance(30);
+        let mut p = FlashcacheParams::with_capacity(cache::capacity_bytes_for(
+            assoc * sets,
+            PAGE,
+            persistent,
+        ));
+        p.persistent = persistent;
         p.associativity = assoc;
         p.replacement = if rng.chance(50) {
             SetReplacement::Fifo
@@ -476,7 +484,6 @@ fn flashcache_never_loses_reorders_or_serves_stale_data() {
         p.dirty_thresh_pct = rng.below(101) as f64;
         p.max_flush_bytes = ByteCount((1 + rng.below(8)) * PAGE);
         p.idle_flush_ms = if rng.chance(50) { 0.05 } else { 0.0 };
-        p.persistent = rng.chance(30);
         let mut case = random_case(&mut rng, seed % 2 == 1);
         case.end = match rng.below(3) {
             0 if p.idle_flush_ms > 0.0 => End::Idle,
@@ -526,10 +533,14 @@ fn caches_survive_device_errors_and_keep_the_host_model() {
         let (failures, reached, persistent, stats, what) = if rng.chance(30) {
             flashcache_runs += 1;
             let assoc = [1, 2, 4, 8][rng.below(4) as usize];
-            let mut p = FlashcacheParams::with_capacity(assoc * (1 + rng.below(4)) * PAGE);
+            let blocks = assoc * (1 + rng.below(4));
+            let persistent = rng.chance(30);
+            let mut p = FlashcacheParams::with_capacity(cache::capacity_bytes_for(
+                blocks, PAGE, persistent,
+            ));
             p.associativity = assoc;
             p.dirty_thresh_pct = rng.below(101) as f64;
-            p.persistent = rng.chance(30);
+            p.persistent = persistent;
             let mut cache = flashcache::new(&p).unwrap();
             let (f, r) = run(&mut cache, seed, &case, max_delay);
             (f, r, p.persistent, cache.stats(), format!("{p:?}"))
@@ -629,6 +640,7 @@ fn the_harness_catches_a_cache_that_acknowledges_failed_ios() {
         let mut case = random_case(&mut rng, false);
         case.w.write_pct = 60;
         let mut p = CacheParams::with_capacity(8 * PAGE);
+        p.persistent = false;
         p.write_mode = WriteMode::WriteBack;
         let mut policy = AcksFailures(Cache::new(&p).unwrap());
         let g = Geometry::backed(
@@ -683,6 +695,7 @@ fn newest(sim: &Sim, page: u64) -> Data {
 #[test]
 fn hits_merging_and_counters() {
     let mut p = CacheParams::with_capacity(64 * PAGE);
+    p.persistent = false;
     p.idle_flush_ms = 0.0;
     let mut c = Cache::new(&p).unwrap();
     let (mut sim, mut out) = direct_sim(64, &c);
@@ -717,6 +730,7 @@ fn hits_merging_and_counters() {
 #[test]
 fn bad_parameters_are_errors_not_panics() {
     let mut p = CacheParams::with_capacity(100);
+    p.persistent = false;
     assert!(Cache::new(&p).is_err());
     p.capacity_bytes = ByteCount(1 << 20);
     p.page_size_bytes = ByteCount(3000);
@@ -728,13 +742,20 @@ fn bad_parameters_are_errors_not_panics() {
     p.low_watermark = 0.9;
     assert!(Cache::new(&p).is_err());
     assert!(flashcache::new(&FlashcacheParams::with_capacity(1 << 20)).is_err());
-    assert!(flashcache::new(&FlashcacheParams::with_capacity(2 << 20)).is_ok());
+    // One set of 512 blocks, with and without its persistent metadata.
+    assert!(flashcache::new(&FlashcacheParams::with_capacity(2 << 20)).is_err());
+    let mut fp = FlashcacheParams::with_capacity(cache::capacity_bytes_for(512, PAGE, true));
+    assert!(flashcache::new(&fp).is_ok());
+    fp.persistent = false;
+    fp.capacity_bytes = ByteCount(2 << 20);
+    assert!(flashcache::new(&fp).is_ok());
 }
 
 #[test]
 fn flashcache_cleans_a_set_past_its_dirty_threshold() {
     // 2 sets of 4 blocks, threshold 50 %: a set may hold 2 dirty blocks.
     let mut p = FlashcacheParams::with_capacity(8 * PAGE);
+    p.persistent = false;
     p.associativity = 4;
     p.dirty_thresh_pct = 50.0;
     let mut c = flashcache::new(&p).unwrap();
@@ -767,6 +788,7 @@ fn flashcache_cleans_a_set_past_its_dirty_threshold() {
 #[test]
 fn flashcache_cleans_a_set_one_write_filled_past_its_threshold() {
     let mut p = FlashcacheParams::with_capacity(8 * PAGE);
+    p.persistent = false;
     p.associativity = 4;
     p.dirty_thresh_pct = 50.0;
     let mut c = flashcache::new(&p).unwrap();
@@ -795,6 +817,7 @@ fn write_modes_route_writes_and_set_tiers() {
         (WriteMode::WriteAround, 0, 1, 0),
     ] {
         let mut p = CacheParams::with_capacity(16 * PAGE);
+        p.persistent = false;
         p.write_mode = mode;
         p.idle_flush_ms = 0.0;
         let mut c = Cache::new(&p).unwrap();
@@ -824,6 +847,7 @@ fn write_modes_route_writes_and_set_tiers() {
 #[test]
 fn n_hit_admission_and_sequential_bypass() {
     let mut p = CacheParams::with_capacity(64 * PAGE);
+    p.persistent = false;
     p.admission = Admission::NHit;
     p.admission_hits = 2;
     p.idle_flush_ms = 0.0;
@@ -836,18 +860,22 @@ fn n_hit_admission_and_sequential_bypass() {
     assert_eq!(c.dirty_pages(), 1);
 
     let mut p = CacheParams::with_capacity(64 * PAGE);
+    p.persistent = false;
     p.sequential_bypass_bytes = ByteCount(2 * PAGE);
     p.idle_flush_ms = 0.0;
     let mut c = Cache::new(&p).unwrap();
     let (mut sim, mut out) = direct_sim(64, &c);
-    // A sequential stream: the first 2 pages are cached, the rest bypass.
+    // A sequential stream: cached until its run reaches the cutoff (the
+    // IO that reaches it included, as bcache counts), then bypassed.
     for i in 0..4 {
         io_to_end(&mut c, &mut sim, &mut out, Op::Write, 20 + i, 1);
     }
     let s = c.stats();
-    assert_eq!((c.dirty_pages(), s.bypassed_pages), (2, 2));
+    assert_eq!((c.dirty_pages(), s.bypassed_pages), (1, 3));
+    assert_eq!((s.bypassed_ios, s.bypassed_bytes), (3, 3 * PAGE));
     assert_eq!(sim.backing(23), newest(&sim, 23));
     let mut p = CacheParams::with_capacity(64 * PAGE);
+    p.persistent = false;
     p.eviction = "belady".into();
     assert!(Cache::new(&p).is_err());
 }
@@ -859,6 +887,7 @@ fn n_hit_admission_and_sequential_bypass() {
 #[test]
 fn trims_drop_idle_pages_and_keep_pages_being_flushed() {
     let mut p = CacheParams::with_capacity(16 * PAGE);
+    p.persistent = false;
     p.idle_flush_ms = 0.0;
     let mut c = Cache::new(&p).unwrap();
     let mut out = Sim::outbox();
@@ -962,6 +991,7 @@ fn trims_drop_idle_pages_and_keep_pages_being_flushed() {
 #[test]
 fn a_flush_completes_after_the_write_back_of_the_pages_dirty_when_it_came() {
     let mut p = CacheParams::with_capacity(16 * PAGE);
+    p.persistent = false;
     p.idle_flush_ms = 0.0;
     let mut c = Cache::new(&p).unwrap();
     let mut out = Sim::outbox();
@@ -1020,10 +1050,25 @@ fn a_flush_completes_after_the_write_back_of_the_pages_dirty_when_it_came() {
     assert_eq!(c.stats().flush_waits, 1);
     // Write-through: nothing dirty, the FLUSH completes at once.
     let mut p = CacheParams::with_capacity(16 * PAGE);
+    p.persistent = false;
     p.write_mode = WriteMode::WriteThrough;
     let mut c = Cache::new(&p).unwrap();
     let mut out = Sim::outbox();
     c.on_host_io(0, host(1, Op::Flush, 0, 0), &mut out);
     assert!(out.device_ios.is_empty());
     assert_eq!(out.complete, vec![(1, TIER_BACKING)]);
+}
+
+/// Persistent metadata is carved out of `capacity_bytes`, by hand: 32 MiB
+/// holds 8,094 slots (33,153,024 bytes) and their area, 2 × (1 +
+/// ⌈8094 / 169⌉ = 49) × 4 KiB = 401,408 bytes: 33,554,432 exactly; one
+/// slot more needs 4 KiB more. Without persistence: 8,192 slots.
+#[test]
+fn persistent_metadata_is_carved_out_of_the_capacity() {
+    assert_eq!(cache::slots_in(32 << 20, PAGE, true), 8094);
+    assert_eq!(cache::capacity_bytes_for(8094, PAGE, true), 32 << 20);
+    assert_eq!(cache::capacity_bytes_for(8095, PAGE, true), (32 << 20) + PAGE);
+    assert_eq!(cache::slots_in(32 << 20, PAGE, false), 8192);
+    let c = Cache::new(&CacheParams::with_capacity(32 << 20)).unwrap();
+    assert_eq!((c.capacity_pages(), c.cache_device_bytes()), (8094, 32 << 20));
 }

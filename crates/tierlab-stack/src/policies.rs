@@ -154,7 +154,7 @@ pub static POLICIES: &[Registration] = &[
         summary: "a page cache: device 0 caches device 1 (docs/cache-layer.md)",
         check: check_typed::<cache::CacheParams>,
         build: |t, ctx| {
-            let p: cache::CacheParams = typed(t)?;
+            let p: cache::CacheParams = typed(&with_persistence(t, ctx)?)?;
             let c = cache::Cache::new(&p).map_err(policy_err)?;
             check_cache_devices(ctx, &c)?;
             Ok(Box::new(c))
@@ -167,7 +167,7 @@ pub static POLICIES: &[Registration] = &[
         summary: "flashcache's set-associative write-back cache: device 0 caches device 1",
         check: check_typed::<flashcache::FlashcacheParams>,
         build: |t, ctx| {
-            let p: flashcache::FlashcacheParams = typed(t)?;
+            let p: flashcache::FlashcacheParams = typed(&with_persistence(t, ctx)?)?;
             let c = flashcache::new(&p).map_err(policy_err)?;
             check_cache_devices(ctx, &c)?;
             Ok(Box::new(c))
@@ -355,6 +355,50 @@ fn build_linear(t: &toml::Table, ctx: &StackContext) -> Result<Box<dyn Policy>, 
     Ok(Box::new(
         tierlab_policies::Linear::new(&segments).map_err(policy_err)?,
     ))
+}
+
+impl DeviceSpec {
+    /// Loses its content when the process or the machine stops: a real
+    /// store in RAM (`path = "ram"`), or a simulated DRAM device
+    /// (`model = "memory"`).
+    pub fn volatile(&self) -> bool {
+        match self.table.get("path").and_then(|v| v.as_str()) {
+            Some(path) => path == "ram",
+            None => self.table.get("model").and_then(|v| v.as_str()) == Some("memory"),
+        }
+    }
+}
+
+/// A cache's `persistent` key as its cache device allows: unset, the
+/// metadata is kept where it survives a restart (device 0 not volatile)
+/// and not otherwise (a RAM cache writes dirty data back on FLUSH);
+/// `persistent = true` on a volatile device is refused, as it would
+/// promise a warm restart and keep FLUSHed data where a crash erases it.
+fn with_persistence(t: &toml::Table, ctx: &StackContext) -> Result<toml::Table, ConfigError> {
+    let mut t = t.clone();
+    let Some(cache_device) = ctx.devices.first() else {
+        return Ok(t);
+    };
+    let volatile = cache_device.volatile();
+    match t.get("persistent").and_then(|v| v.as_bool()) {
+        None if !t.contains_key("persistent") => {
+            t.insert("persistent".into(), toml::Value::Boolean(!volatile));
+        }
+        Some(true) if volatile => {
+            return Err(ConfigError::value(
+                "policy.persistent",
+                "true",
+                format!(
+                    "false, or no key, for a cache on device 0 ({:?}), which is volatile (RAM): \
+                     nothing on it survives a restart, so the cache writes dirty data back on \
+                     FLUSH instead; give it a file or block device to keep its metadata",
+                    cache_device.name
+                ),
+            ));
+        }
+        _ => {}
+    }
+    Ok(t)
 }
 
 /// A cache needs a cache device (0) large enough and a backing device (1).

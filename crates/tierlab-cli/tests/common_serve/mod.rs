@@ -36,8 +36,13 @@ pub struct Stack {
     pub tiers: &'static [&'static str],
     /// Tier of freshly written bytes (before any move or write-back).
     pub written_tier: u32,
-    /// Tier of every byte of a fresh volume, and after a clean stop and restart.
+    /// Tier of every byte of a fresh volume, and after a clean stop and
+    /// restart unless `restart_keeps_cached`.
     pub rest_tier: u32,
+    /// A clean stop writes everything back but keeps it cached (persistent
+    /// cache metadata, the default of the caches on files): after a
+    /// restart the written bytes are still on `written_tier`.
+    pub restart_keeps_cached: bool,
     /// The image that holds volume byte x at offset x once drained (the
     /// slow device), for the independent check of `base:allocation`.
     pub volume_image: Option<&'static str>,
@@ -67,6 +72,7 @@ pub static FILE: Stack = Stack {
     tiers: &["device"],
     written_tier: 0,
     rest_tier: 0,
+    restart_keeps_cached: false,
     volume_image: Some("serve-file-disk.img"),
     allocation_known: true,
     drain_granule_bytes: 4 * KIB,
@@ -83,6 +89,7 @@ pub static CACHE: Stack = Stack {
     tiers: &["cache", "backing"],
     written_tier: 0,
     rest_tier: 1,
+    restart_keeps_cached: true,
     volume_image: Some("serve-cache-backing.img"),
     allocation_known: true,
     drain_granule_bytes: 4 * KIB,
@@ -101,6 +108,7 @@ pub static FLASHCACHE: Stack = Stack {
     tiers: &["cache", "backing"],
     written_tier: 0,
     rest_tier: 1,
+    restart_keeps_cached: true,
     volume_image: Some("serve-flashcache-disk.img"),
     allocation_known: true,
     drain_granule_bytes: 4 * KIB,
@@ -118,6 +126,7 @@ pub static ATSMF: Stack = Stack {
     tiers: &["memory", "flash"],
     written_tier: 1,
     rest_tier: 1,
+    restart_keeps_cached: false,
     volume_image: Some("serve-atsmf-flash.img"),
     allocation_known: true,
     drain_granule_bytes: 4 * KIB,
@@ -134,6 +143,7 @@ pub static HSWD: Stack = Stack {
     tiers: &["pcache", "nregion", "rcache"],
     written_tier: 0,
     rest_tier: 1,
+    restart_keeps_cached: false,
     volume_image: Some("serve-hswd-nregion.img"),
     allocation_known: true,
     drain_granule_bytes: 4 * MIB,
@@ -150,6 +160,7 @@ pub static RAID5: Stack = Stack {
     tiers: &["device"],
     written_tier: 0,
     rest_tier: 0,
+    restart_keeps_cached: false,
     volume_image: None,
     allocation_known: false,
     drain_granule_bytes: 4 * KIB,

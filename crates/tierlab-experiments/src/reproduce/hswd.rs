@@ -321,7 +321,9 @@ fn flashcache_stack(seed: u64, band: u64, cache: u64, smr: bool) -> String {
         "[[devices]]\nname = \"hdd\"\nmodel = \"hdd\"\npreset = \"sata-7200-2tb\"\n".into()
     };
     format!(
-        "seed = {seed}\n{}{backing}\n[policy]\nkind = \"flashcache\"\ncapacity_bytes = {cache}\n\n",
+        "seed = {seed}\n{}{backing}\n[policy]\nkind = \"flashcache\"\ncapacity_bytes = {cache}\n\
+         # The baseline as the paper's comparison models it: its on-SSD metadata is not charged.\n\
+         persistent = false\n\n",
         ssd_device()
     )
 }

@@ -15,38 +15,45 @@ impl Cache {
 
     /// Every dirty page is to be flushed now (not just down to a watermark).
     pub(super) fn flushing_everything(&self) -> bool {
-        self.flush_all || self.idle_flushing || self.draining || !self.flush_waits.is_empty()
+        self.flush_all
+            || self.idle_flushing
+            || self.draining
+            || self.flush_waits.iter().any(|w| !w.pages.is_empty())
     }
 
     /// A host FLUSH: every write acknowledged before it must be where a
-    /// restart reads it. Nothing survives in the cache across a restart
-    /// (no persistent cache metadata yet: a restart starts cold), so that
-    /// is the backing device: the FLUSH completes when every page dirty
-    /// now has been written back at this generation or a later one (the
-    /// executor then syncs every device). Write-through and write-around
+    /// restart reads it (the executor syncs every device once the FLUSH
+    /// completes).
+    ///
+    /// Persistent mode: a restart recovers every dirty page from its slot,
+    /// so dirty data stays where it is — the FLUSH waits only for the
+    /// metadata commit that makes the entries of the pages written before
+    /// it durable (one begun after it arrived when such changes are
+    /// pending; the running one when it already holds them all; none when
+    /// nothing a recovery sees changed). FLUSHes arriving together share
+    /// one commit (group commit). Write-back keeps its own pace.
+    ///
+    /// Otherwise a restart starts cold and only the backing device counts:
+    /// the FLUSH completes when every page dirty now has been written back
+    /// at this generation or a later one. Write-through and write-around
     /// hold nothing dirty: their FLUSH completes at once.
     pub(super) fn host_flush(&mut self, io: HostIo, out: &mut Outbox) {
         self.retry_failed_write_backs();
-        let pages: HashMap<u64, (u64, u64)> = self
-            .dirty_set
-            .iter()
-            .map(|p| {
-                let e = &self.map[p];
-                (*p, (e.incarnation, e.generation))
-            })
-            .collect();
-        let pages = if self.broken_flush_skips_write_back {
-            HashMap::new()
-        } else {
-            pages
-        };
-        // Persistent mode: entries the FLUSH's writes made stale (a page
-        // written around its cached copy, trimmed) must be cleared on the
-        // device too — by a commit begun from now on. With nothing to
-        // commit and none running, the last commit's pages are written
-        // and the executor's sync makes them durable.
+        let pages: HashMap<u64, (u64, u64)> =
+            if self.persist.is_some() || self.broken_flush_skips_write_back {
+                HashMap::new()
+            } else {
+                self.dirty_set
+                    .iter()
+                    .map(|p| {
+                        let e = &self.map[p];
+                        (*p, (e.incarnation, e.generation))
+                    })
+                    .collect()
+            };
         let commits_needed = match &self.persist {
-            Some(m) if m.table.due() || m.table.state != CommitState::Idle => m.table.commits + 1,
+            Some(m) if m.table.recoverable_changes_pending() => m.table.commits + 1,
+            Some(m) if m.table.state != CommitState::Idle => m.table.commits,
             Some(m) => m.commits_done,
             None => 0,
         };
@@ -61,6 +68,8 @@ impl Cache {
         }
         if !w.pages.is_empty() {
             self.stats.flush_waits += 1;
+        } else {
+            self.stats.flush_commit_waits += 1;
         }
         self.flush_waits.push(w);
         self.try_flush(out);

@@ -83,6 +83,7 @@ impl Cache {
                 && m.table.slots_waiting() > 0
             {
                 m.stats.misses_uncached_waiting_for_commit += 1;
+                self.try_commit(out);
             }
             return None;
         };
@@ -156,17 +157,18 @@ impl Cache {
         }
     }
 
-    /// Sequential-stream detection per tenant.
+    /// The sequential cutoff (`crate::streams`): an IO whose stream has
+    /// covered `sequential_bypass_bytes` or more, this IO included, admits
+    /// nothing (pages it finds cached are still used, so the cache stays
+    /// coherent).
     pub(super) fn bypass(&mut self, io: &HostIo) -> bool {
-        let end = io.offset_bytes.saturating_add(io.size_bytes as u64);
-        let s = self.streams.entry(io.tenant).or_insert((u64::MAX, 0));
-        if s.0 == io.offset_bytes {
-            s.1 = s.1.saturating_add(io.size_bytes as u64);
-        } else {
-            s.1 = io.size_bytes as u64;
+        let run = self.streams.observe(io.offset_bytes, io.size_bytes as u64);
+        let bypass = self.bypass_bytes > 0 && run >= self.bypass_bytes;
+        if bypass {
+            self.stats.bypassed_ios += 1;
+            self.stats.bypassed_bytes += io.size_bytes as u64;
         }
-        s.0 = end;
-        self.bypass_bytes > 0 && s.1 > self.bypass_bytes
+        bypass
     }
 
     pub(super) fn read(&mut self, io: HostIo, first: u64, n: u64, bypass: bool, out: &mut Outbox) {

@@ -138,6 +138,14 @@ impl Cache {
                         "slot {s}'s entry names page {} which it does not hold",
                         b - 1
                     );
+                    // Marked dirty only while the page is: a recovery
+                    // copies a dirty entry's slot over the backing block.
+                    assert!(
+                        m.table.flags(s as u64) & slot_meta::FLAG_DIRTY == 0
+                            || e.is_some_and(|e| e.dirty),
+                        "slot {s}: entry dirty, page {} clean",
+                        b - 1
+                    );
                 }
             }
         }

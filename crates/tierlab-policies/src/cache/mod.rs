@@ -67,11 +67,12 @@ use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, OpenError, Outbox, P
 use tierlab_core::{DeviceIo, Op, ParamError, TimeNs};
 
 use crate::extent::push_extent;
+use crate::streams::SeqStreams;
 
 mod flush;
 mod host_io;
 mod invariants;
-mod params;
+pub(crate) mod params;
 mod persist;
 mod policy;
 mod slots;
@@ -103,7 +104,9 @@ const META_STAGING: u64 = 1 << (TAG_ID_BITS - 1);
 const STAGING_ID_MASK: u64 = META_STAGING - 1;
 const MAGIC_HEADER: &[u8; 4] = b"TLCH";
 const MAGIC_ENTRIES: &[u8; 4] = b"TLCE";
-const META_ENTRY_BYTES: u64 = 16;
+/// Block + commit + flags (`slot_meta::FLAG_DIRTY`): 16-byte entries
+/// without flags were tierlab's first format (every entry recovered).
+const META_ENTRY_BYTES: u64 = slot_meta::FLAGGED_ENTRY_BYTES;
 /// Header fields: kind (1 cache, 2 flashcache), page bytes, slots, entry
 /// bytes, backing device bytes, associativity, sets, clean (1: written by
 /// a clean stop after every page was written back).
@@ -210,6 +213,20 @@ struct Persist {
     commits_done: u64,
     /// Per slot: its cleared entry must be durable before it is reused.
     blocked: Vec<bool>,
+    /// Device flushes of the running commit still in flight (the cache
+    /// device's, and the backing device's when write-backs need it).
+    commit_flushes_left: u32,
+    /// A write-back (or a trim that dropped dirty pages) completed on the
+    /// backing device since the last commit's backing flush: the next
+    /// commit, which may mark those pages clean or free on the cache
+    /// device, flushes the backing device first.
+    backing_unflushed: bool,
+    /// Pages written back since the last commit began: a batch of
+    /// `commit_batch_slots` starts one (so they are clean on the device
+    /// before they are evicted, and their slots free at once).
+    written_back_since_commit: u64,
+    /// Slots waiting for a commit that start one (module docs, "FLUSH").
+    commit_batch_slots: u64,
     /// The clean stop: None, then the final commit, the flush, the header.
     stop: StopStep,
     /// The backing device's size (known at `open`; 0 in simulation).
@@ -239,6 +256,8 @@ struct PersistStats {
     /// Recovered after a crash beyond their set's ways (flashcache): dropped
     /// once copied back.
     recovered_pages_dropped: u64,
+    /// Entries of clean copies found after a crash: dropped (not trusted).
+    crash_dropped_clean_pages: u64,
     misses_uncached_waiting_for_commit: u64,
 }
 
@@ -355,7 +374,7 @@ pub struct Cache {
     ghost_cap: usize,
     bypass_bytes: u64,
     /// Per tenant: (end of its last IO, length of its sequential run).
-    streams: HashMap<u32, (u64, u64)>,
+    streams: SeqStreams,
     pub(crate) sets: Option<SetCleaning>,
     /// Host trims in flight (at most one per host IO in flight).
     trims: Vec<TrimInFlight>,
@@ -375,8 +394,45 @@ pub struct Cache {
     /// flushing their data first (the crash checker must catch it).
     #[doc(hidden)]
     pub broken_commit_skips_flush: bool,
+    /// Test builds only (persistent mode): commits never flush the backing
+    /// device, so a page's clean mark (or its slot's reuse) can be durable
+    /// before its write-back is (the crash checker must catch it).
+    #[doc(hidden)]
+    pub broken_commit_skips_backing_flush: bool,
     persist: Option<Persist>,
     stats: CacheStats,
+}
+
+/// Persistent mode: where the metadata area starts on the cache device
+/// (after `slots` slots, 4 KiB-aligned).
+fn meta_base_bytes(slots: u64, page: u64) -> u64 {
+    (slots * page).next_multiple_of(slot_meta::PAGE as u64)
+}
+
+/// Bytes of the cache device `slots` slots of `page` bytes use: the slots,
+/// and in persistent mode the metadata area after them.
+pub fn capacity_bytes_for(slots: u64, page: u64, persistent: bool) -> u64 {
+    if persistent {
+        meta_base_bytes(slots, page) + slot_meta::area_bytes(slots, META_ENTRY_BYTES)
+    } else {
+        slots * page
+    }
+}
+
+/// The slots `capacity_bytes` of cache device holds: in persistent mode
+/// the metadata is carved out of it, as OCF and bcache carve theirs out of
+/// the cache device (`capacity_bytes_for` of the result fits).
+pub fn slots_in(capacity_bytes: u64, page: u64, persistent: bool) -> u64 {
+    let mut slots = capacity_bytes / page;
+    while slots > 0 && capacity_bytes_for(slots, page, persistent) > capacity_bytes {
+        let over = capacity_bytes_for(slots, page, persistent) - capacity_bytes;
+        slots = slots.saturating_sub(over.div_ceil(page).max(1));
+    }
+    // The step may overshoot by a slot or so: take back what fits.
+    while capacity_bytes_for(slots + 1, page, persistent) <= capacity_bytes {
+        slots += 1;
+    }
+    slots
 }
 
 /// Builds a tierlab-cache eviction policy by name.
@@ -399,7 +455,7 @@ impl Cache {
             ));
         }
         let page = p.page_size_bytes.0;
-        let cap = p.capacity_bytes.0 / page.max(1);
+        let cap = slots_in(p.capacity_bytes.0, page.max(1), p.persistent);
         let evict = match tierlab_cache::policies::canonical_name(&p.eviction) {
             Err(e) => return Err(e.with_key("eviction")),
             Ok(_) => build_eviction(&p.eviction, cap as usize)
@@ -420,12 +476,20 @@ impl Cache {
                 "a power of two from 1 KiB to 1 MiB",
             ));
         }
-        let cap = p.capacity_bytes.0 / page;
+        let cap = slots_in(p.capacity_bytes.0, page, p.persistent);
         if cap == 0 {
+            let need = capacity_bytes_for(1, page, p.persistent);
             return Err(ParamError::new(
                 "capacity_bytes",
                 p.capacity_bytes.0,
-                format!("at least one page (`page_size_bytes` = {page})"),
+                if p.persistent {
+                    format!(
+                        "at least one page (`page_size_bytes` = {page}) and its persistent \
+                         metadata: {need} bytes (or `persistent = false`)"
+                    )
+                } else {
+                    format!("at least one page (`page_size_bytes` = {page})")
+                },
             ));
         }
         if cap > u32::MAX as u64 {
@@ -460,6 +524,13 @@ impl Cache {
         }
         if p.admission_hits == 0 {
             return Err(ParamError::new("admission_hits", 0, "at least 1"));
+        }
+        if !(1..=1 << 16).contains(&p.sequential_streams) {
+            return Err(ParamError::new(
+                "sequential_streams",
+                p.sequential_streams,
+                "1 ..= 65536",
+            ));
         }
         let max_flush_pages = p.max_flush_bytes.0 / page;
         if max_flush_pages == 0 || max_flush_pages > TAG_PAGE_MASK {
@@ -508,7 +579,7 @@ impl Cache {
             ghost_order: VecDeque::new(),
             ghost_cap: p.admission_table_pages.unwrap_or(cap).min(1 << 32) as usize,
             bypass_bytes: p.sequential_bypass_bytes.0,
-            streams: HashMap::new(),
+            streams: SeqStreams::new(p.sequential_streams),
             sets: None,
             trims: Vec::new(),
             draining: false,
@@ -516,16 +587,22 @@ impl Cache {
             failed_write_backs: HashSet::new(),
             broken_flush_skips_write_back: false,
             broken_commit_skips_flush: false,
+            broken_commit_skips_backing_flush: false,
             persist: p.persistent.then(|| Persist {
                 table: SlotTable::new(
                     MAGIC_ENTRIES,
-                    Cache::meta_base_bytes(cap, page),
+                    meta_base_bytes(cap, page),
                     cap,
                     META_ENTRY_BYTES,
-                ),
+                )
+                .with_disposable_clean_entries(),
                 kind: 1,
                 commits_done: 0,
                 blocked: vec![false; cap as usize],
+                commit_flushes_left: 0,
+                backing_unflushed: false,
+                written_back_since_commit: 0,
+                commit_batch_slots: (cap / 64).clamp(1, 1024),
                 stop: StopStep::None,
                 backing_bytes: 0,
                 next_id: 0,
@@ -542,21 +619,10 @@ impl Cache {
         }
     }
 
-    /// Persistent mode: where the metadata area starts on the cache device
-    /// (after the slots, 4 KiB-aligned).
-    fn meta_base_bytes(capacity_pages: u64, page: u64) -> u64 {
-        (capacity_pages * page).next_multiple_of(slot_meta::PAGE as u64)
-    }
-
     /// Bytes of the cache device the cache uses: its slots, and in
     /// persistent mode the metadata area after them.
     pub fn cache_device_bytes(&self) -> u64 {
-        match &self.persist {
-            Some(m) => {
-                m.table.base_bytes + slot_meta::area_bytes(self.capacity_pages, META_ENTRY_BYTES)
-            }
-            None => self.capacity_pages * self.page,
-        }
+        capacity_bytes_for(self.capacity_pages, self.page, self.persist.is_some())
     }
 
     pub fn capacity_pages(&self) -> u64 {

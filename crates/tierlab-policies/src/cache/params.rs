@@ -82,15 +82,23 @@ pub struct CacheParams {
     /// Pages remembered by the n-hit miss counter (default: the capacity in pages).
     #[serde(default)]
     pub admission_table_pages: Option<u64>,
-    /// A sequential run longer than this bypasses the cache; 0 = off.
-    #[serde(default)]
+    /// The sequential cutoff: an IO of a stream that has covered this
+    /// many bytes (it included) is not cached (`crate::streams`); 0 = off.
+    /// bcache's default, 4 MiB.
+    #[serde(default = "default_cutoff")]
     pub sequential_bypass_bytes: ByteCount,
+    /// Sequential streams tracked at once (bcache: the last 128 IOs).
+    #[serde(default = "default_streams")]
+    pub sequential_streams: usize,
     /// Largest merged flush write.
     #[serde(default = "default_flush_max")]
     pub max_flush_bytes: ByteCount,
-    /// Keep slot metadata on the cache device (after the slots), so a
-    /// restart comes up warm (docs/crash-consistency.md).
-    #[serde(default)]
+    /// Keep slot metadata on the cache device (after the slots, inside
+    /// `capacity_bytes`), so that a FLUSH makes dirty pages durable where
+    /// they are instead of writing them back, and a restart comes up warm
+    /// (docs/crash-consistency.md). On by default, as bcache, dm-cache and
+    /// Open CAS keep theirs.
+    #[serde(default = "default_persistent")]
     pub persistent: bool,
     /// Background flush batches in flight at once.
     #[serde(default = "default_flush_depth")]
@@ -121,6 +129,15 @@ fn default_flush_max() -> ByteCount {
 fn default_flush_depth() -> u32 {
     4
 }
+fn default_persistent() -> bool {
+    true
+}
+pub(crate) fn default_cutoff() -> ByteCount {
+    ByteCount(4 << 20)
+}
+pub(crate) fn default_streams() -> usize {
+    crate::streams::DEFAULT_STREAMS
+}
 
 impl CacheParams {
     /// Defaults for everything but the capacity.
@@ -136,10 +153,11 @@ impl CacheParams {
             admission: Admission::Always,
             admission_hits: default_hits(),
             admission_table_pages: None,
-            sequential_bypass_bytes: ByteCount(0),
+            sequential_bypass_bytes: default_cutoff(),
+            sequential_streams: default_streams(),
             max_flush_bytes: default_flush_max(),
             flush_iodepth: default_flush_depth(),
-            persistent: false,
+            persistent: default_persistent(),
         }
     }
 }

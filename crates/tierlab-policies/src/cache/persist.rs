@@ -6,6 +6,7 @@ use super::*;
 impl Cache {
     pub(super) fn meta_io(
         &mut self,
+        device: usize,
         op: Op,
         offset_bytes: u64,
         rec: Rec,
@@ -30,15 +31,21 @@ impl Cache {
             offset_bytes,
             size_bytes,
         };
-        self.submit(out, CACHE_DEVICE, io, rec);
+        self.submit(out, device, io, rec);
         if op == Op::Write && out.wants_data {
             // The write took its bytes when submitted.
             out.release.push(id);
         }
     }
 
-    /// Begins a commit when entries changed, slots wait for one, or a FLUSH
-    /// waits for one not begun yet; none runs at a time.
+    /// Begins a commit when one is needed, none running (commits are on
+    /// demand, not after every change): a FLUSH waits for one not begun
+    /// yet; the clean stop; slots wait for durable clears while no slot is
+    /// free, or a batch of them does; a batch of pages were written back
+    /// (marking them clean on the device frees their slots at eviction).
+    /// A commit flushes the cache device (the data its entries name has
+    /// landed) and, after write-backs, the backing device (the copies its
+    /// clean marks rely on), then writes the changed entry pages.
     pub(super) fn try_commit(&mut self, out: &mut Outbox) {
         let Some(m) = &mut self.persist else { return };
         if m.table.state != CommitState::Idle {
@@ -46,20 +53,40 @@ impl Cache {
         }
         let begun = m.table.commits;
         let flush_needs = self.flush_waits.iter().any(|w| w.commits_needed > begun);
-        let stopping = m.stop == StopStep::Commit;
-        if !(m.table.due() || flush_needs || (stopping && m.table.slots_waiting() > 0)) {
+        let stopping = m.stop == StopStep::Commit && (m.table.due() || m.table.slots_waiting() > 0);
+        let waiting = m.table.slots_waiting() as u64;
+        let slots_needed = waiting > 0 && (self.free.is_empty() || waiting >= m.commit_batch_slots);
+        let demotions = m.written_back_since_commit >= m.commit_batch_slots;
+        if !(flush_needs || stopping || slots_needed || demotions) {
             return;
         }
         m.table.begin(out.wants_data);
+        m.written_back_since_commit = 0;
+        let flush_backing =
+            std::mem::take(&mut m.backing_unflushed) && !self.broken_commit_skips_backing_flush;
+        m.commit_flushes_left = 1 + flush_backing as u32;
         if self.broken_commit_skips_flush {
+            self.persist.as_mut().unwrap().commit_flushes_left = 0;
             self.commit_flushed(out);
             return;
         }
-        self.meta_io(Op::Flush, 0, Rec::MetaFlush, None, out);
+        self.meta_io(CACHE_DEVICE, Op::Flush, 0, Rec::MetaFlush, None, out);
+        if flush_backing {
+            self.meta_io(BACKING_DEVICE, Op::Flush, 0, Rec::MetaFlush, None, out);
+        }
     }
 
-    /// The commit's flush completed: free the slots whose cleared entries
-    /// it made durable, write the changed entry pages.
+    /// One of the running commit's device flushes completed.
+    pub(super) fn commit_flush_done(&mut self, out: &mut Outbox) {
+        let m = self.persist.as_mut().unwrap();
+        m.commit_flushes_left -= 1;
+        if m.commit_flushes_left == 0 {
+            self.commit_flushed(out);
+        }
+    }
+
+    /// The commit's flushes completed: free the slots whose cleared entries
+    /// they made durable, write the changed entry pages.
     pub(super) fn commit_flushed(&mut self, out: &mut Outbox) {
         let m = self.persist.as_mut().unwrap();
         let (released, writes) = m.table.flushed();
@@ -70,7 +97,14 @@ impl Cache {
             self.free_if_unused(slot);
         }
         for w in writes {
-            self.meta_io(Op::Write, w.offset_bytes, Rec::MetaPage, w.bytes, out);
+            self.meta_io(
+                CACHE_DEVICE,
+                Op::Write,
+                w.offset_bytes,
+                Rec::MetaPage,
+                w.bytes,
+                out,
+            );
         }
         if self.persist.as_ref().unwrap().table.state == CommitState::Idle {
             self.commit_done(out);
@@ -119,7 +153,7 @@ impl Cache {
                         return;
                     }
                     m.stop = StopStep::Flush;
-                    self.meta_io(Op::Flush, 0, Rec::StopFlush, None, out);
+                    self.meta_io(CACHE_DEVICE, Op::Flush, 0, Rec::StopFlush, None, out);
                 } else {
                     self.try_commit(out);
                 }
@@ -153,18 +187,19 @@ impl Cache {
             .wants_data
             .then(|| slot_meta::encode_header(MAGIC_HEADER, &fields, seq));
         m.stop = StopStep::Header;
-        self.meta_io(Op::Write, offset, Rec::StopHeader, bytes, out);
+        self.meta_io(CACHE_DEVICE, Op::Write, offset, Rec::StopHeader, bytes, out);
     }
 
     /// Persistent mode, `Policy::open`: formats a never-written area;
     /// refuses one of another configuration or a damaged one; loads the
     /// entries (per page the claim of the newest commit). After a clean
-    /// stop they are clean copies; after a crash a slot may hold a write
-    /// newer than its backing block (or its backing block one newer than a
-    /// slot whose clear was not durable yet — never a flushed one), so every
-    /// recovered slot is copied to its backing block first, as md resyncs
-    /// its dirty regions. Then the header is marked not clean (synced)
-    /// before any IO runs.
+    /// stop they are all clean copies. After a crash only entries marked
+    /// dirty are recovered: such a slot holds data newer than its backing
+    /// block (or equal, once written back), so it is copied there first, as
+    /// md resyncs its dirty regions, and kept as a clean copy; a clean
+    /// entry may name a slot reused since (clean entries are committed
+    /// lazily), so it is dropped and cleared on the device. Then the header
+    /// is marked not clean (synced) before any IO runs.
     pub(super) fn recover(&mut self, stores: &mut dyn Stores) -> Result<(), OpenError> {
         assert!(
             self.map.is_empty() && self.inflight.is_empty(),
@@ -257,8 +292,17 @@ impl Cache {
                 Err(format!("past the backing device's {backing_pages} pages"))
             }
         })?;
+        let mut claims = Vec::with_capacity(loaded.claims.len());
+        let mut dropped = Vec::new();
+        for (&claim, &flags) in loaded.claims.iter().zip(&loaded.flags) {
+            if clean || flags & slot_meta::FLAG_DIRTY != 0 {
+                claims.push(claim);
+            } else {
+                dropped.push(claim.0);
+            }
+        }
+        let clean_dropped = dropped.len() as u64;
         // Oldest commit first: the eviction policy sees the newest last.
-        let mut claims = loaded.claims;
         claims.sort_unstable_by_key(|&(slot, _, cseq)| (cseq, slot));
         if !clean {
             let mut buf = vec![0u8; self.page as usize];
@@ -267,9 +311,14 @@ impl Cache {
                 stores.write_at(BACKING_DEVICE, page * self.page, &buf)?;
             }
             stores.sync(BACKING_DEVICE)?;
+            // Clean now: the next commit says so, and their slots are free
+            // at eviction once it is durable.
+            let m = self.persist.as_mut().unwrap();
+            for &(slot, page, _) in &claims {
+                m.table.set_flagged(slot, page, 0);
+            }
         }
         let mut taken = vec![false; self.capacity_pages as usize];
-        let mut dropped = Vec::new();
         for &(slot, page, _) in &claims {
             taken[slot as usize] = true;
             self.owned[slot as usize] = true;
@@ -290,7 +339,8 @@ impl Cache {
         }
         let m = self.persist.as_mut().unwrap();
         m.table.clear_now(stores, CACHE_DEVICE, &dropped)?;
-        m.stats.recovered_pages_dropped = dropped.len() as u64;
+        m.stats.recovered_pages_dropped = dropped.len() as u64 - clean_dropped;
+        m.stats.crash_dropped_clean_pages = clean_dropped;
         self.free = (0..self.capacity_pages)
             .rev()
             .filter(|&s| !taken[s as usize])
@@ -306,7 +356,7 @@ impl Cache {
             &slot_meta::encode_header(MAGIC_HEADER, &fields, seq),
         )?;
         stores.sync(CACHE_DEVICE)?;
-        m.stats.recovered_pages = claims.len() as u64 - dropped.len() as u64;
+        m.stats.recovered_pages = claims.len() as u64 - (dropped.len() as u64 - clean_dropped);
         m.stats.opened_clean = clean as u64;
         if !clean {
             m.stats.resynced_pages = claims.len() as u64;

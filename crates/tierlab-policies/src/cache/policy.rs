@@ -31,6 +31,8 @@ impl Policy for Cache {
             (counter::WRITE_MISSES, s.write_misses as f64),
             (counter::FILLS, s.fills as f64),
             (counter::BYPASSED_PAGES, s.bypassed_pages as f64),
+            (counter::BYPASSED_IOS, s.bypassed_ios as f64),
+            (counter::BYPASSED_BYTES, s.bypassed_bytes as f64),
             (counter::FLUSH_IOS, s.flush_ios as f64),
             (counter::FLUSH_BYTES, s.flush_bytes as f64),
             (counter::DIRTY_BYTES, s.dirty_bytes as f64),
@@ -46,6 +48,7 @@ impl Policy for Cache {
             (counter::DRAIN_DIRTY_PAGES, s.drain_dirty_pages as f64),
             (counter::DRAIN_EVICTING_PAGES, s.drain_evicting_pages as f64),
             (counter::FLUSH_WAITS, s.flush_waits as f64),
+            (counter::FLUSH_COMMIT_WAITS, s.flush_commit_waits as f64),
             (counter::DEVICE_ERRORS, s.device_errors as f64),
             (
                 counter::READS_RETRIED_FROM_BACKING,
@@ -71,6 +74,10 @@ impl Policy for Cache {
                 (
                     counter::RECOVERED_PAGES_DROPPED,
                     p.recovered_pages_dropped as f64,
+                ),
+                (
+                    counter::CRASH_DROPPED_CLEAN_PAGES,
+                    p.crash_dropped_clean_pages as f64,
                 ),
                 (
                     counter::MISSES_UNCACHED_WAITING_FOR_COMMIT,
@@ -224,7 +231,7 @@ impl Policy for Cache {
             }
             Rec::FlushWrite { staging } => self.staging_done(staging, out),
             Rec::Trim { host } => self.trim_done(host, out),
-            Rec::MetaFlush => self.commit_flushed(out),
+            Rec::MetaFlush => self.commit_flush_done(out),
             Rec::MetaPage => {
                 if self.persist.as_mut().unwrap().table.page_written() {
                     self.commit_done(out);

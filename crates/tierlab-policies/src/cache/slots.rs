@@ -28,10 +28,21 @@ impl Cache {
             return;
         }
         e.dirty = dirty;
+        let slot = e.slot;
         if dirty {
             self.dirty_set.insert(page);
         } else {
             self.dirty_set.remove(&page);
+            // Persistent mode: the entry turns clean with the next commit
+            // (which flushes the backing device first: see `try_commit`).
+            // It turns dirty only once the new data has landed
+            // (`slot_written`).
+            if let Some(m) = &mut self.persist
+                && m.table.entry(slot).0 == page + 1
+                && m.table.flags(slot) != 0
+            {
+                m.table.set_flagged(slot, page, 0);
+            }
         }
         if let Some(sets) = &mut self.sets {
             let s = sets.set_of(page);
@@ -104,13 +115,13 @@ impl Cache {
         }
         let (dirty, slot, evicting) = (e.dirty, e.slot, e.evicting);
         let next_write = e.waiting.pop_front();
-        // Persistent mode: the slot holds the page's data now; the next
-        // commit says so.
+        // Persistent mode: the slot holds the page's data now, dirty or a
+        // clean copy; the next commit says so.
+        let flags = if dirty { slot_meta::FLAG_DIRTY } else { 0 };
         if let Some(m) = &mut self.persist
-            && m.table.entry(slot).0 != page + 1
+            && (m.table.entry(slot).0 != page + 1 || m.table.flags(slot) != flags)
         {
-            m.table.set(slot, page);
-            self.try_commit(out);
+            m.table.set_flagged(slot, page, flags);
         }
         if let Some((host, page_in_buf)) = next_write {
             self.slot_write(host, page, page_in_buf, out);

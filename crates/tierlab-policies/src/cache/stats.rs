@@ -12,6 +12,9 @@ pub struct CacheStats {
     pub write_misses: u64,
     pub fills: u64,
     pub bypassed_pages: u64,
+    /// Host IOs the sequential cutoff bypassed, and their bytes.
+    pub bypassed_ios: u64,
+    pub bypassed_bytes: u64,
     pub flush_ios: u64,
     pub flush_bytes: u64,
     pub dirty_bytes: u64,
@@ -32,8 +35,11 @@ pub struct CacheStats {
     pub drain_dirty_pages: u64,
     pub drain_evicting_pages: u64,
     /// Host FLUSHes that waited for dirty pages to be written back (the
-    /// others found nothing dirty).
+    /// others found nothing dirty, or the cache is persistent).
     pub flush_waits: u64,
+    /// Persistent mode: host FLUSHes that waited for a metadata commit (the
+    /// others found nothing a recovery sees changed).
+    pub flush_commit_waits: u64,
     /// Device IOs that failed and the cache survived (`on_device_error`),
     /// and of those the cache reads of clean pages read again from the
     /// backing device.
@@ -73,6 +79,8 @@ pub mod counter {
     pub const WRITE_MISSES: &str = "write_misses";
     pub const FILLS: &str = "fills";
     pub const BYPASSED_PAGES: &str = "bypassed_pages";
+    pub const BYPASSED_IOS: &str = "bypassed_ios";
+    pub const BYPASSED_BYTES: &str = "bypassed_bytes";
     pub const FLUSH_IOS: &str = "flush_ios";
     pub const FLUSH_BYTES: &str = "flush_bytes";
     pub const DIRTY_BYTES: &str = "dirty_bytes";
@@ -85,6 +93,7 @@ pub mod counter {
     pub const DRAIN_DIRTY_PAGES: &str = "drain_dirty_pages";
     pub const DRAIN_EVICTING_PAGES: &str = "drain_evicting_pages";
     pub const FLUSH_WAITS: &str = "flush_waits";
+    pub const FLUSH_COMMIT_WAITS: &str = "flush_commit_waits";
     pub const DEVICE_ERRORS: &str = "device_errors";
     pub const READS_RETRIED_FROM_BACKING: &str = "reads_retried_from_backing";
     pub const WRITE_BACKS_FAILED: &str = "write_backs_failed";
@@ -98,6 +107,7 @@ pub mod counter {
     pub const RECOVERED_PAGES_RESYNCED: &str = "recovered_pages_resynced";
     pub const OPENED_AFTER_CLEAN_STOP: &str = "opened_after_clean_stop";
     pub const RECOVERED_PAGES_DROPPED: &str = "recovered_pages_dropped";
+    pub const CRASH_DROPPED_CLEAN_PAGES: &str = "crash_dropped_clean_pages";
     pub const MISSES_UNCACHED_WAITING_FOR_COMMIT: &str = "misses_uncached_waiting_for_commit";
 
     /// Every name above, in the order `counters()` reports them.
@@ -111,6 +121,8 @@ pub mod counter {
         WRITE_MISSES,
         FILLS,
         BYPASSED_PAGES,
+        BYPASSED_IOS,
+        BYPASSED_BYTES,
         FLUSH_IOS,
         FLUSH_BYTES,
         DIRTY_BYTES,
@@ -123,6 +135,7 @@ pub mod counter {
         DRAIN_DIRTY_PAGES,
         DRAIN_EVICTING_PAGES,
         FLUSH_WAITS,
+        FLUSH_COMMIT_WAITS,
         DEVICE_ERRORS,
         READS_RETRIED_FROM_BACKING,
         WRITE_BACKS_FAILED,
@@ -136,6 +149,7 @@ pub mod counter {
         RECOVERED_PAGES_RESYNCED,
         OPENED_AFTER_CLEAN_STOP,
         RECOVERED_PAGES_DROPPED,
+        CRASH_DROPPED_CLEAN_PAGES,
         MISSES_UNCACHED_WAITING_FOR_COMMIT,
     ];
 }

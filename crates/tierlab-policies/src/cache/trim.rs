@@ -96,6 +96,11 @@ impl Cache {
             if dirty {
                 self.set_dirty(p, false);
                 self.stats.trimmed_dirty_pages += 1;
+                // Its entry's clear relies on the backing trim (else a
+                // crash could bring back an older backing copy).
+                if let Some(m) = &mut self.persist {
+                    m.backing_unflushed = true;
+                }
             }
             // An evicting page already left the eviction policy.
             if !evicting {

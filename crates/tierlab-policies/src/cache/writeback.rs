@@ -241,7 +241,14 @@ impl Cache {
     }
 
     pub(super) fn staging_done(&mut self, sid: u64, out: &mut Outbox) {
-        for (p, inc, generation) in self.end_write_back(sid, out) {
+        let pages = self.end_write_back(sid, out);
+        if let Some(m) = &mut self.persist {
+            // The pages' clean marks and clears rely on this write: the
+            // commit that writes them flushes the backing device first.
+            m.backing_unflushed = true;
+            m.written_back_since_commit += pages.len() as u64;
+        }
+        for (p, inc, generation) in pages {
             if !self.write_back_ended(p, inc) {
                 continue;
             }
@@ -259,5 +266,6 @@ impl Cache {
                 self.flush_run(p, out);
             }
         }
+        self.try_commit(out);
     }
 }
