@@ -85,7 +85,7 @@ fn default_thresh() -> f64 {
     20.0
 }
 fn default_flush_max() -> ByteCount {
-    ByteCount(256 * 1024)
+    ByteCount(1 << 20)
 }
 fn default_persistent() -> bool {
     true

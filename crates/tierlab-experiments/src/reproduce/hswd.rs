@@ -322,8 +322,9 @@ fn flashcache_stack(seed: u64, band: u64, cache: u64, smr: bool) -> String {
     };
     format!(
         "seed = {seed}\n{}{backing}\n[policy]\nkind = \"flashcache\"\ncapacity_bytes = {cache}\n\
-         # The baseline as the paper's comparison models it: its on-SSD metadata is not charged.\n\
-         persistent = false\n\n",
+         # The baseline as the paper's comparison models it: its on-SSD metadata is not charged,\n\
+         # and no sequential cutoff (flashcache's skip_seq_thresh_kb defaults to off).\n\
+         persistent = false\nsequential_bypass_bytes = 0\n\n",
         ssd_device()
     )
 }

@@ -124,7 +124,7 @@ fn default_hits() -> u32 {
     2
 }
 fn default_flush_max() -> ByteCount {
-    ByteCount(256 * 1024)
+    ByteCount(1 << 20)
 }
 fn default_flush_depth() -> u32 {
     4

@@ -148,19 +148,14 @@ impl Cache {
         }
         self.sets.as_mut().unwrap().order[s] = keep;
         // Adjacent blocks in one write, as flashcache sorts a set's dirty
-        // blocks by disk block before cleaning.
+        // blocks by disk block and merges contiguous ones before cleaning:
+        // each picked block takes the run of flushable dirty blocks around
+        // it (up to `max_flush_bytes`), so a set filled by a sequential
+        // stream is cleaned in large writes rather than a block or two at
+        // every write that passes the threshold.
         pick.sort_unstable();
-        let mut i = 0;
-        while i < pick.len() {
-            let mut j = i + 1;
-            while j < pick.len()
-                && pick[j] == pick[j - 1] + 1
-                && ((j - i) as u64) < self.max_flush_pages
-            {
-                j += 1;
-            }
-            self.flush_range(pick[i], pick[j - 1] + 1, out);
-            i = j;
+        for p in pick {
+            self.flush_run(p, out);
         }
     }
 
