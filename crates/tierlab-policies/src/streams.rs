@@ -1,14 +1,15 @@
 //! Sequential stream detection, after bcache's `sequential_cutoff`: the
-//! policy remembers the frontier (highest end) of the last `capacity`
-//! streams; an IO that starts near a frontier continues that stream, any
-//! other starts a new one (replacing the stream used least recently).
-//! "Near" is within `REORDER_IOS` IOs of its own size, before or after the
-//! frontier: a stream written through several connections or a deep queue
-//! (nbdfuse's four, a loop device's) arrives slightly out of order, which
-//! an exact match (bcache's) would see as many short streams. Streams are
-//! per address, not per tenant or connection: two interleaved sequential
-//! readers are two streams, and one tenant reading two files at once is
-//! two streams too.
+//! policy remembers the extent [start, end) of the last `capacity`
+//! streams; an IO that starts exactly where one ends, or ends exactly where
+//! one starts, continues it (an IO that does both joins the two), any other
+//! starts a new one (replacing the stream used least recently). Matching
+//! both ends keeps a stream whole when its IOs arrive slightly out of order
+//! — written through several connections (nbdfuse opens four) or a deep
+//! queue — where bcache's end-only match would see many short streams;
+//! matching exactly (not "near") keeps random IOs from piling up into
+//! runs. Streams are per address, not per tenant or connection: two
+//! interleaved sequential readers are two streams, and one tenant reading
+//! two files at once is two streams too.
 //!
 //! A stream's *run* is the bytes it has covered so far, this IO included;
 //! a caching policy bypasses IOs whose run has reached its cutoff (bcache:
@@ -16,24 +17,27 @@
 //! a long sequential scan or copy does not wash the cache out and goes to
 //! the backing device as the large IOs it already is.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 /// The streams a policy tracks at most unless told otherwise.
 pub const DEFAULT_STREAMS: usize = 128;
 
-/// How far out of order (in IOs of the arriving IO's size) an IO may be
-/// and still continue a stream.
-pub const REORDER_IOS: u64 = 8;
+#[derive(Clone, Copy, Debug)]
+struct Stream {
+    start: u64,
+    end: u64,
+    run: u64,
+    last_use: u64,
+}
 
 /// The most recent sequential streams (see the module docs).
 #[derive(Clone, Debug)]
 pub struct SeqStreams {
     capacity: usize,
-    /// Per stream: (frontier, run bytes, last use).
-    streams: Vec<(u64, u64, u64)>,
-    /// Frontier → stream index (one stream per frontier: a second stream
-    /// reaching another's frontier merges into it).
-    by_end: BTreeMap<u64, usize>,
+    /// Live streams (`None`: a slot freed by a join).
+    streams: Vec<Option<Stream>>,
+    by_start: HashMap<u64, usize>,
+    by_end: HashMap<u64, usize>,
     clock: u64,
 }
 
@@ -44,21 +48,49 @@ impl SeqStreams {
         SeqStreams {
             capacity,
             streams: Vec::with_capacity(capacity),
-            by_end: BTreeMap::new(),
+            by_start: HashMap::with_capacity(capacity),
+            by_end: HashMap::with_capacity(capacity),
             clock: 0,
         }
     }
 
-    /// The stream whose frontier is nearest `offset_bytes`, within the
-    /// reorder window of an IO of `size_bytes`.
-    fn nearest(&self, offset_bytes: u64, size_bytes: u64) -> Option<usize> {
-        let window = size_bytes.max(1).saturating_mul(REORDER_IOS);
-        let lo = offset_bytes.saturating_sub(window);
-        let hi = offset_bytes.saturating_add(window);
-        self.by_end
-            .range(lo..=hi)
-            .min_by_key(|&(&end, _)| end.abs_diff(offset_bytes))
-            .map(|(_, &i)| i)
+    fn unlink(&mut self, i: usize) -> Stream {
+        let s = self.streams[i].take().expect("a live stream");
+        if self.by_start.get(&s.start) == Some(&i) {
+            self.by_start.remove(&s.start);
+        }
+        if self.by_end.get(&s.end) == Some(&i) {
+            self.by_end.remove(&s.end);
+        }
+        s
+    }
+
+    fn link(&mut self, i: usize, s: Stream) {
+        // A stream already keyed at one of these offsets (two streams
+        // touching the same point) loses that key: the newer one continues
+        // there.
+        self.by_start.insert(s.start, i);
+        self.by_end.insert(s.end, i);
+        self.streams[i] = Some(s);
+    }
+
+    /// A free index for a new stream: an unused one, a new one below
+    /// `capacity`, else the least recently used stream's (forgotten).
+    fn slot_for_new(&mut self) -> usize {
+        if let Some(i) = self.streams.iter().position(|s| s.is_none()) {
+            return i;
+        }
+        if self.streams.len() < self.capacity {
+            self.streams.push(None);
+            return self.streams.len() - 1;
+        }
+        // A linear scan: `capacity` is small, and this runs once per new
+        // stream.
+        let i = (0..self.streams.len())
+            .min_by_key(|&i| self.streams[i].map_or(0, |s| s.last_use))
+            .expect("capacity >= 1");
+        self.unlink(i);
+        i
     }
 
     /// Counts an IO of `size_bytes` at `offset_bytes`; returns the run of
@@ -66,55 +98,57 @@ impl SeqStreams {
     pub fn observe(&mut self, offset_bytes: u64, size_bytes: u64) -> u64 {
         self.clock += 1;
         let end = offset_bytes.saturating_add(size_bytes);
-        let i = match self.nearest(offset_bytes, size_bytes) {
-            Some(i) => {
-                let s = &mut self.streams[i];
-                self.by_end.remove(&s.0);
-                s.0 = s.0.max(end);
-                s.1 = s.1.saturating_add(size_bytes);
-                i
+        let before = self.by_end.get(&offset_bytes).copied();
+        let after = self
+            .by_start
+            .get(&end)
+            .copied()
+            .filter(|&j| Some(j) != before);
+        let s = match (before, after) {
+            (Some(i), Some(j)) => {
+                let (a, b) = (self.unlink(i), self.unlink(j));
+                let s = Stream {
+                    start: a.start,
+                    end: b.end,
+                    run: a.run.saturating_add(size_bytes).saturating_add(b.run),
+                    last_use: self.clock,
+                };
+                self.link(i, s);
+                s
             }
-            None if self.streams.len() < self.capacity => {
-                self.streams.push((end, size_bytes, 0));
-                self.streams.len() - 1
+            (Some(i), None) | (None, Some(i)) => {
+                let mut s = self.unlink(i);
+                s.start = s.start.min(offset_bytes);
+                s.end = s.end.max(end);
+                s.run = s.run.saturating_add(size_bytes);
+                s.last_use = self.clock;
+                self.link(i, s);
+                s
             }
-            None => {
-                // The least recently used stream makes room (a linear scan:
-                // `capacity` is small, and this runs once per new stream).
-                let (i, _) = self
-                    .streams
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|(_, s)| s.2)
-                    .expect("capacity >= 1");
-                if self.by_end.get(&self.streams[i].0) == Some(&i) {
-                    self.by_end.remove(&self.streams[i].0);
-                }
-                self.streams[i] = (end, size_bytes, 0);
-                i
+            (None, None) => {
+                let i = self.slot_for_new();
+                let s = Stream {
+                    start: offset_bytes,
+                    end,
+                    run: size_bytes,
+                    last_use: self.clock,
+                };
+                self.link(i, s);
+                s
             }
         };
-        let s = &mut self.streams[i];
-        s.2 = self.clock;
-        let (frontier, run) = (s.0, s.1);
-        // Another stream with this frontier: this one continues there.
-        if let Some(other) = self.by_end.insert(frontier, i)
-            && other != i
-        {
-            self.streams[other].0 = u64::MAX;
-        }
-        debug_assert!(self.by_end.len() <= self.streams.len());
-        debug_assert!(self.streams.len() <= self.capacity);
-        run
+        debug_assert!(self.len() <= self.capacity);
+        debug_assert!(self.by_start.len() <= self.len() && self.by_end.len() <= self.len());
+        s.run
     }
 
     /// Streams tracked now.
     pub fn len(&self) -> usize {
-        self.streams.len()
+        self.streams.iter().filter(|s| s.is_some()).count()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.streams.is_empty()
+        self.len() == 0
     }
 }
 
@@ -124,33 +158,37 @@ mod tests {
 
     #[test]
     fn a_run_grows_only_where_its_stream_ended() {
-        let base = 1 << 30;
         let mut s = SeqStreams::new(4);
-        assert_eq!(s.observe(base, 4096), 4096);
-        assert_eq!(s.observe(base + 4096, 8192), 12288);
+        assert_eq!(s.observe(0, 4096), 4096);
+        assert_eq!(s.observe(4096, 8192), 12288);
         // Elsewhere: a new stream.
-        assert_eq!(s.observe(base + (1 << 20), 4096), 4096);
+        assert_eq!(s.observe(1 << 20, 4096), 4096);
         // The first stream goes on where it ended.
-        assert_eq!(s.observe(base + 12288, 4096), 16384);
-        // Far behind its frontier (more than 8 IOs of 4 KiB) is not
-        // sequential.
-        assert_eq!(s.observe(base + 16384 - 9 * 4096, 4096), 4096);
+        assert_eq!(s.observe(12288, 4096), 16384);
+        // Near but not at an end is not sequential.
+        assert_eq!(s.observe(16384 + 4096, 4096), 4096);
+        assert_eq!(s.observe(8192, 4096), 4096, "inside a stream");
     }
 
-    /// A stream whose IOs arrive a few out of order (several connections)
-    /// is one stream: each IO within 8 IOs of its size of the frontier
-    /// continues it. Random IOs far apart are not.
+    /// A stream whose IOs arrive out of order (several connections) is one
+    /// stream: an IO ending where a stream starts continues it too, and one
+    /// that fills the gap between two streams joins them.
     #[test]
     fn a_stream_arriving_out_of_order_is_one_stream() {
-        let mut s = SeqStreams::new(4);
         let io = 128 * 1024;
         // Pairs swapped: 1, 0, 3, 2, 5, 4, ...
-        let order: Vec<u64> = (0..32u64).map(|i| i ^ 1).collect();
+        let mut s = SeqStreams::new(4);
         let mut run = 0;
-        for k in order {
+        for k in (0..32u64).map(|i| i ^ 1) {
             run = s.observe(k * io, io);
         }
-        assert_eq!(run, 32 * io);
+        assert_eq!((run, s.len()), (32 * io, 1));
+        // Gaps filled last: 0, 2, 4, 6, then 1, 3, 5.
+        let mut s = SeqStreams::new(8);
+        for k in [0u64, 2, 4, 6, 1, 3] {
+            s.observe(k * io, io);
+        }
+        assert_eq!(s.observe(5 * io, io), 7 * io, "one stream of 7 IOs");
         assert_eq!(s.len(), 1);
         // 4 KiB IOs 1 MiB apart: each its own stream.
         let mut t = SeqStreams::new(4);
@@ -197,6 +235,6 @@ mod tests {
             s.observe(i * 7919 * 4096, 4096);
         }
         assert_eq!(s.len(), DEFAULT_STREAMS);
-        assert!(s.by_end.len() <= DEFAULT_STREAMS);
+        assert!(s.by_end.len() <= DEFAULT_STREAMS && s.by_start.len() <= DEFAULT_STREAMS);
     }
 }

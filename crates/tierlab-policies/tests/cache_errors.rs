@@ -304,15 +304,25 @@ fn a_failed_trim_fails_and_keeps_the_cached_pages() {
 
 /// A merged write-back of two pages whose first slot read fails and second
 /// lands: nothing is written to the backing device (the staging lacks a
-/// page), both pages stay dirty, the FLUSH fails.
+/// page), both pages stay dirty, the FLUSH fails. (Page 9, read and filled
+/// between them, takes slot 1, so pages 0 and 1 sit in slots 0 and 2: two
+/// slot reads.)
 #[test]
 fn a_write_back_with_one_failed_slot_read_writes_nothing() {
     let (mut c, mut out) = (cache(WriteMode::WriteBack), outbox());
-    for (id, page) in [(1, 0), (2, 1)] {
-        host(&mut c, &mut out, id, Op::Write, page);
-        let w = take_ios(&mut out);
-        complete(&mut c, &mut out, w[0]);
-    }
+    host(&mut c, &mut out, 1, Op::Write, 0);
+    let w = take_ios(&mut out);
+    complete(&mut c, &mut out, w[0]);
+    host(&mut c, &mut out, 3, Op::Read, 9);
+    let r = take_ios(&mut out);
+    complete(&mut c, &mut out, r[0]);
+    let fill = take_ios(&mut out);
+    assert_eq!(fill[0].0, CACHE_DEVICE, "the fill of page 9");
+    complete(&mut c, &mut out, fill[0]);
+    host(&mut c, &mut out, 2, Op::Write, 1);
+    let w = take_ios(&mut out);
+    assert_eq!(w[0].1.offset_bytes, 2 * PAGE, "page 1 in slot 2");
+    complete(&mut c, &mut out, w[0]);
     out.clear();
     flush(&mut c, &mut out, 10);
     let reads = take_ios(&mut out);

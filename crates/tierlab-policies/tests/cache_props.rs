@@ -690,8 +690,10 @@ fn newest(sim: &Sim, page: u64) -> Data {
     }
 }
 
-/// The data path itself: hits are served by the cache device, dirty
-/// adjacent pages are flushed as one merged write, counters add up.
+/// The data path itself: hits are served by the cache device, a run of
+/// pages in consecutive slots is one device IO (write, read back, and the
+/// write-back's slot read), dirty adjacent pages are flushed as one merged
+/// write, counters add up.
 #[test]
 fn hits_merging_and_counters() {
     let mut p = CacheParams::with_capacity(64 * PAGE);
@@ -701,10 +703,11 @@ fn hits_merging_and_counters() {
     let (mut sim, mut out) = direct_sim(64, &c);
     // Write 4 pages (write-back: cache device only), then read them back.
     sim.issue(&mut c, &mut out, Op::Write, 10, 4);
-    assert_eq!(sim.device_ios_in_flight(), 4);
+    assert_eq!(sim.device_ios_in_flight(), 1, "slots 0..4: one write");
     assert_eq!(sim.in_flight_on(BACKING_DEVICE), 0);
     while sim.step(&mut c, &mut out) {}
     sim.issue(&mut c, &mut out, Op::Read, 10, 4);
+    assert_eq!(sim.device_ios_in_flight(), 1, "one read of slots 0..4");
     assert_eq!(sim.in_flight_on(BACKING_DEVICE), 0);
     while sim.step(&mut c, &mut out) {}
     assert!(sim.failures.is_empty(), "{:?}", sim.failures);
@@ -715,9 +718,10 @@ fn hits_merging_and_counters() {
     );
     assert_eq!((s.host_ios, s.host_ios_cache_only), (2, 2));
     assert_eq!(s.memory_access_ratio(), 1.0);
-    // One merged 16 KiB flush write.
+    // One merged 16 KiB flush write, its pages read in one slot read.
     c.flush_all(&mut out);
     sim.apply(&c, &mut out);
+    assert_eq!(sim.in_flight_on(CACHE_DEVICE), 1);
     while sim.step(&mut c, &mut out) {}
     let s = c.stats();
     assert_eq!(
@@ -912,11 +916,12 @@ fn trims_drop_idle_pages_and_keep_pages_being_flushed() {
     c.on_host_io(0, host(1, Op::Write, 0, 4), &mut out);
     assert_eq!(finish_all(&mut c, &mut out), vec![(1, TIER_CACHE)]);
     assert_eq!(c.dirty_pages(), 4);
-    // A flush of them starts (4 slot reads in flight) ...
+    // A flush of them starts (one read of their 4 consecutive slots) ...
     c.flush_all(&mut out);
     out.data.clear();
     let flush_reads: Vec<_> = out.device_ios.drain(..).collect();
-    assert_eq!(flush_reads.len(), 4);
+    assert_eq!(flush_reads.len(), 1);
+    assert_eq!(flush_reads[0].1.size_bytes, 4 * PAGE as u32);
     // ... and a trim of pages 2..6 arrives: one backing trim, no data.
     c.on_host_io(0, host(2, Op::Trim, 2, 4), &mut out);
     assert_eq!(out.device_ios.len(), 1);
@@ -1067,8 +1072,14 @@ fn a_flush_completes_after_the_write_back_of_the_pages_dirty_when_it_came() {
 fn persistent_metadata_is_carved_out_of_the_capacity() {
     assert_eq!(cache::slots_in(32 << 20, PAGE, true), 8094);
     assert_eq!(cache::capacity_bytes_for(8094, PAGE, true), 32 << 20);
-    assert_eq!(cache::capacity_bytes_for(8095, PAGE, true), (32 << 20) + PAGE);
+    assert_eq!(
+        cache::capacity_bytes_for(8095, PAGE, true),
+        (32 << 20) + PAGE
+    );
     assert_eq!(cache::slots_in(32 << 20, PAGE, false), 8192);
     let c = Cache::new(&CacheParams::with_capacity(32 << 20)).unwrap();
-    assert_eq!((c.capacity_pages(), c.cache_device_bytes()), (8094, 32 << 20));
+    assert_eq!(
+        (c.capacity_pages(), c.cache_device_bytes()),
+        (8094, 32 << 20)
+    );
 }

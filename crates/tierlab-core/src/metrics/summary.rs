@@ -134,6 +134,11 @@ pub struct DeviceSummary {
     pub avg_queue_size: Option<f64>,
     /// IOs submitted and not completed at the end.
     pub in_flight_at_end: u64,
+    /// IO amplification: this device's reads and writes per host read or
+    /// write (None without host data IOs).
+    pub data_ios_per_host_io: Option<f64>,
+    /// This device's read and write bytes per host read or write byte.
+    pub data_bytes_per_host_byte: Option<f64>,
 }
 
 /// One interval of the host series: host IOs completed in
@@ -277,24 +282,35 @@ pub(super) fn build(rec: Recorder, end_ns: TimeNs, host_end_ns: TimeNs) -> SimMe
         .map(|(i, scope)| named(i.to_string(), scope))
         .collect();
     let duration = duration_ns as u128;
+    let total = IoSummary::from_scope(&rec.all, host_duration_ns);
+    let (host_data_ios, host_data_bytes) = (
+        (total.read_ios + total.write_ios) as u128,
+        (total.read_bytes + total.write_bytes) as u128,
+    );
     let devices = rec
         .device_names
         .iter()
         .zip(&rec.devices)
-        .map(|(name, d)| DeviceSummary {
-            name: name.clone(),
-            io: IoSummary::from_scope(&d.scope, duration_ns),
-            io_ticks_ns: d.disk.io_ticks_ns,
-            time_in_queue_ns: d.disk.time_in_queue_ns,
-            util_percent: fixed3(d.disk.io_ticks_ns as u128 * 100, duration),
-            avg_queue_size: fixed3(d.disk.time_in_queue_ns as u128, duration),
-            in_flight_at_end: d.disk.in_flight,
+        .map(|(name, d)| {
+            let io = IoSummary::from_scope(&d.scope, duration_ns);
+            let data_ios = (io.read_ios + io.write_ios) as u128;
+            let data_bytes = (io.read_bytes + io.write_bytes) as u128;
+            DeviceSummary {
+                name: name.clone(),
+                data_ios_per_host_io: fixed3(data_ios, host_data_ios),
+                data_bytes_per_host_byte: fixed3(data_bytes, host_data_bytes),
+                io,
+                io_ticks_ns: d.disk.io_ticks_ns,
+                time_in_queue_ns: d.disk.time_in_queue_ns,
+                util_percent: fixed3(d.disk.io_ticks_ns as u128 * 100, duration),
+                avg_queue_size: fixed3(d.disk.time_in_queue_ns as u128, duration),
+                in_flight_at_end: d.disk.in_flight,
+            }
         })
         .collect();
 
     let mut histograms =
         Vec::with_capacity(5 + rec.tiers.len() + rec.tenants.len() + rec.devices.len());
-    let total = IoSummary::from_scope(&rec.all, host_duration_ns);
     histograms.push(("all".to_string(), rec.all.latency));
     for (op, scope) in Op::ALL.iter().zip(rec.ops) {
         histograms.push((format!("op:{}", op.as_str()), scope.latency));

@@ -37,12 +37,123 @@ impl Cache {
             dio,
             Rec::HostRead {
                 host: id,
-                slot: None,
+                slots: None,
                 fills,
                 hit: None,
             },
         );
         1
+    }
+
+    /// Sends a pending run of hits of host read `id` (pinned when they
+    /// joined it) to the cache device as one read; returns the parts
+    /// issued (0/1).
+    fn submit_hit_read(
+        &mut self,
+        out: &mut Outbox,
+        id: u64,
+        first: u64,
+        run: Option<SlotRun>,
+    ) -> u32 {
+        let Some(r) = run else { return 0 };
+        let dio = self.page_io(Op::Read, Buffer::Host(id), r.page_in_buf, r.slot, r.len());
+        self.submit(
+            out,
+            CACHE_DEVICE,
+            dio,
+            Rec::HostRead {
+                host: id,
+                slots: Some((r.slot, r.len())),
+                fills: Vec::new(),
+                hit: Some((r.first_page, first)),
+            },
+        );
+        1
+    }
+
+    /// Sends a pending run of host writes into slots (their pages marked
+    /// as being written and their slots pinned when they joined it) as one
+    /// cache-device write, as a part of host IO `host`.
+    fn submit_slot_writes(&mut self, out: &mut Outbox, host: u64, run: Option<SlotRun>) {
+        let Some(r) = run else { return };
+        self.add_part(host);
+        let dio = self.page_io(
+            Op::Write,
+            Buffer::Host(host),
+            r.page_in_buf,
+            r.slot,
+            r.len(),
+        );
+        self.submit(
+            out,
+            CACHE_DEVICE,
+            dio,
+            Rec::SlotWrite {
+                host,
+                first_page: r.first_page,
+                slot: r.slot,
+                incarnations: r.incarnations,
+            },
+        );
+    }
+
+    /// A backing read of host read `host` completed: the pages it should
+    /// fill are written into their slots, pages in consecutive slots as one
+    /// IO — unless written since the read began (the read's data would be
+    /// older than the slot's) or the page left the cache.
+    pub(super) fn fill(&mut self, host: u64, fills: Vec<Fill>, out: &mut Outbox) {
+        let max_io = self.max_io_pages();
+        let mut run: Option<SlotRun> = None;
+        for (p, inc, generation, page_in_buf) in fills {
+            let Some(e) = self.map.get_mut(&p) else {
+                continue;
+            };
+            if e.incarnation != inc || e.filling != Some(generation) {
+                continue;
+            }
+            e.filling = None;
+            if e.generation != generation || e.slot_write_inflight {
+                continue;
+            }
+            e.slot_write_inflight = true;
+            let slot = e.slot;
+            self.pins[slot as usize] += 1;
+            self.stats.fills += 1;
+            match &mut run {
+                Some(r) if r.extends(p, slot, page_in_buf, max_io) => r.incarnations.push(inc),
+                _ => {
+                    self.submit_fill(out, host, run.take());
+                    run = Some(SlotRun::new(p, slot, page_in_buf, inc));
+                }
+            }
+        }
+        self.submit_fill(out, host, run.take());
+    }
+
+    fn submit_fill(&mut self, out: &mut Outbox, host: u64, run: Option<SlotRun>) {
+        let Some(r) = run else { return };
+        let dio = self.page_io(
+            Op::Write,
+            Buffer::Host(host),
+            r.page_in_buf,
+            r.slot,
+            r.len(),
+        );
+        self.submit(
+            out,
+            CACHE_DEVICE,
+            dio,
+            Rec::FillWrite {
+                first_page: r.first_page,
+                slot: r.slot,
+                incarnations: r.incarnations,
+            },
+        );
+    }
+
+    /// The largest device IO in pages.
+    fn max_io_pages(&self) -> u64 {
+        (u32::MAX as u64 / self.page).min(TAG_PAGE_MASK)
     }
 
     pub(super) fn submit(&mut self, out: &mut Outbox, device: usize, io: DeviceIo, rec: Rec) {
@@ -75,7 +186,13 @@ impl Cache {
         if let Some(v) = self.evict.insert(page) {
             self.handle_victim(v, out);
         }
-        let Some(slot) = self.free.pop() else {
+        // After the previous page's slot when that one is free: a run of
+        // pages admitted in order gets a run of slots.
+        let after = page
+            .checked_sub(1)
+            .and_then(|q| self.map.get(&q))
+            .map(|e| e.slot);
+        let Some(slot) = self.free.take(after) else {
             // Every slot waits for a write-back, an IO or (persistent mode)
             // a commit: serve uncached.
             self.evict.remove(page);
@@ -177,7 +294,9 @@ impl Cache {
         let mut cache_only = true;
         // A backing read run: (first page, pages, fills it feeds).
         let mut run: Option<(u64, u64, Vec<Fill>)> = None;
-        let max_io = u32::MAX as u64 / self.page;
+        // A cache read run: hits in consecutive slots, read as one IO.
+        let mut hits: Option<SlotRun> = None;
+        let max_io = self.max_io_pages();
         let mut i = 0;
         while i < n {
             let p = first + i;
@@ -192,21 +311,18 @@ impl Cache {
                     self.evict.access(p);
                 }
                 parts += self.submit_backing_read(out, id, first, run.take());
+                // Pinned now: a victim chosen later in this IO keeps its
+                // slot until the read is done.
                 self.pins[slot as usize] += 1;
-                parts += 1;
-                let dio = self.page_io(Op::Read, Buffer::Host(id), i, slot, 1);
-                self.submit(
-                    out,
-                    CACHE_DEVICE,
-                    dio,
-                    Rec::HostRead {
-                        host: id,
-                        slot: Some(slot),
-                        fills: Vec::new(),
-                        hit: Some((p, first)),
-                    },
-                );
+                match &mut hits {
+                    Some(r) if r.extends(p, slot, i, max_io) => r.incarnations.push(0),
+                    _ => {
+                        parts += self.submit_hit_read(out, id, first, hits.take());
+                        hits = Some(SlotRun::new(p, slot, i, 0));
+                    }
+                }
             } else {
+                parts += self.submit_hit_read(out, id, first, hits.take());
                 self.stats.read_misses += 1;
                 cache_only = false;
                 let mut fill = None;
@@ -236,6 +352,7 @@ impl Cache {
             }
             i += 1;
         }
+        parts += self.submit_hit_read(out, id, first, hits.take());
         parts += self.submit_backing_read(out, id, first, run.take());
         self.hosts.insert(
             id,
@@ -264,9 +381,9 @@ impl Cache {
             dio,
             Rec::SlotWrite {
                 host,
-                page,
-                incarnation,
+                first_page: page,
                 slot,
+                incarnations: vec![incarnation],
             },
         );
     }
@@ -288,7 +405,9 @@ impl Cache {
         let mut cache_only = true;
         // Direct backing run: (first page, pages).
         let mut run: Option<(u64, u64)> = None;
-        let max_io = u32::MAX as u64 / self.page;
+        // Slot writes of pages in consecutive slots, written as one IO.
+        let mut slots: Option<SlotRun> = None;
+        let max_io = self.max_io_pages();
         for i in 0..n {
             let p = first + i;
             let cached = self.map.contains_key(&p);
@@ -332,13 +451,31 @@ impl Cache {
                 e.generation += 1;
                 e.write_back_failed = false;
                 e.drop_after_write = false;
-                self.add_part(id);
+                if e.slot_write_inflight {
+                    // Queued behind the write in flight (one part).
+                    e.waiting.push_back((id, i));
+                    self.add_part(id);
+                } else {
+                    // Marked as being written and pinned now; submitted with
+                    // its run of consecutive slots.
+                    e.slot_write_inflight = true;
+                    let (slot, incarnation) = (e.slot, e.incarnation);
+                    self.pins[slot as usize] += 1;
+                    match &mut slots {
+                        Some(r) if r.extends(p, slot, i, max_io) => {
+                            r.incarnations.push(incarnation)
+                        }
+                        _ => {
+                            self.submit_slot_writes(out, id, slots.take());
+                            slots = Some(SlotRun::new(p, slot, i, incarnation));
+                        }
+                    }
+                }
                 if self.mode == WriteMode::WriteBack {
                     self.set_dirty(p, true);
                 }
-                self.slot_write(id, p, i, out);
-                // After the slot write is issued, so the cleaning cannot pick
-                // this page and read the slot before the new data lands.
+                // After the page is marked as being written, so the cleaning
+                // cannot pick it and read the slot before the new data lands.
                 if self.mode == WriteMode::WriteBack {
                     self.clean_set_if_needed(p, out);
                 }
@@ -368,6 +505,7 @@ impl Cache {
                 }
             }
         }
+        self.submit_slot_writes(out, id, slots.take());
         if let Some((f, k)) = run.take() {
             self.add_part(id);
             let dio = self.page_io(Op::Write, Buffer::Host(id), f - first, f, k);

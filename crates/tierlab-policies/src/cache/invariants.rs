@@ -8,7 +8,7 @@ impl Cache {
     pub(super) fn check_invariants(&self) {
         let cap = self.capacity_pages as usize;
         assert!(
-            self.map.len() + self.free.len() <= cap,
+            self.map.len() + self.free.len() as usize <= cap,
             "{} entries and {} free slots in a cache of {cap}",
             self.map.len(),
             self.free.len()
@@ -94,9 +94,8 @@ impl Cache {
         let resident = self.map.values().filter(|e| !e.evicting).count();
         assert_eq!(self.evict.len(), resident, "the eviction policy's pages");
         let mut in_free = vec![false; cap];
-        for &s in &self.free {
+        for s in self.free.iter() {
             let s = s as usize;
-            assert!(!in_free[s], "slot {s} is free twice");
             in_free[s] = true;
             assert!(
                 owner[s].is_none() && self.pins[s] == 0,
@@ -107,10 +106,31 @@ impl Cache {
         let mut backing: HashMap<u64, u32> = HashMap::new();
         for rec in self.inflight.values() {
             match rec {
-                Rec::HostRead { slot: Some(s), .. }
-                | Rec::SlotWrite { slot: s, .. }
-                | Rec::FillWrite { slot: s, .. }
-                | Rec::FlushRead { slot: s, .. } => pins[*s as usize] += 1,
+                Rec::HostRead {
+                    slots: Some((s, k)),
+                    ..
+                }
+                | Rec::FlushRead {
+                    slot: s, slots: k, ..
+                } => {
+                    for slot in *s..s + k {
+                        pins[slot as usize] += 1;
+                    }
+                }
+                Rec::SlotWrite {
+                    slot: s,
+                    incarnations,
+                    ..
+                }
+                | Rec::FillWrite {
+                    slot: s,
+                    incarnations,
+                    ..
+                } => {
+                    for slot in *s..s + incarnations.len() as u64 {
+                        pins[slot as usize] += 1;
+                    }
+                }
                 Rec::BackingWrite { first, n, .. } => {
                     for p in *first..first + n {
                         *backing.entry(p).or_insert(0) += 1;

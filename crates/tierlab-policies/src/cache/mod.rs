@@ -68,8 +68,10 @@ use tierlab_core::{DeviceIo, Op, ParamError, TimeNs};
 
 use crate::extent::push_extent;
 use crate::streams::SeqStreams;
+use free_slots::FreeSlots;
 
 mod flush;
+mod free_slots;
 mod host_io;
 mod invariants;
 pub(crate) mod params;
@@ -269,26 +271,64 @@ struct TrimInFlight {
     end_full_page: u64,
 }
 
+/// Pages of one host IO with consecutive slots, gathered for one
+/// cache-device IO: `incarnations.len()` pages from `first_page` (at
+/// `page_in_buf` in the host buffer) in slots from `slot`.
+struct SlotRun {
+    first_page: u64,
+    slot: u64,
+    page_in_buf: u64,
+    incarnations: Vec<u64>,
+}
+
+impl SlotRun {
+    fn new(first_page: u64, slot: u64, page_in_buf: u64, incarnation: u64) -> SlotRun {
+        SlotRun {
+            first_page,
+            slot,
+            page_in_buf,
+            incarnations: vec![incarnation],
+        }
+    }
+
+    fn len(&self) -> u64 {
+        self.incarnations.len() as u64
+    }
+
+    /// Whether page `page` in slot `slot` at `page_in_buf` extends the run
+    /// (below `max_pages`).
+    fn extends(&self, page: u64, slot: u64, page_in_buf: u64, max_pages: u64) -> bool {
+        let n = self.len();
+        n < max_pages
+            && self.first_page + n == page
+            && self.slot + n == slot
+            && self.page_in_buf + n == page_in_buf
+    }
+}
+
 /// A page a backing read should fill into the cache afterwards:
 /// (page, incarnation, generation, page in the host buffer).
 type Fill = (u64, u64, u64, u64);
 
 enum Rec {
-    /// A cache-device read of a hit, or a backing read that may fill pages.
+    /// A cache-device read of a run of hits (consecutive pages in
+    /// consecutive slots), or a backing read that may fill pages.
     HostRead {
         host: u64,
-        slot: Option<u64>,
+        /// Hits: (first slot, slots).
+        slots: Option<(u64, u64)>,
         fills: Vec<Fill>,
-        /// A hit: (its page, the host IO's first page), to read it from the
-        /// backing device instead if the cache read fails.
+        /// Hits: (their first page, the host IO's first page), to read them
+        /// from the backing device instead if the cache read fails.
         hit: Option<(u64, u64)>,
     },
-    /// A host write into a slot.
+    /// A host write into a run of slots: pages `first_page..` of one
+    /// host IO, in slots `slot..`, one incarnation per page.
     SlotWrite {
         host: u64,
-        page: u64,
-        incarnation: u64,
+        first_page: u64,
         slot: u64,
+        incarnations: Vec<u64>,
     },
     /// A host write straight to the backing device (pages first..first+n).
     BackingWrite {
@@ -296,14 +336,17 @@ enum Rec {
         first: u64,
         n: u64,
     },
+    /// Fills of a run of pages into a run of slots.
     FillWrite {
-        page: u64,
-        incarnation: u64,
+        first_page: u64,
         slot: u64,
+        incarnations: Vec<u64>,
     },
+    /// A write-back's read of a run of slots into its staging buffer.
     FlushRead {
         staging: u64,
         slot: u64,
+        slots: u64,
     },
     FlushWrite {
         staging: u64,
@@ -324,6 +367,7 @@ struct Staging {
     /// (page, incarnation, generation read)
     pages: Vec<(u64, u64, u64)>,
     first: u64,
+    /// Slot reads (runs of slots) still in flight.
     reads_left: u32,
     /// A slot read for it failed: no backing write is issued.
     failed: Option<IoError>,
@@ -346,7 +390,7 @@ pub struct Cache {
     /// Per slot: IOs in flight, and whether an entry owns it.
     pins: Vec<u32>,
     owned: Vec<bool>,
-    free: Vec<u64>,
+    free: FreeSlots,
     next_incarnation: u64,
     inflight: HashMap<(usize, u64), Rec>,
     hosts: HashMap<u64, HostPending>,
@@ -553,7 +597,7 @@ impl Cache {
             pins: vec![0; cap as usize],
             owned: vec![false; cap as usize],
             // Popped from the end: slot 0 first.
-            free: (0..cap).rev().collect(),
+            free: FreeSlots::all(cap),
             next_incarnation: 0,
             inflight: HashMap::new(),
             hosts: HashMap::new(),

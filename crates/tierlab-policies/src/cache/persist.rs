@@ -341,10 +341,7 @@ impl Cache {
         m.table.clear_now(stores, CACHE_DEVICE, &dropped)?;
         m.stats.recovered_pages_dropped = dropped.len() as u64 - clean_dropped;
         m.stats.crash_dropped_clean_pages = clean_dropped;
-        self.free = (0..self.capacity_pages)
-            .rev()
-            .filter(|&s| !taken[s as usize])
-            .collect();
+        self.free = FreeSlots::from_free(self.capacity_pages, |s| !taken[s as usize]);
         // Not clean from now on, durably, before any IO changes a slot.
         let fields = self.header_fields(backing_bytes, false);
         let m = self.persist.as_mut().unwrap();

@@ -149,66 +149,50 @@ impl Policy for Cache {
         };
         match rec {
             Rec::HostRead {
-                host, slot, fills, ..
+                host, slots, fills, ..
             } => {
-                if let Some(s) = slot {
-                    self.unpin(s);
-                }
-                for (p, inc, generation, page_in_buf) in fills {
-                    let Some(e) = self.map.get_mut(&p) else {
-                        continue;
-                    };
-                    if e.incarnation != inc || e.filling != Some(generation) {
-                        continue;
+                if let Some((s, k)) = slots {
+                    for slot in s..s + k {
+                        self.unpin(slot);
                     }
-                    e.filling = None;
-                    if e.generation != generation || e.slot_write_inflight {
-                        // Written since the backing read began: the read's
-                        // data is older than the slot's.
-                        continue;
-                    }
-                    e.slot_write_inflight = true;
-                    let slot = e.slot;
-                    self.pins[slot as usize] += 1;
-                    self.stats.fills += 1;
-                    let dio = self.page_io(Op::Write, Buffer::Host(host), page_in_buf, slot, 1);
-                    self.submit(
-                        out,
-                        CACHE_DEVICE,
-                        dio,
-                        Rec::FillWrite {
-                            page: p,
-                            incarnation: inc,
-                            slot,
-                        },
-                    );
                 }
+                self.fill(host, fills, out);
                 self.host_part_done(host, device == CACHE_DEVICE, out);
             }
             Rec::SlotWrite {
                 host,
-                page,
-                incarnation,
+                first_page,
                 slot,
+                incarnations,
             } => {
-                self.unpin(slot);
-                self.slot_written(page, incarnation, out);
+                for (k, inc) in incarnations.into_iter().enumerate() {
+                    self.unpin(slot + k as u64);
+                    self.slot_written(first_page + k as u64, inc, out);
+                }
                 self.host_part_done(host, true, out);
             }
             Rec::FillWrite {
-                page,
-                incarnation,
+                first_page,
                 slot,
+                incarnations,
             } => {
-                self.unpin(slot);
-                self.slot_written(page, incarnation, out);
+                for (k, inc) in incarnations.into_iter().enumerate() {
+                    self.unpin(slot + k as u64);
+                    self.slot_written(first_page + k as u64, inc, out);
+                }
             }
             Rec::BackingWrite { host, first, n } => {
                 self.backing_write_done(first, n);
                 self.host_part_done(host, false, out);
             }
-            Rec::FlushRead { staging, slot } => {
-                self.unpin(slot);
+            Rec::FlushRead {
+                staging,
+                slot,
+                slots,
+            } => {
+                for s in slot..slot + slots {
+                    self.unpin(s);
+                }
                 let Some(st) = self.staging.get_mut(&staging) else {
                     return;
                 };
@@ -288,13 +272,16 @@ impl Policy for Cache {
         match self.inflight.remove(&(device, tag)).unwrap() {
             Rec::HostRead {
                 host,
-                slot,
+                slots,
                 fills,
                 hit,
             } => {
-                if let Some(s) = slot {
-                    self.unpin(s);
-                }
+                let hits = slots.map_or(0, |(s, k)| {
+                    for slot in s..s + k {
+                        self.unpin(slot);
+                    }
+                    k
+                });
                 // A failed backing read fills nothing.
                 for (p, inc, generation, _) in fills {
                     if let Some(e) = self.map.get_mut(&p)
@@ -307,25 +294,29 @@ impl Policy for Cache {
                 // The backing device holds a page that is not dirty now: its
                 // copy there is no older than the one the failed read would
                 // have returned (a write-back since only brought it newer).
+                // The run is read again from there if none of its pages is.
                 let retry = hit.filter(|&(page, _)| {
-                    device == CACHE_DEVICE && self.map.get(&page).is_none_or(|e| !e.dirty)
+                    device == CACHE_DEVICE
+                        && (page..page + hits).all(|p| self.map.get(&p).is_none_or(|e| !e.dirty))
                 });
                 match retry {
                     Some((page, first)) => {
-                        self.stats.reads_retried_from_backing += 1;
-                        let idle = self.map.get(&page).is_some_and(|e| {
-                            !e.evicting
-                                && !e.slot_write_inflight
-                                && e.waiting.is_empty()
-                                && !e.flushing
-                        });
-                        if idle {
-                            // The slot may be bad: stop using this copy.
-                            self.evict.remove(page);
-                            self.drop_entry(page, out);
+                        self.stats.reads_retried_from_backing += hits;
+                        for p in page..page + hits {
+                            let idle = self.map.get(&p).is_some_and(|e| {
+                                !e.evicting
+                                    && !e.slot_write_inflight
+                                    && e.waiting.is_empty()
+                                    && !e.flushing
+                            });
+                            if idle {
+                                // The slot may be bad: stop using this copy.
+                                self.evict.remove(p);
+                                self.drop_entry(p, out);
+                            }
                         }
-                        let parts =
-                            self.submit_backing_read(out, host, first, Some((page, 1, Vec::new())));
+                        let run = Some((page, hits, Vec::new()));
+                        let parts = self.submit_backing_read(out, host, first, run);
                         if let Some(h) = self.hosts.get_mut(&host) {
                             h.parts += parts;
                         }
@@ -340,15 +331,17 @@ impl Policy for Cache {
                 }
             }
             Rec::FillWrite {
-                page,
-                incarnation,
+                first_page,
                 slot,
+                incarnations,
             } => {
-                // The copy never landed: a host write queued behind the
+                // The copies never landed: a host write queued behind a
                 // fill goes on, else the copy goes (the backing device has
                 // the page).
-                self.unpin(slot);
-                self.slot_write_failed(page, incarnation, out);
+                for (k, inc) in incarnations.into_iter().enumerate() {
+                    self.unpin(slot + k as u64);
+                    self.slot_write_failed(first_page + k as u64, inc, out);
+                }
             }
             Rec::BackingWrite { host, first, n } => {
                 self.backing_write_done(first, n);
@@ -365,8 +358,14 @@ impl Policy for Cache {
                 }
                 self.host_part_done(host, false, out);
             }
-            Rec::FlushRead { staging, slot } => {
-                self.unpin(slot);
+            Rec::FlushRead {
+                staging,
+                slot,
+                slots,
+            } => {
+                for s in slot..slot + slots {
+                    self.unpin(s);
+                }
                 if let Some(st) = self.staging.get_mut(&staging) {
                     st.failed.get_or_insert(error);
                     st.reads_left -= 1;
@@ -378,16 +377,18 @@ impl Policy for Cache {
             Rec::FlushWrite { staging } => self.write_back_failed(staging, error, out),
             Rec::SlotWrite {
                 host,
-                page,
-                incarnation,
+                first_page,
                 slot,
+                incarnations,
             } => {
-                self.unpin(slot);
-                self.stats.slot_writes_failed += 1;
+                self.stats.slot_writes_failed += incarnations.len() as u64;
                 if let Some(h) = self.hosts.get_mut(&host) {
                     h.failed.get_or_insert(error);
                 }
-                self.slot_write_failed(page, incarnation, out);
+                for (k, inc) in incarnations.into_iter().enumerate() {
+                    self.unpin(slot + k as u64);
+                    self.slot_write_failed(first_page + k as u64, inc, out);
+                }
                 self.host_part_done(host, true, out);
             }
             Rec::Trim { host } => {

@@ -77,6 +77,9 @@ impl Cache {
         let sid = self.next_staging;
         self.next_staging = (self.next_staging + 1) & STAGING_ID_MASK;
         let mut pages = Vec::new();
+        // Runs of consecutive slots: (first slot, slots, index in staging),
+        // each read as one IO.
+        let mut reads: Vec<(u64, u64, u64)> = Vec::new();
         for (i, p) in (lo..hi).enumerate() {
             let raced = self.under_trim(p);
             let e = self.map.get_mut(&p).unwrap();
@@ -89,19 +92,29 @@ impl Cache {
             pages.push((p, e.incarnation, e.generation));
             let slot = e.slot;
             self.pins[slot as usize] += 1;
-            let dio = self.page_io(Op::Read, Buffer::Staging(sid), i as u64, slot, 1);
+            match reads.last_mut() {
+                Some((s, k, _)) if *s + *k == slot => *k += 1,
+                _ => reads.push((slot, 1, i as u64)),
+            }
+        }
+        for &(slot, slots, at) in &reads {
+            let dio = self.page_io(Op::Read, Buffer::Staging(sid), at, slot, slots);
             self.submit(
                 out,
                 CACHE_DEVICE,
                 dio,
-                Rec::FlushRead { staging: sid, slot },
+                Rec::FlushRead {
+                    staging: sid,
+                    slot,
+                    slots,
+                },
             );
         }
         self.flushes_inflight += 1;
         self.staging.insert(
             sid,
             Staging {
-                reads_left: pages.len() as u32,
+                reads_left: reads.len() as u32,
                 pages,
                 first: lo,
                 failed: None,
