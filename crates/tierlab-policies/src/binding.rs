@@ -125,7 +125,7 @@ pub fn mismatch_message(
     };
     let mut s = format!(
         "{} on the {} {metadata_device} belongs to another {}: it records volume id {}, and the \
-         {} {device} is volume {} ({}). Refused before anything was written: {}; {consequence}",
+         {} {device} is volume {} ({}). Refused before any data was written: {}; {consequence}",
         b.metadata,
         b.metadata_role,
         b.role,

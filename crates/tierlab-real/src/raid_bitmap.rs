@@ -225,7 +225,7 @@ impl std::fmt::Display for BitmapError {
                     }
                 }
                 f.write_str(
-                    ". Refused before anything was written (no resync): its bits say nothing of \
+                    ". Refused before any data was written (no resync): its bits say nothing of \
                      these members' unfinished writes. List the members this bitmap was made \
                      for, in their order; or, to use these members, delete the bitmap file \
                      (after a crash of these members that accepts the write hole of the regions \

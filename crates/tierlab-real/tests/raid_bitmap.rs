@@ -390,7 +390,7 @@ fn a_bitmap_over_other_members_is_refused_before_any_resync() {
     assert!(
         text.contains("was made for other members: member 0 (file")
             && text.contains("was volume")
-            && text.contains("Refused before anything was written (no resync)"),
+            && text.contains("Refused before any data was written (no resync)"),
         "{text}"
     );
     assert!(files(y.path(), &names) == y_before, "Y's members untouched");
