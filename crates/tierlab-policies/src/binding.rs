@@ -26,12 +26,23 @@
 //!    as is (it names both devices, shows both ids, says what to do).
 //! 4. Keep `b.id` and write `to_fields(b.id)` into every later header.
 //!    When `b.record` is true the header on the device does not hold it
-//!    yet (an old header): write the header once more at the end of the
-//!    open (or let the next header write carry it).
+//!    yet (an old header): the page cache's open rewrites its header
+//!    anyway (clean = 0, synced, before any IO changes a slot), so that
+//!    write records it; HSWD and ATSMF write theirs once more at the end
+//!    of the open. (Waiting for a later header write is safe with
+//!    `Bond::Data` — a crash before it leaves the header unbound, as it
+//!    was — but not with `Bond::Scratch`, whose adoption replaces an id.)
 //!
 //! A store that cannot tell (`Stores::volume_label` gives `None`: RAM, a
 //! degraded array without a bitmap, an in-memory test store) is not
 //! checked, and the recorded id is kept.
+//!
+//! Tests: `tierlab_core::testkit::LabelledStores` is `Vec<Vec<u8>>` stores
+//! with an id per device (`replace_with_new` makes a device a new, empty
+//! store whose id is made on first use); `hswd_recovery.rs` shows the
+//! refusal checked with neither store changed. The end-to-end test for the
+//! cache is written: `a_persistent_cache_over_another_backing_file_...` in
+//! `crates/tierlab-cli/tests/serve_binding.rs`, `#[ignore]`d until wired.
 
 use tierlab_core::policy::{OpenError, Stores};
 use tierlab_core::volume::bind;
