@@ -109,6 +109,41 @@ def test_bad_arguments_raise_clear_errors(tmp_path):
         assert e.value.key == key
 
 
+
+def test_two_devices_on_one_file_raise_a_config_error_naming_both(tmp_path):
+    """One file for the cache and the backing device (issue 35) — the same
+    path, ``./`` of it, a symlink, a hard link — is refused before anything
+    is opened or created."""
+    disk = tmp_path / "c.img"
+
+    def stack(cache_path, disk_path):
+        return {
+            "devices": [
+                {"name": "cache", "path": cache_path, "capacity_bytes": "4MiB", "create": True},
+                {"name": "disk", "path": disk_path, "capacity_bytes": "64MiB", "create": True},
+            ],
+            "policy": {"kind": "cache", "capacity_bytes": "4MiB", "write_mode": "write-back"},
+        }
+
+    def refused(cache_path, disk_path, match):
+        with pytest.raises(tierlab.ConfigError, match=match) as e:
+            with tierlab.serve(stack(cache_path, disk_path), unix=tmp_path / "s.sock", base_dir=tmp_path):
+                pass
+        assert e.value.key == "devices[1].path"
+        assert "Give each device its own file" in str(e.value)
+
+    both = r"devices\[1\] \(disk\) and devices\[0\] \(cache\) are the same file"
+    refused("c.img", "c.img", both)
+    refused("c.img", "./c.img", both)
+    refused(str(disk), "c.img", both)
+    assert not disk.exists(), "nothing was created"
+    disk.write_bytes(b"\0" * (4 << 20))
+    (tmp_path / "link.img").symlink_to("c.img")
+    refused("c.img", "link.img", 'given as "c.img" and "link.img"')
+    (tmp_path / "hard.img").hardlink_to(disk)
+    refused("c.img", "hard.img", "are hard links to inode")
+
+
 @needs
 def test_a_server_that_sleeps_at_once_serves_the_same_bytes(tmp_path):
     # wait_poll_us=0: epoll sleeps at once (the default polls 50 µs first;

@@ -168,6 +168,12 @@ fn print_report(r: &Report) {
         r.sectors_checked,
         r.violations.len()
     );
+    if !r.volatile_stores.is_empty() {
+        println!(
+            "volatile (path = \"ram\"; zeros after every crash, so not expected to survive): {}",
+            r.volatile_stores.join(", ")
+        );
+    }
     if r.host_ios_failed > 0 || r.stopped_at_error {
         println!(
             "device errors: {} host IOs answered with an error{}",

@@ -99,3 +99,40 @@ fn bad_arguments_say_what_is_allowed() {
         "{err}"
     );
 }
+
+/// Issue 35: a stack whose every store is RAM has nothing that survives a
+/// crash; the checker refuses it and says what to do, rather than report
+/// every state as losing data. Following its advice, the check runs, and
+/// the report names the store that does not survive.
+#[test]
+fn a_stack_of_ram_alone_is_refused_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("ram.toml");
+    std::fs::write(&cfg, CACHE.replace("path = \"disk.img\"", "path = \"ram\"")).unwrap();
+    let path = cfg.to_str().unwrap();
+    let (rc, out, err) = tierlab(&["crashcheck", path, "--states", "8"]);
+    assert_ne!(rc, 0, "{out}{err}");
+    for want in [
+        "every store of this stack is `path = \"ram\"` (cache, disk)",
+        "nothing on RAM survives a crash",
+        "--set devices.1.path=disk.img",
+    ] {
+        assert!(err.contains(want), "{want:?} not in: {err}");
+    }
+    assert!(!err.contains("lose acknowledged data"), "{err}");
+    let (rc, out, err) = tierlab(&[
+        "crashcheck",
+        path,
+        "--states",
+        "8",
+        "--set",
+        "devices.1.path=disk.img",
+    ]);
+    assert_eq!(rc, 0, "{out}{err}");
+    assert!(
+        out.contains(
+            "volatile (path = \"ram\"; zeros after every crash, so not expected to survive): cache"
+        ),
+        "{out}"
+    );
+}

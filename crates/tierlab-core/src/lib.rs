@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod policy;
 pub mod stores;
 pub mod testkit;
+pub mod volume;
 
 pub use tierlab_trace::{Op, ParamError};
 

@@ -7,6 +7,7 @@
 //! drive it unchanged.
 
 pub use crate::stores::{OpenError, StoreError, StoreFault, StoreOp};
+pub use crate::volume::{VolumeId, VolumeLabel};
 use crate::{DeviceIo, Op, TimeNs};
 
 /// An IO from the host (a workload or tenant).
@@ -151,6 +152,21 @@ pub trait Stores {
     -> Result<(), StoreError>;
     /// Makes the writes so far durable.
     fn sync(&mut self, device: usize) -> Result<(), StoreError>;
+    /// The store's tierlab volume id (`crate::volume`), made and stored
+    /// durably on first use where the store keeps one (a file's xattr),
+    /// so that metadata formatted over a store can record which store it
+    /// is. `Ok(None)`: this store cannot tell (RAM, an in-memory test
+    /// store) — binding to it is then not checked. Asking writes nothing
+    /// into the store's bytes.
+    fn volume_label(&mut self, device: usize) -> Result<Option<VolumeLabel>, StoreError> {
+        let _ = device;
+        Ok(None)
+    }
+    /// How messages name the device: "cache (file /srv/c.img (O_DIRECT))"
+    /// in a real run (its config name and what backs it).
+    fn describe(&self, device: usize) -> String {
+        format!("device {device}")
+    }
 }
 
 /// In-memory stores (tests, the crash checker).

@@ -11,6 +11,8 @@ pub enum StoreOp {
     Read,
     Write,
     Sync,
+    /// Reading or storing the store's volume id (`Stores::volume_label`).
+    Label,
 }
 
 /// Why a store access failed.
@@ -105,9 +107,13 @@ impl fmt::Display for StoreError {
                 write!(f, "a write of {len} bytes at {at} is past its end")
             }
             (StoreFault::PastEnd { .. }, StoreOp::Sync) => write!(f, "a sync is past its end"),
+            (StoreFault::PastEnd { .. }, StoreOp::Label) => {
+                write!(f, "its volume id is past its end")
+            }
             (StoreFault::Io(e), StoreOp::Read) => write!(f, "reading {len} bytes at {at}: {e}"),
             (StoreFault::Io(e), StoreOp::Write) => write!(f, "writing {len} bytes at {at}: {e}"),
             (StoreFault::Io(e), StoreOp::Sync) => write!(f, "syncing: {e}"),
+            (StoreFault::Io(e), StoreOp::Label) => write!(f, "its volume id: {e}"),
         }
     }
 }

@@ -17,6 +17,8 @@
 //!   IOs complete a seeded random delay after submission (so out of
 //!   order), timers fire at their time, a step count bounds a run, and
 //!   [`end_device_io`] tells the policy how an IO ended.
+//! - [`LabelledStores`]: in-memory stores that carry volume ids, for
+//!   tests of a policy's binding to its devices (`crate::volume`).
 
 use std::collections::BTreeMap;
 
@@ -263,6 +265,90 @@ pub fn end_device_io<P: Policy + ?Sized>(
     }
     policy.on_device_completion(now_ns, device, tag, out);
     true
+}
+
+/// In-memory stores (`Vec<Vec<u8>>`'s) whose devices carry volume ids,
+/// for tests of binding: `labels[d]` is what `volume_label(d)` answers
+/// (None: the store cannot tell, as RAM). A label with `created_now` is
+/// answered once so, then as stored — as a file's new xattr is.
+pub struct LabelledStores {
+    pub data: Vec<Vec<u8>>,
+    pub labels: Vec<Option<crate::volume::VolumeLabel>>,
+    /// Names for messages (`Stores::describe`); empty: "device N".
+    pub names: Vec<String>,
+}
+
+impl LabelledStores {
+    /// Every device labelled with `ids[d]` (stored, not new), named by `names`.
+    pub fn new(data: Vec<Vec<u8>>, ids: &[Option<u128>], names: &[&str]) -> LabelledStores {
+        assert_eq!(data.len(), ids.len(), "one id (or None) per store");
+        let labels = ids
+            .iter()
+            .map(|id| {
+                id.map(|bits| crate::volume::VolumeLabel {
+                    id: crate::volume::VolumeId::new(bits).expect("a non-zero id"),
+                    kind: crate::volume::LabelKind::Synthetic,
+                    created_now: false,
+                })
+            })
+            .collect();
+        LabelledStores {
+            data,
+            labels,
+            names: names.iter().map(|n| n.to_string()).collect(),
+        }
+    }
+
+    /// Device `d` becomes a new store: zeros, and an id made on first use.
+    pub fn replace_with_new(&mut self, d: usize, bits: u128) {
+        self.data[d].fill(0);
+        self.labels[d] = Some(crate::volume::VolumeLabel {
+            id: crate::volume::VolumeId::new(bits).expect("a non-zero id"),
+            kind: crate::volume::LabelKind::Synthetic,
+            created_now: true,
+        });
+    }
+}
+
+impl crate::policy::Stores for LabelledStores {
+    fn capacity_bytes(&self, device: usize) -> u64 {
+        self.data.capacity_bytes(device)
+    }
+    fn read_at(
+        &mut self,
+        device: usize,
+        offset_bytes: u64,
+        buf: &mut [u8],
+    ) -> Result<(), crate::stores::StoreError> {
+        self.data.read_at(device, offset_bytes, buf)
+    }
+    fn write_at(
+        &mut self,
+        device: usize,
+        offset_bytes: u64,
+        data: &[u8],
+    ) -> Result<(), crate::stores::StoreError> {
+        self.data.write_at(device, offset_bytes, data)
+    }
+    fn sync(&mut self, device: usize) -> Result<(), crate::stores::StoreError> {
+        self.data.sync(device)
+    }
+    fn volume_label(
+        &mut self,
+        device: usize,
+    ) -> Result<Option<crate::volume::VolumeLabel>, crate::stores::StoreError> {
+        let now = self.labels[device];
+        if let Some(l) = &mut self.labels[device] {
+            l.created_now = false;
+        }
+        Ok(now)
+    }
+    fn describe(&self, device: usize) -> String {
+        match self.names.get(device) {
+            Some(n) => n.clone(),
+            None => format!("device {device}"),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -104,6 +104,24 @@ impl Stack {
                 maps.push(DeviceMap::Store(stores.add(t, &at, names[i].clone())?));
             }
         }
+        // Nothing on RAM survives a crash: with every store RAM, every
+        // state loses whatever was written, and the report would say so of
+        // any policy. Refused, with what to do instead.
+        if stores.volatile.iter().all(|&v| v) {
+            let last = config.devices.len().saturating_sub(1);
+            return Err(ConfigError::key(
+                "devices",
+                format!(
+                    "every store of this stack is `path = \"ram\"` ({}): nothing on RAM \
+                     survives a crash, so every crash state would lose what was written, whatever \
+                     the policy does — there is nothing to check. Give the devices whose data \
+                     must survive a file path (the checker still keeps every store in memory; \
+                     any path but \"ram\" counts as persistent), e.g. --set \
+                     devices.{last}.path=disk.img",
+                    stores.names.join(", ")
+                ),
+            ));
+        }
         let total: u64 = stores.capacities_bytes.iter().sum();
         if total > MAX_STACK_BYTES {
             return Err(ConfigError::key(
@@ -122,7 +140,7 @@ impl Stack {
             .iter()
             .map(|&c| vec![0u8; c as usize])
             .collect();
-        let media = Media::new(&maps, zeros, None)
+        let media = Media::new(&maps, zeros, &stores.volatile, None)
             .map_err(|e| ConfigError::key("devices", e.to_string()))?;
         let devices: Vec<DeviceSpec> = config
             .devices
@@ -450,6 +468,9 @@ pub struct Report {
     pub host_ios_failed: u64,
     pub stopped_at_error: bool,
     pub sectors_checked: u64,
+    /// The stores that come back as zeros after every crash (`path =
+    /// "ram"`): what they hold is not expected to survive.
+    pub volatile_stores: Vec<String>,
     /// Every violation found (each state reports its first).
     pub violations: Vec<Violation>,
 }
@@ -489,7 +510,7 @@ pub fn record(stack: &Stack, opts: &Options) -> Result<Recording, CrashError> {
         .iter()
         .map(|&c| vec![0u8; c as usize])
         .collect();
-    let mut media = Media::new(&stack.maps(), zeros, None)?;
+    let mut media = Media::new(&stack.maps(), zeros, &stack.volatile, None)?;
     // Fresh stores: the policy formats them (synced, so durable).
     policy
         .open(&mut media)
@@ -599,6 +620,13 @@ pub fn check(stack: &Stack, opts: &Options) -> Result<Report, CrashError> {
         log_events: log.events.len() as u64,
         host_ios_failed: ex.host_ios_failed,
         stopped_at_error: ex.stopped,
+        volatile_stores: stack
+            .device_names
+            .iter()
+            .zip(&stack.volatile)
+            .filter(|(_, v)| **v)
+            .map(|(n, _)| n.clone())
+            .collect(),
         ..Default::default()
     };
     drop(ex);
@@ -620,7 +648,7 @@ pub(crate) fn restart_and_read(
 ) -> Result<(Vec<u8>, Vec<Vec<u8>>), String> {
     let run = || -> Result<(Vec<u8>, Vec<Vec<u8>>), String> {
         let mut policy = (stack.build)().map_err(|e| format!("the restart failed: {e}"))?;
-        let mut media = Media::new(&stack.maps(), stores, lost)
+        let mut media = Media::new(&stack.maps(), stores, &stack.volatile, lost)
             .map_err(|e| format!("the restart failed: {e}"))?;
         policy
             .open(&mut media)

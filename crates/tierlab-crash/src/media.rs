@@ -10,11 +10,17 @@
 //! its member flushes when the device flush is submitted (run then, so a
 //! flush covers exactly the writes completed before it, as the contract
 //! says).
+//!
+//! Every persistent store carries a volume id fixed by its index
+//! ([`store_id`]), so the headers a policy writes record ids and every
+//! restart checks its binding as a real run does; a volatile (RAM) store
+//! has none.
 
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tierlab_core::policy::{StoreError, StoreOp};
+use tierlab_core::volume::{LabelKind, VolumeId, VolumeLabel};
 use tierlab_real::backend::Backend;
 use tierlab_real::error::BackendError;
 use tierlab_real::raid::RaidBackend;
@@ -55,11 +61,26 @@ fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The volume id of persistent store `index`: fixed, so every restart
+/// of a checked stack sees the stores its headers recorded.
+pub fn store_id(index: usize) -> VolumeId {
+    VolumeId::derive("crashcheck-store", &[&(index as u64).to_le_bytes()])
+}
+
+fn store_label(index: usize, volatile: bool) -> Option<VolumeLabel> {
+    (!volatile).then_some(VolumeLabel {
+        id: store_id(index),
+        kind: LabelKind::Synthetic,
+        created_now: false,
+    })
+}
+
 /// One physical store as an array member sees it.
 struct MemStore {
     index: usize,
     data: Arc<Mutex<Vec<u8>>>,
     journal: Journal,
+    volatile: bool,
 }
 
 impl MemStore {
@@ -104,6 +125,9 @@ impl Backend for MemStore {
     fn is_memory(&self) -> bool {
         true
     }
+    fn volume_label(&self) -> io::Result<Option<VolumeLabel>> {
+        Ok(store_label(self.index, self.volatile))
+    }
 }
 
 enum Dev {
@@ -113,6 +137,8 @@ enum Dev {
 
 pub struct Media {
     phys: Vec<Arc<Mutex<Vec<u8>>>>,
+    /// Per physical store: lost at a crash (RAM), so without an id.
+    volatile: Vec<bool>,
     devs: Vec<Dev>,
     journal: Journal,
 }
@@ -127,14 +153,17 @@ fn phys_index(t: &toml::Table, at: &str) -> Result<usize, BackendError> {
 }
 
 impl Media {
-    /// The devices of `maps` over physical stores holding `images`. With
-    /// `fail = Some((device, member))` that array member is lost (its
-    /// store is not used): what a rebuild would read.
+    /// The devices of `maps` over physical stores holding `images`
+    /// (`volatile[p]`: store p is RAM). With `fail = Some((device,
+    /// member))` that array member is lost (its store is not used): what a
+    /// rebuild would read.
     pub fn new(
         maps: &[DeviceMap],
         images: Vec<Vec<u8>>,
+        volatile: &[bool],
         fail: Option<(usize, usize)>,
     ) -> Result<Media, CrashError> {
+        assert_eq!(images.len(), volatile.len(), "one volatile flag per store");
         let phys: Vec<Arc<Mutex<Vec<u8>>>> = images
             .into_iter()
             .map(|i| Arc::new(Mutex::new(i)))
@@ -146,6 +175,7 @@ impl Media {
                 index,
                 data: phys[index].clone(),
                 journal: journal.clone(),
+                volatile: volatile[index],
             }))
         };
         let mut devs = Vec::new();
@@ -184,6 +214,7 @@ impl Media {
         }
         let m = Media {
             phys,
+            volatile: volatile.to_vec(),
             devs,
             journal,
         };
@@ -326,5 +357,13 @@ impl tierlab_core::policy::Stores for Media {
         let r = self.flush(device);
         self.take_journal();
         r
+    }
+    fn volume_label(&mut self, device: usize) -> Result<Option<VolumeLabel>, StoreError> {
+        match &self.devs[device] {
+            Dev::Store(p) => Ok(store_label(*p, self.volatile[*p])),
+            Dev::Array(a) => a
+                .volume_label()
+                .map_err(|e| StoreError::io(device, StoreOp::Label, 0, 0, e)),
+        }
     }
 }

@@ -25,6 +25,7 @@ pub fn report_json(config: &str, seed: u64, r: &Report, replay: &str) -> serde_j
         "degraded_reads": r.degraded_reads,
         "host_ios_failed": r.host_ios_failed,
         "stopped_at_error": r.stopped_at_error,
+        "volatile_stores": r.volatile_stores,
         "violations": r.violations.iter().map(|v| serde_json::json!({
             "crash_point": v.crash_point,
             "kind": v.kind.as_str(),

@@ -501,7 +501,8 @@ fn atsmf_with_its_tiering_table_restarts_warm_and_keeps_every_flushed_write() {
     );
     let mut policy = (s.build)().unwrap();
     let mut media =
-        tierlab_crash::media::Media::new(&s.maps(), rec.exec.media.images(), None).unwrap();
+        tierlab_crash::media::Media::new(&s.maps(), rec.exec.media.images(), &s.volatile, None)
+            .unwrap();
     policy.open(&mut media).unwrap();
     let after: std::collections::HashMap<_, _> = policy.counters().into_iter().collect();
     eprintln!(

@@ -53,9 +53,10 @@
 //! Persistence (docs/crash-consistency.md): a write is acknowledged only
 //! once its data landed and its block's entry was written by a completed
 //! commit, so the executor's sync after a FLUSH makes both durable;
-//! `Policy::open` (`recover`) formats a never-written area, refuses one of
-//! another geometry or a damaged one, finishes a journaled RMW from the
-//! RCache and rebuilds the maps from the entries.
+//! `Policy::open` (`recover`) formats a never-written area (recording the
+//! NRegion's volume id), refuses one made for another NRegion, of another
+//! geometry or a damaged one, finishes a journaled RMW from the RCache and
+//! rebuilds the maps from the entries.
 //!
 //! Reads: a cached block from its PCache slot, else (band in step 4) from
 //! the RCache, else from the NRegion; adjacent blocks from the same place
@@ -117,6 +118,7 @@ use serde::Deserialize;
 use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, OpenError, Outbox, Policy, Stores};
 use tierlab_core::{DeviceIo, NS_PER_MS, Op, ParamError, TimeNs};
 
+use crate::binding::{self, Bond, Bound};
 use crate::cache::ByteCount;
 use crate::extent::push_extent;
 use crate::hswd_meta::{self, Geometry, Header, Journal};
@@ -131,6 +133,21 @@ pub const TIER_RCACHE: u16 = 2;
 
 const META_PAGE: u64 = 4096;
 const IDLE_TIMER: u64 = 1;
+
+/// The PCache's header records the NRegion's volume id: every cached block
+/// is dirty, newer than the NRegion's copy, and the recovery writes a
+/// staged band into the NRegion — so another NRegion, even a new one, is
+/// refused (docs/crash-consistency.md, "Binding").
+const NREGION_BINDING: Bound = Bound {
+    metadata_device: PCACHE_DEVICE,
+    metadata: "HSWD's metadata",
+    owner: "PCache",
+    metadata_role: "PCache device",
+    device: NREGION_DEVICE,
+    role: "NRegion device",
+    bond: Bond::Data,
+    advice: None,
+};
 const KIND_SHIFT: u32 = 62;
 const ID_BITS: u32 = 40;
 const PAGE_BITS: u32 = 22;
@@ -627,6 +644,9 @@ struct Durable {
     table: SlotTable,
     /// The journal as the newest header says.
     journal: Option<Journal>,
+    /// The NRegion's volume id, written into every header (None: not
+    /// known — a simulation, or an NRegion that cannot tell).
+    nregion_id: Option<tierlab_core::volume::VolumeId>,
     /// New entries (block, slot) and host write parts (host) waiting for
     /// the next commit, and those of the running one.
     new_next: Vec<(u64, u64)>,
@@ -776,6 +796,7 @@ impl Hswd {
                     p.metadata_entry_bytes,
                 ),
                 journal: None,
+                nregion_id: None,
                 new_next: Vec::new(),
                 new_running: Vec::new(),
                 hosts_next: Vec::new(),
@@ -1054,6 +1075,7 @@ impl Hswd {
             let h = Header {
                 geometry: self.geometry(),
                 journal,
+                nregion_id: self.durable.nregion_id,
             };
             hswd_meta::encode_header(&h, seq)
         });
@@ -2302,7 +2324,8 @@ impl Policy for Hswd {
 
 impl Hswd {
     /// `Policy::open`: reads the metadata area; formats it if it was never
-    /// written; refuses one made for another geometry; finishes an RMW
+    /// written; refuses one made for another NRegion (its volume id, before
+    /// anything is written) or another geometry; finishes an RMW
     /// whose journal record is durable by writing the RCache copy to its
     /// band (the band may be half rewritten); rebuilds the cache's maps
     /// from the entries (every recovered block is dirty and committed).
@@ -2345,6 +2368,9 @@ impl Hswd {
                 rb.unwrap_or("valid")
             )));
         };
+        // Another NRegion is refused before anything is written: no
+        // duplicate-claim clears, no journal replay, no header rewrite.
+        let bound = binding::check(stores, &NREGION_BINDING, header.nregion_id)?;
         if header.geometry != self.geometry() {
             return Err(OpenError::mismatch(format!(
                 "the PCache device holds an HSWD cache made for another configuration ({}); \
@@ -2436,6 +2462,20 @@ impl Hswd {
             }
         }
         self.stats.recovered_blocks = recovered.len() as u64;
+        // A header that does not record the NRegion's id yet (written
+        // before ids were): record it now, into the other copy, synced.
+        self.durable.nregion_id = bound.id;
+        if bound.record {
+            let seq = self.durable.table.next_seq(0);
+            let h = Header {
+                geometry: self.geometry(),
+                journal: self.durable.journal,
+                nregion_id: bound.id,
+            };
+            let (offset, _) = self.durable.table.next_version(0);
+            stores.write_at(PCACHE_DEVICE, offset, &hswd_meta::encode_header(&h, seq))?;
+            stores.sync(PCACHE_DEVICE)?;
+        }
         if cfg!(debug_assertions) {
             self.check_invariants_full();
         }
@@ -2446,9 +2486,12 @@ impl Hswd {
     /// copy 0 and copy 1 zeroed, synced; then the header, synced — so a
     /// crash during the format leaves no header over stale entries.
     fn format(&mut self, stores: &mut dyn Stores) -> Result<(), OpenError> {
+        // The NRegion's id (labelling an unlabelled NRegion file now).
+        self.durable.nregion_id = binding::id_at_format(stores, NREGION_DEVICE)?;
         let header = Header {
             geometry: self.geometry(),
             journal: None,
+            nregion_id: self.durable.nregion_id,
         };
         self.durable.table.format(stores, PCACHE_DEVICE)?;
         stores.write_at(

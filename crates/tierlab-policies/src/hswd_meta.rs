@@ -9,7 +9,9 @@
 //! Header payload (from byte 32): geometry as six u64 — block bytes, band
 //! bytes, data blocks, sets, entry bytes, NRegion bytes — then the RMW
 //! journal: u64 1/0 (a band is staged in the RCache / none), u64 band, u64
-//! staged length in bytes.
+//! staged length in bytes; then the NRegion's volume id as two u64 (high
+//! half first; 0, 0: none recorded — a header written before ids were, or
+//! over an NRegion that cannot tell; [`crate::binding`]).
 //!
 //! Entry payload (from byte 32): one entry per data-area slot, `entry_bytes`
 //! each (at least 16): u64 block number + 1 (0: the slot is free), u64 the
@@ -17,10 +19,12 @@
 //! crash, the higher wins); the rest zero. Every cached block is dirty, so
 //! no state field is needed.
 
+use crate::binding;
 use crate::slot_meta;
 pub use crate::slot_meta::{
     Entries, MAX_SEQ, MIN_ENTRY_BYTES, PAGE, copy_offset, entries_per_page, entry_pages, newest,
 };
+use tierlab_core::volume::VolumeId;
 
 const MAGIC_HEADER: &[u8; 4] = b"HSWH";
 pub const MAGIC_ENTRIES: &[u8; 4] = b"HSWE";
@@ -81,6 +85,8 @@ pub struct Journal {
 pub struct Header {
     pub geometry: Geometry,
     pub journal: Option<Journal>,
+    /// The NRegion this PCache's blocks belong to (None: not recorded).
+    pub nregion_id: Option<VolumeId>,
 }
 
 pub fn encode_header(h: &Header, seq: u64) -> Vec<u8> {
@@ -89,12 +95,13 @@ pub fn encode_header(h: &Header, seq: u64) -> Vec<u8> {
         Some(j) => fields.extend([1, j.band, j.len_bytes]),
         None => fields.extend([0, 0, 0]),
     }
+    fields.extend(binding::to_fields(h.nregion_id));
     slot_meta::encode_header(MAGIC_HEADER, &fields, seq)
 }
 
 /// The header and its sequence, if this copy is valid.
 pub fn decode_header(page: &[u8]) -> Result<(Header, u64), &'static str> {
-    let (v, seq) = slot_meta::decode_header(MAGIC_HEADER, page, 9)?;
+    let (v, seq) = slot_meta::decode_header(MAGIC_HEADER, page, 9 + binding::ID_FIELDS)?;
     let geometry = Geometry {
         block_bytes: v[0],
         band_bytes: v[1],
@@ -111,7 +118,15 @@ pub fn decode_header(page: &[u8]) -> Result<(Header, u64), &'static str> {
         }),
         _ => return Err("a journal flag that is neither 0 nor 1"),
     };
-    Ok((Header { geometry, journal }, seq))
+    let nregion_id = binding::from_fields([v[9], v[10]]);
+    Ok((
+        Header {
+            geometry,
+            journal,
+            nregion_id,
+        },
+        seq,
+    ))
 }
 
 /// Entry page `page_no` (1..) holding `entries` (block + 1, commit seq)
@@ -153,9 +168,14 @@ mod tests {
                 band: 3,
                 len_bytes: 1 << 20,
             }),
+            nregion_id: VolumeId::new(0xfeed << 70 | 0xbeef),
         };
         let page = encode_header(&h, 7);
         assert_eq!(decode_header(&page), Ok((h, 7)));
+        // A header written before ids were recorded: zeros there, no id.
+        let old = slot_meta::encode_header(MAGIC_HEADER, &[4096, 1 << 20, 512, 1, 16, 8 << 20], 3);
+        let (hd, _) = decode_header(&old).unwrap();
+        assert_eq!((hd.journal, hd.nregion_id), (None, None));
         // A torn write of a full entry page: some sectors new, the rest of
         // the older version, either way round.
         let n = entries_per_page(16) as usize;

@@ -2,6 +2,7 @@
 //! `tierlab_core::policy::Policy`, one file per policy.
 
 pub mod atsmf;
+pub mod binding;
 pub mod cache;
 pub mod extent;
 pub mod flashcache;

@@ -1,7 +1,10 @@
 //! HSWD's `open` on metadata areas made by hand (hswd_meta's encoders):
-//! format, refuse, replay the journal, resolve duplicate claims durably.
+//! format, refuse, replay the journal, resolve duplicate claims durably,
+//! and refuse a PCache reattached to another NRegion.
 
 use tierlab_core::policy::{Extent, Policy};
+use tierlab_core::testkit::LabelledStores;
+use tierlab_core::volume::VolumeId;
 use tierlab_policies::cache::ByteCount;
 use tierlab_policies::hswd::{Hswd, HswdParams, NREGION_DEVICE, PCACHE_DEVICE, TIER_PCACHE};
 use tierlab_policies::hswd_meta::{self, Geometry, Header, Journal};
@@ -114,6 +117,7 @@ fn damaged_or_foreign_metadata_is_refused_never_formatted_over() {
             band: 1 << 40,
             len_bytes: BAND,
         }),
+        nregion_id: None,
     };
     put(
         &mut s,
@@ -147,6 +151,7 @@ fn a_journaled_band_is_rewritten_from_the_rcache() {
             band: 3,
             len_bytes: BAND,
         }),
+        nregion_id: None,
     };
     put(
         &mut s,
@@ -217,4 +222,133 @@ fn two_slots_claiming_a_block_resolve_to_the_newer_commit_durably() {
     again.open(&mut s).unwrap();
     assert_eq!(slot_of(&again, 9), 5);
     assert_eq!(again.cached_blocks(), 2);
+}
+
+const NREGION_A: u128 = 0xaaaa_0000_0000_0000_0000_0000_0000_0001;
+const NREGION_B: u128 = 0xbbbb_0000_0000_0000_0000_0000_0000_0002;
+
+/// A PCache formatted over NRegion A, holding a cached block and a
+/// journaled band (a crash in the middle of an RMW): what a recovery over
+/// A would write into the NRegion.
+fn pcache_of_a_with_work_pending() -> (Vec<u8>, Vec<u8>) {
+    let mut h = hswd();
+    let mut s = LabelledStores::new(
+        stores(&h),
+        &[Some(0x9c), Some(NREGION_A)],
+        &["pcache", "nregion"],
+    );
+    h.open(&mut s).unwrap();
+    let (hd, _) = hswd_meta::decode_header(&s.data[PCACHE_DEVICE][..4096]).unwrap();
+    assert_eq!(
+        hd.nregion_id,
+        VolumeId::new(NREGION_A),
+        "recorded at format"
+    );
+    let staged: Vec<u8> = (0..BAND).map(|i| (i % 251) as u8).collect();
+    put(
+        &mut s.data,
+        PCACHE_DEVICE,
+        h.layout().rcache_offset_bytes,
+        &staged,
+    );
+    let journal = Header {
+        geometry: geometry(&h),
+        journal: Some(Journal {
+            band: 3,
+            len_bytes: BAND,
+        }),
+        nregion_id: VolumeId::new(NREGION_A),
+    };
+    put(
+        &mut s.data,
+        PCACHE_DEVICE,
+        hswd_meta::copy_offset(0, 1),
+        &hswd_meta::encode_header(&journal, 2),
+    );
+    let per = hswd_meta::entries_per_page(16) as usize;
+    let mut entries = vec![(0u64, 0u64); per.min(h.layout().blocks as usize)];
+    entries[0] = (6, 1); // block 5 in slot 0
+    put(
+        &mut s.data,
+        PCACHE_DEVICE,
+        hswd_meta::copy_offset(1, 1),
+        &hswd_meta::encode_entries(1, 2, 16, &entries),
+    );
+    let pcache = s.data[PCACHE_DEVICE].clone();
+    (pcache, s.data.swap_remove(NREGION_DEVICE))
+}
+
+/// Issue 35: a PCache reattached to another NRegion — another volume, or a
+/// new empty file of the same size — is refused before anything is
+/// written: the journaled band is not replayed into it, and neither store
+/// changes by a byte.
+#[test]
+fn a_pcache_reattached_to_another_nregion_is_refused_before_any_write() {
+    let (pcache, _) = pcache_of_a_with_work_pending();
+    let other: Vec<u8> = (0..NREGION).map(|i| (i / 4096 % 199) as u8).collect();
+    for created_now in [false, true] {
+        let mut s = LabelledStores::new(
+            vec![pcache.clone(), other.clone()],
+            &[Some(0x9c), Some(NREGION_B)],
+            &["pcache (file p.img)", "nregion (file b.img)"],
+        );
+        if created_now {
+            s.replace_with_new(NREGION_DEVICE, NREGION_B);
+        }
+        let nregion_before = s.data[NREGION_DEVICE].clone();
+        let e = hswd().open(&mut s).unwrap_err().to_string();
+        for want in [
+            "HSWD's metadata on the PCache device pcache (file p.img) belongs to another NRegion \
+             device",
+            "records volume id aaaa0000000000000000000000000001",
+            "the NRegion device nregion (file b.img) is volume bbbb0000000000000000000000000002",
+            "use the NRegion device this PCache was made for, or give a new or zeroed PCache \
+             device to start empty",
+        ] {
+            assert!(e.contains(want), "{want:?} not in: {e}");
+        }
+        assert_eq!(e.contains("setfattr"), created_now, "{e}");
+        assert!(s.data[PCACHE_DEVICE] == pcache, "the PCache is untouched");
+        assert!(
+            s.data[NREGION_DEVICE] == nregion_before,
+            "the other NRegion is untouched (no journal replay)"
+        );
+    }
+    // The NRegion it was made for: opened, the band replayed, block 5 cached.
+    let (pcache, nregion) = pcache_of_a_with_work_pending();
+    let mut s = LabelledStores::new(vec![pcache, nregion], &[Some(0x9c), Some(NREGION_A)], &[]);
+    let mut h = hswd();
+    h.open(&mut s).unwrap();
+    assert_eq!(counter(&h, "journal_replays"), 1.0);
+    assert_eq!(h.cached_blocks(), 1);
+}
+
+/// A header written before ids were recorded opens over any NRegion (it
+/// cannot tell which it was made for) and records the NRegion's id at once:
+/// from then on another NRegion is refused. An NRegion that cannot tell
+/// (RAM) is not checked, and the recorded id is kept.
+#[test]
+fn an_old_header_is_bound_at_its_first_open_and_a_store_that_cannot_tell_is_not_checked() {
+    // Formatted over stores that cannot tell: zeros where the id goes, the
+    // bytes of a header written before ids were recorded.
+    let h = hswd();
+    let mut data = stores(&h);
+    hswd().open(&mut data).unwrap();
+    let (hd, _) = hswd_meta::decode_header(&data[PCACHE_DEVICE][..4096]).unwrap();
+    assert_eq!(hd.nregion_id, None);
+    let mut s = LabelledStores::new(data, &[Some(1), Some(NREGION_A)], &[]);
+    hswd().open(&mut s).unwrap();
+    let newest = |d: &[u8]| {
+        let a = hswd_meta::decode_header(&d[..4096]);
+        let b = hswd_meta::decode_header(&d[4096..8192]);
+        hswd_meta::newest(a, b).unwrap()
+    };
+    let (_, hd, seq) = newest(&s.data[PCACHE_DEVICE]);
+    assert_eq!((hd.nregion_id, seq), (VolumeId::new(NREGION_A), 2));
+    s.labels[NREGION_DEVICE] = LabelledStores::new(vec![vec![]], &[Some(NREGION_B)], &[]).labels[0];
+    assert!(hswd().open(&mut s).is_err(), "bound now");
+    s.labels[NREGION_DEVICE] = None;
+    hswd().open(&mut s).unwrap();
+    let (_, hd, _) = newest(&s.data[PCACHE_DEVICE]);
+    assert_eq!(hd.nregion_id, VolumeId::new(NREGION_A), "kept");
 }

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use tierlab_core::volume::VolumeLabel;
 use tierlab_core::{Op, ParamError};
 
 /// One device's storage. Implementations are shared by the IO threads.
@@ -61,6 +62,12 @@ pub trait Backend: Send + Sync {
     fn counters(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+    /// Its tierlab volume id (`tierlab_core::volume`, identity.rs), made and
+    /// stored on first use where it keeps one. Default: None, a store that
+    /// cannot tell (RAM): nothing bound to it is checked.
+    fn volume_label(&self) -> io::Result<Option<VolumeLabel>> {
+        Ok(None)
+    }
 }
 
 /// Where io_uring reads or writes one IO of a file backend.
@@ -87,6 +94,9 @@ pub struct FileBackend {
     unaligned: AtomicU64,
     /// A regular file (holes can be punched and found), not a device.
     is_regular: bool,
+    /// Its volume id, once asked (the first answer is kept, `created_now`
+    /// included: the id was made by this process's open).
+    label: Mutex<Option<VolumeLabel>>,
 }
 
 thread_local! {
@@ -208,6 +218,7 @@ impl FileBackend {
             buffered,
             capacity_bytes: capacity,
             is_regular: meta.file_type().is_file(),
+            label: Mutex::new(None),
             direct_off_reason,
             unaligned: AtomicU64::new(0),
         })
@@ -275,6 +286,25 @@ impl Backend for FileBackend {
 
     fn unaligned_ios(&self) -> u64 {
         self.unaligned.load(Ordering::Relaxed)
+    }
+
+    /// A regular file's xattr (or fingerprint), a block device's
+    /// fingerprint (identity.rs).
+    fn volume_label(&self) -> io::Result<Option<VolumeLabel>> {
+        let mut cached = self.label.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = *cached {
+            return Ok(Some(l));
+        }
+        let l = if self.is_regular {
+            crate::identity::file_label(&self.buffered, &self.path.display().to_string())?
+        } else {
+            crate::identity::block_device_label(
+                &self.buffered,
+                block_device_bytes(&self.buffered)?,
+            )?
+        };
+        *cached = Some(l);
+        Ok(Some(l))
     }
 
     /// Regular files: punches a hole (the range then reads as zeros).
@@ -598,6 +628,9 @@ impl Backend for FailingBackend {
     }
     fn counters(&self) -> Vec<(&'static str, f64)> {
         self.inner.counters()
+    }
+    fn volume_label(&self) -> io::Result<Option<VolumeLabel>> {
+        self.inner.volume_label()
     }
 }
 

@@ -1061,6 +1061,17 @@ impl tierlab_core::policy::Stores for OpenStores<'_> {
             .flush()
             .map_err(|e| StoreError::io(d, StoreOp::Sync, 0, 0, e).labelled(self.label(d)))
     }
+    fn volume_label(
+        &mut self,
+        d: usize,
+    ) -> Result<Option<tierlab_core::volume::VolumeLabel>, StoreError> {
+        self.backends[d]
+            .volume_label()
+            .map_err(|e| StoreError::io(d, StoreOp::Label, 0, 0, e).labelled(self.label(d)))
+    }
+    fn describe(&self, d: usize) -> String {
+        self.label(d)
+    }
 }
 
 #[cfg(test)]

@@ -8,12 +8,14 @@ pub mod datapath;
 pub mod engine;
 pub mod error;
 pub mod executor;
+pub mod identity;
 pub mod ids;
 pub mod iobuf;
 pub mod open;
 pub mod pool;
 pub mod raid;
 pub mod raid_bitmap;
+pub mod same_file;
 pub mod signals;
 pub mod verify;
 

@@ -43,10 +43,15 @@ fn toml_bool(t: &toml::Table, key: &str, at: &str, default: bool) -> Result<bool
 /// /dev/X"` (with optional `capacity_bytes`, `create`, `direct`) or
 /// `path = "ram"` with `capacity_bytes`; or `model = "raid"` over member
 /// backing stores (raid.rs).
+///
+/// Two devices (members, bitmaps) that are one file are refused before
+/// anything is opened (same_file.rs), and checked again once every file
+/// exists (a dangling symlink to a file another device creates).
 pub fn open_backends(
     devices: &[toml::Table],
     base_dir: &Path,
 ) -> Result<Vec<Box<dyn Backend>>, BackendError> {
+    crate::same_file::refuse_shared_files(devices, base_dir)?;
     let mut out: Vec<Box<dyn Backend>> = Vec::new();
     for (i, d) in devices.iter().enumerate() {
         out.push(open_device(d, &format!("devices[{i}]"), base_dir)?);
@@ -54,6 +59,7 @@ pub fn open_backends(
     if out.is_empty() {
         return Err(BackendError::key("devices", "no device"));
     }
+    crate::same_file::refuse_shared_files(devices, base_dir)?;
     Ok(out)
 }
 

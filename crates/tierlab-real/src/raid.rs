@@ -48,7 +48,8 @@ use tierlab_trace::error::join_key;
 
 use crate::backend::Backend;
 use crate::error::BackendError;
-use crate::raid_bitmap::{Bitmap, BitmapError, Geometry, Opened};
+use crate::raid_bitmap::{Bitmap, BitmapError, Geometry, MemberLabel, Opened};
+use tierlab_core::volume::{LabelKind, VolumeId, VolumeLabel};
 
 /// Stripe (or unit) locks: a fixed table, keyed by a hash of the number.
 /// Two stripes may share a lock; nobody holds two at once, so that only
@@ -264,7 +265,11 @@ impl RaidBackend {
         let geo = self
             .bitmap_geometry(chunk_bytes)
             .map_err(BitmapError::Geometry)?;
-        let Opened { mut bitmap, dirty } = Bitmap::open(geo, store)?;
+        let members = self.member_labels().map_err(|source| BitmapError::Io {
+            what: store.describe(),
+            source,
+        })?;
+        let Opened { mut bitmap, dirty } = Bitmap::open(geo, store, &members)?;
         bitmap.broken_skip_flush = broken_skip_flush;
         if !dirty.is_empty() {
             self.resync(&bitmap, &dirty)
@@ -379,6 +384,30 @@ impl RaidBackend {
 
     pub fn level(&self) -> RaidLevel {
         self.level
+    }
+
+    /// Every member's volume id now (a failed member's: none).
+    fn member_labels(&self) -> io::Result<Vec<MemberLabel>> {
+        self.members
+            .iter()
+            .enumerate()
+            .map(|(m, member)| {
+                let label = match &member.store {
+                    Some(s) => s.volume_label().map_err(|e| {
+                        io::Error::new(
+                            e.kind(),
+                            format!("{} member {m} ({}): {e}", self.level.as_str(), member.what),
+                        )
+                    })?,
+                    None => None,
+                };
+                Ok(MemberLabel {
+                    what: member.what.clone(),
+                    label,
+                    failed: member.store.is_none(),
+                })
+            })
+            .collect()
     }
 
     fn failed(&self, m: usize) -> bool {
@@ -776,6 +805,39 @@ impl Backend for RaidBackend {
             .filter_map(|m| m.store.as_ref())
             .map(|s| s.unaligned_ios())
             .sum()
+    }
+
+    /// Derived from the members' ids in member order, with the level and
+    /// stripe unit (the same members in another layout are another
+    /// volume). A failed member counts with the id the bitmap recorded for
+    /// it; without one — or with a member that cannot tell (RAM) — the
+    /// array cannot tell either.
+    fn volume_label(&self) -> io::Result<Option<VolumeLabel>> {
+        let mut parts: Vec<[u8; 16]> = Vec::with_capacity(self.members.len() + 1);
+        let mut head = [0u8; 16];
+        head[..8].copy_from_slice(&(Geometry::level_code(self.level) as u64).to_le_bytes());
+        head[8..].copy_from_slice(&self.unit.to_le_bytes());
+        parts.push(head);
+        let mut created_now = false;
+        for (m, l) in self.member_labels()?.into_iter().enumerate() {
+            let id = match l.label {
+                Some(l) => {
+                    created_now |= l.created_now;
+                    l.id
+                }
+                None => match self.bitmap.as_ref().and_then(|b| b.recorded_member_id(m)) {
+                    Some(id) if l.failed => id,
+                    _ => return Ok(None),
+                },
+            };
+            parts.push(id.bits().to_be_bytes());
+        }
+        let parts: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
+        Ok(Some(VolumeLabel {
+            id: VolumeId::derive("raid", &parts),
+            kind: LabelKind::Array,
+            created_now,
+        }))
     }
 
     fn counters(&self) -> Vec<(&'static str, f64)> {

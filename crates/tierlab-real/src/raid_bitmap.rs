@@ -21,10 +21,15 @@
 //!
 //! **Format** (version 1, in a store of its own, 4 KiB pages):
 //! - page 0, the header: magic `TLRBMAP1`, version, crc32c, and the
-//!   geometry (level, members, stripe unit, chunk, member span, bits). It is
-//!   written once, when the bitmap is made (after the bit pages are zeroed
-//!   and flushed); a header that is damaged or made for another geometry is
-//!   refused, never reinterpreted.
+//!   geometry (level, members, stripe unit, chunk, member span, bits), then
+//!   at byte 64 a u32 count and from byte 72 that many member volume ids
+//!   (16 bytes each: two u64, high half first; zeros for a member that
+//!   could not tell). It is written once, when the bitmap is made (after
+//!   the bit pages are zeroed and flushed); a header that is damaged, made
+//!   for another geometry or for other members (their volume ids,
+//!   `tierlab_core::volume`) is refused before anything is written, never
+//!   reinterpreted. A header made before ids were recorded (count 0) is
+//!   not bound to its members.
 //! - pages 1..: each a crc32c, its page number, then 32,704 bits. A page
 //!   whose crc does not match (a torn write) counts as all bits set; an
 //!   all-zero page (never written) as none set — a bit is only relied on
@@ -33,6 +38,7 @@
 use std::io;
 use std::sync::{Mutex, PoisonError};
 
+use tierlab_core::volume::{Bond, VolumeId, VolumeLabel, bind};
 use tierlab_devices::raid::RaidLevel;
 
 use crate::backend::Backend;
@@ -48,6 +54,31 @@ pub const DEFAULT_CHUNK_BYTES: u64 = 4 << 20;
 /// Regions at most (12 bytes of state each in memory): 4 MiB regions of
 /// 16 TiB members.
 pub const MAX_BITS: u64 = 1 << 22;
+/// Where the header's member ids start, and how many fit (an array of
+/// more members records none: it is not bound).
+const IDS_AT: usize = 72;
+pub const MAX_RECORDED_MEMBERS: usize = (PAGE_BYTES - IDS_AT) / 16;
+
+/// A member as the bitmap checks it: its volume id now (None: it cannot
+/// tell, as RAM) and how messages name it; a failed member is not checked.
+#[derive(Clone, Debug)]
+pub struct MemberLabel {
+    pub what: String,
+    pub label: Option<VolumeLabel>,
+    pub failed: bool,
+}
+
+/// A member that is not the volume the bitmap was made over.
+#[derive(Clone, Debug)]
+pub struct MemberMismatch {
+    pub member: usize,
+    pub what: String,
+    pub recorded: VolumeId,
+    pub found: VolumeLabel,
+    /// The member position that recorded the id found here, if any (the
+    /// members are listed in another order).
+    pub recorded_at: Option<usize>,
+}
 
 /// Bytes of store a bitmap needs over members of `member_span_bytes` cut
 /// into regions of `chunk_bytes` (an upper bound for any span up to it).
@@ -89,6 +120,13 @@ pub enum BitmapError {
     Foreign {
         what: String,
         differences: Vec<String>,
+    },
+    /// The header was made over other members (their volume ids): refused
+    /// before anything is written — its bits say nothing of these members'
+    /// unfinished writes, and a resync by them would rewrite these members.
+    OtherMembers {
+        what: String,
+        mismatches: Vec<MemberMismatch>,
     },
     /// The regions the bitmap marked could not be resynchronised.
     Resync {
@@ -160,6 +198,40 @@ impl std::fmt::Display for BitmapError {
                  own bitmap file",
                 differences.join(", ")
             ),
+            BitmapError::OtherMembers { what, mismatches } => {
+                write!(f, "write-intent bitmap {what} was made for other members: ")?;
+                for (i, m) in mismatches.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    write!(
+                        f,
+                        "member {} ({}) was volume {} when the bitmap was made and is volume {} \
+                         now ({})",
+                        m.member,
+                        m.what,
+                        m.recorded,
+                        m.found.id,
+                        m.found.kind.as_str()
+                    )?;
+                    if let Some(at) = m.recorded_at {
+                        write!(f, " — the bitmap recorded that volume as member {at}")?;
+                    }
+                    if m.found.created_now {
+                        f.write_str(
+                            ", and had no tierlab volume id until now (a new file, or a \
+                                     copy made without its extended attributes)",
+                        )?;
+                    }
+                }
+                f.write_str(
+                    ". Refused before any data was written (no resync): its bits say nothing of \
+                     these members' unfinished writes. List the members this bitmap was made \
+                     for, in their order; or, to use these members, delete the bitmap file \
+                     (after a crash of these members that accepts the write hole of the regions \
+                     they were writing)",
+                )
+            }
             BitmapError::Resync {
                 what,
                 regions,
@@ -206,7 +278,7 @@ impl Geometry {
     pub fn store_bytes(&self) -> u64 {
         store_bytes_for(self.member_span_bytes, self.chunk_bytes)
     }
-    fn level_code(level: RaidLevel) -> u32 {
+    pub(crate) fn level_code(level: RaidLevel) -> u32 {
         match level {
             RaidLevel::Raid0 => 0,
             RaidLevel::Raid1 => 1,
@@ -214,8 +286,19 @@ impl Geometry {
             RaidLevel::Raid10 => 10,
         }
     }
-    fn encode(&self) -> [u8; PAGE_BYTES] {
+    /// The header page, recording `ids` (one per member; none if more
+    /// than fit).
+    fn encode(&self, ids: &[Option<VolumeId>]) -> [u8; PAGE_BYTES] {
         let mut p = [0u8; PAGE_BYTES];
+        if ids.len() <= MAX_RECORDED_MEMBERS {
+            p[64..68].copy_from_slice(&(ids.len() as u32).to_le_bytes());
+            for (i, id) in ids.iter().enumerate() {
+                let [hi, lo] = VolumeId::to_fields(*id);
+                let at = IDS_AT + 16 * i;
+                p[at..at + 8].copy_from_slice(&hi.to_le_bytes());
+                p[at + 8..at + 16].copy_from_slice(&lo.to_le_bytes());
+            }
+        }
         p[0..8].copy_from_slice(MAGIC);
         p[8..12].copy_from_slice(&VERSION.to_le_bytes());
         // 12..16: crc32c of the page with these four bytes zero.
@@ -264,6 +347,45 @@ impl Geometry {
     }
 }
 
+/// The member ids a (valid) header records: empty for a header made
+/// before they were.
+fn recorded_ids(p: &[u8]) -> Vec<Option<VolumeId>> {
+    let n = u32::from_le_bytes(p[64..68].try_into().unwrap()) as usize;
+    let u64_at = |a: usize| u64::from_le_bytes(p[a..a + 8].try_into().unwrap());
+    (0..n.min(MAX_RECORDED_MEMBERS))
+        .map(|i| {
+            let at = IDS_AT + 16 * i;
+            VolumeId::from_fields([u64_at(at), u64_at(at + 8)])
+        })
+        .collect()
+}
+
+/// The members that are not the volumes `recorded` names (failed members
+/// and members that cannot tell are not checked; nor is a bitmap that
+/// recorded nothing).
+fn member_mismatches(
+    recorded: &[Option<VolumeId>],
+    members: &[MemberLabel],
+) -> Vec<MemberMismatch> {
+    let mut out = Vec::new();
+    for (i, m) in members.iter().enumerate() {
+        if m.failed {
+            continue;
+        }
+        let r = recorded.get(i).copied().flatten();
+        if let Err(e) = bind(r, m.label, Bond::Data) {
+            out.push(MemberMismatch {
+                member: i,
+                what: m.what.clone(),
+                recorded: e.recorded,
+                found: e.found,
+                recorded_at: recorded.iter().position(|x| *x == Some(e.found.id)),
+            });
+        }
+    }
+    out
+}
+
 struct State {
     /// The bits as last written (set before any write to the region).
     bits: Vec<u64>,
@@ -309,6 +431,8 @@ pub struct Bitmap {
     geo: Geometry,
     store: Box<dyn Backend>,
     what: String,
+    /// The member ids the header records (empty: none).
+    recorded: Vec<Option<VolumeId>>,
     state: Mutex<State>,
     /// Test only: the bit page is not flushed before the member writes
     /// (the checker must catch it).
@@ -322,9 +446,16 @@ pub struct Opened {
 }
 
 impl Bitmap {
-    /// Opens the bitmap in `store` (made fresh if the store is all zeros)
-    /// and lists the regions to resynchronise.
-    pub fn open(geo: Geometry, store: Box<dyn Backend>) -> Result<Opened, BitmapError> {
+    /// Opens the bitmap in `store` (made fresh if the store is all zeros,
+    /// recording the `members`' volume ids) and lists the regions to
+    /// resynchronise; a bitmap made over other members is refused before
+    /// anything is written.
+    pub fn open(
+        geo: Geometry,
+        store: Box<dyn Backend>,
+        members: &[MemberLabel],
+    ) -> Result<Opened, BitmapError> {
+        assert_eq!(members.len(), geo.members as usize, "one label per member");
         let what = store.describe();
         if geo.bits() > MAX_BITS {
             return Err(BitmapError::TooManyRegions {
@@ -362,13 +493,21 @@ impl Bitmap {
             flushes: 0,
         };
         let mut dirty = Vec::new();
+        let recorded;
         if header.iter().all(|&b| b == 0) {
             // New: zero the bit pages, make them durable, then the header.
+            let ids: Vec<Option<VolumeId>> =
+                members.iter().map(|m| m.label.map(|l| l.id)).collect();
             let zeros = vec![0u8; (geo.pages() as usize) * PAGE_BYTES];
             store.write_at(&zeros, PAGE_BYTES as u64).map_err(io)?;
             store.flush().map_err(io)?;
-            store.write_at(&geo.encode(), 0).map_err(io)?;
+            store.write_at(&geo.encode(&ids), 0).map_err(io)?;
             store.flush().map_err(io)?;
+            recorded = if ids.len() <= MAX_RECORDED_MEMBERS {
+                ids
+            } else {
+                Vec::new()
+            };
         } else {
             let diff = geo
                 .compare(&header)
@@ -381,6 +520,11 @@ impl Bitmap {
                     what,
                     differences: diff,
                 });
+            }
+            recorded = recorded_ids(&header);
+            let mismatches = member_mismatches(&recorded, members);
+            if !mismatches.is_empty() {
+                return Err(BitmapError::OtherMembers { what, mismatches });
             }
             let mut page = vec![0u8; PAGE_BYTES];
             for pg in 0..geo.pages() {
@@ -416,6 +560,7 @@ impl Bitmap {
                 geo,
                 store,
                 what,
+                recorded,
                 state: Mutex::new(state),
                 broken_skip_flush: false,
             },
@@ -425,6 +570,12 @@ impl Bitmap {
 
     pub fn geometry(&self) -> Geometry {
         self.geo
+    }
+
+    /// The volume id the header records for `member` (None: none
+    /// recorded, or the member could not tell).
+    pub fn recorded_member_id(&self, member: usize) -> Option<VolumeId> {
+        self.recorded.get(member).copied().flatten()
     }
 
     pub fn describe(&self) -> String {
@@ -602,6 +753,16 @@ mod tests {
     use super::*;
     use crate::backend::RamBackend;
 
+    fn unlabelled(n: usize) -> Vec<MemberLabel> {
+        (0..n)
+            .map(|i| MemberLabel {
+                what: format!("m{i}"),
+                label: None,
+                failed: false,
+            })
+            .collect()
+    }
+
     fn bitmap() -> Bitmap {
         let geo = Geometry {
             level: RaidLevel::Raid5,
@@ -610,9 +771,13 @@ mod tests {
             chunk_bytes: 65536,
             member_span_bytes: 1 << 20,
         };
-        Bitmap::open(geo, Box::new(RamBackend::new(geo.store_bytes())))
-            .unwrap()
-            .bitmap
+        Bitmap::open(
+            geo,
+            Box::new(RamBackend::new(geo.store_bytes())),
+            &unlabelled(3),
+        )
+        .unwrap()
+        .bitmap
     }
 
     /// A write that starts (and even ends) while the members are being
@@ -658,7 +823,7 @@ mod tests {
             chunk_bytes: 4096,
             member_span_bytes: 1 << 40,
         };
-        let e = Bitmap::open(geo, Box::new(RamBackend::new(4096)))
+        let e = Bitmap::open(geo, Box::new(RamBackend::new(4096)), &unlabelled(2))
             .err()
             .unwrap();
         assert!(

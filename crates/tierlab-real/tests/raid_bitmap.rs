@@ -303,3 +303,157 @@ fn bitmap_configs_that_cannot_work_are_refused_with_the_key() {
         "{e}"
     );
 }
+
+/// A 3-member RAID 5 table over the member files `paths` (in that order)
+/// with the bitmap file `bitmap` (64 KiB regions).
+fn table_over(paths: &[&Path], bitmap: &Path) -> toml::Table {
+    let members: Vec<String> = paths
+        .iter()
+        .map(|p| {
+            format!(
+                "{{ path = {:?}, capacity_bytes = {MEMBER_BYTES}, create = true, direct = false }}",
+                p.display().to_string()
+            )
+        })
+        .collect();
+    let text = format!(
+        "model = \"raid\"\nlevel = \"raid5\"\nstripe_unit_bytes = {UNIT}\n\
+         members = [{}]\nbitmap = {:?}\nbitmap_chunk_bytes = 65536\n",
+        members.join(", "),
+        bitmap.display().to_string()
+    );
+    toml::from_str(&text).unwrap()
+}
+
+fn files(dir: &Path, names: &[&str]) -> Vec<Vec<u8>> {
+    names
+        .iter()
+        .map(|n| std::fs::read(dir.join(n)).unwrap())
+        .collect()
+}
+
+/// Issue 35: a write-intent bitmap belongs to the members it was made
+/// over (their volume ids, recorded in its header). Array X crashed in the
+/// middle of a stripe write, so its bitmap marks region 0; opening that
+/// bitmap over another array's members (Y, whose stripe 0 parity is
+/// deliberately stale so a resync would rewrite it), or over X's own
+/// members in another order, is refused before any resync: Y's members and
+/// X's bitmap stay byte for byte as they were. X's members in their order
+/// open and resynchronise.
+#[test]
+fn a_bitmap_over_other_members_is_refused_before_any_resync() {
+    let x = tempfile::tempdir().unwrap();
+    let y = tempfile::tempdir().unwrap();
+    crash_mid_stripe_write(x.path(), Some("\"raid.bitmap\""));
+    let xm: Vec<_> = (0..3).map(|i| x.path().join(format!("m{i}.img"))).collect();
+    let ym: Vec<_> = (0..3).map(|i| y.path().join(format!("m{i}.img"))).collect();
+    let bitmap = x.path().join("raid.bitmap");
+    {
+        let a = open(
+            &table_over(&[&ym[0], &ym[1], &ym[2]], &y.path().join("own.bitmap")),
+            "devices[0]",
+            y.path(),
+        )
+        .unwrap();
+        a.write_at(&pattern(5, 2 * UNIT as usize), 0).unwrap();
+        a.flush().unwrap();
+    }
+    // Y's stripe 0 parity (member 2) made stale: a resync would fix it.
+    OpenOptions::new()
+        .write(true)
+        .open(&ym[2])
+        .unwrap()
+        .write_all_at(&[0x5a; 512], 0)
+        .unwrap();
+    let names = ["m0.img", "m1.img", "m2.img"];
+    let (y_before, bitmap_before) = (files(y.path(), &names), std::fs::read(&bitmap).unwrap());
+    let e = open(
+        &table_over(&[&ym[0], &ym[1], &ym[2]], &bitmap),
+        "devices[0]",
+        y.path(),
+    )
+    .err()
+    .expect("refused");
+    let BackendError::Bitmap {
+        key,
+        error: BitmapError::OtherMembers { mismatches, .. },
+    } = &e
+    else {
+        panic!("{e:?}")
+    };
+    assert_eq!(key, "devices[0].bitmap");
+    assert_eq!(
+        mismatches.iter().map(|m| m.member).collect::<Vec<_>>(),
+        vec![0, 1, 2]
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("was made for other members: member 0 (file")
+            && text.contains("was volume")
+            && text.contains("Refused before any data was written (no resync)"),
+        "{text}"
+    );
+    assert!(files(y.path(), &names) == y_before, "Y's members untouched");
+    assert!(
+        std::fs::read(&bitmap).unwrap() == bitmap_before,
+        "the bitmap untouched"
+    );
+    // X's own members, two swapped: refused, the swap named.
+    let e = open(
+        &table_over(&[&xm[1], &xm[0], &xm[2]], &bitmap),
+        "devices[0]",
+        x.path(),
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(
+        e.contains("the bitmap recorded that volume as member 1")
+            && e.contains("the bitmap recorded that volume as member 0"),
+        "{e}"
+    );
+    assert!(std::fs::read(&bitmap).unwrap() == bitmap_before);
+    // X's members in their order: the region is resynchronised.
+    let a = open(
+        &table_over(&[&xm[0], &xm[1], &xm[2]], &bitmap),
+        "devices[0]",
+        x.path(),
+    )
+    .unwrap();
+    assert_eq!(counter(&a, "resync_regions"), 1.0);
+}
+
+/// An array's volume id is derived from its members' ids in order (so a
+/// cache over the array is bound to these members): stable across opens,
+/// the same degraded when the bitmap recorded the lost member's id, and
+/// unknown degraded without one.
+#[test]
+fn an_array_id_is_its_members_and_survives_a_lost_member_through_the_bitmap() {
+    use tierlab_core::volume::LabelKind;
+    let dir = tempfile::tempdir().unwrap();
+    let id = |failed: &[usize], bitmap: Option<&str>| {
+        array(dir.path(), failed, bitmap)
+            .unwrap()
+            .volume_label()
+            .unwrap()
+    };
+    let first = id(&[], Some("\"raid.bitmap\"")).unwrap();
+    assert_eq!(first.kind, LabelKind::Array);
+    assert_eq!(
+        id(&[], Some("\"raid.bitmap\"")).map(|l| l.id),
+        Some(first.id)
+    );
+    assert_eq!(
+        id(&[], None).map(|l| l.id),
+        Some(first.id),
+        "the bitmap is no part"
+    );
+    assert_eq!(
+        id(&[1], Some("\"raid.bitmap\"")).map(|l| l.id),
+        Some(first.id)
+    );
+    assert_eq!(id(&[1], None), None, "a lost member nobody recorded");
+    // Another member in place 2: another volume.
+    std::fs::remove_file(dir.path().join("m2.img")).unwrap();
+    assert_ne!(id(&[], None).map(|l| l.id), Some(first.id));
+}

@@ -156,12 +156,35 @@ pub struct AtsmfParams {
 
 /// The persistent tiering table: two 4 KiB copies at the end of the flash
 /// device (`slot_meta`'s page format, magic `ATST`): fields sub-LUN
-/// bytes, LUN bytes, memory slots, count, then the sub-LUN numbers.
+/// bytes, LUN bytes, memory slots, count, then the sub-LUN numbers, then
+/// the memory device's volume id (two u64; 0, 0 or no room after the list:
+/// none recorded — a table written before ids were).
 const TABLE_MAGIC: &[u8; 4] = b"ATST";
 const TABLE_BYTES: u64 = 2 * crate::slot_meta::PAGE as u64;
 const TABLE_FIELDS: usize = 4;
-/// Sub-LUNs one table page lists.
-const TABLE_MAX_SUBS: usize = (crate::slot_meta::PAGE - 32) / 8 - TABLE_FIELDS;
+/// u64 fields a table page holds.
+const TABLE_PAGE_FIELDS: usize = (crate::slot_meta::PAGE - 32) / 8;
+/// Sub-LUNs one table page lists (with room for the id after them).
+const TABLE_MAX_SUBS: usize = TABLE_PAGE_FIELDS - TABLE_FIELDS - crate::binding::ID_FIELDS;
+
+/// The table records the memory device's volume id: the open copies the
+/// listed sub-LUNs from flash into it, so a memory device of another
+/// volume is refused rather than overwritten. Memory is scratch (flash
+/// holds every flushed byte), so a new memory file is adopted
+/// (docs/crash-consistency.md, "Binding").
+const MEMORY_BINDING: crate::binding::Bound = crate::binding::Bound {
+    metadata_device: FLASH_DEVICE,
+    metadata: "ATSMF's tiering table",
+    owner: "tiering table",
+    metadata_role: "flash device",
+    device: MEMORY_DEVICE,
+    role: "memory device",
+    bond: crate::binding::Bond::Scratch,
+    advice: Some(
+        "use the memory device this table was made for, or a new memory file (the memory-resident \
+         sub-LUNs are copied into it from flash at open), or set persistent = false to start cold",
+    ),
+};
 
 /// The LUN on a flash device of `flash_bytes`: all of it, or with
 /// `persistent` what the tiering table leaves (4 KiB-aligned).
@@ -188,6 +211,9 @@ struct Table {
     /// `last` is that placement while an earlier write is in flight.
     frozen: bool,
     last: Option<Vec<u32>>,
+    /// The memory device's volume id, written into every table (None: not
+    /// known — RAM, a simulation).
+    memory_id: Option<tierlab_core::volume::VolumeId>,
     writes: u64,
     truncated: u64,
     warm_sub_luns: u64,
@@ -796,6 +822,7 @@ impl Atsmf {
                 changed: false,
                 frozen: false,
                 last: None,
+                memory_id: None,
                 writes: 0,
                 truncated: 0,
                 warm_sub_luns: 0,
@@ -1402,6 +1429,8 @@ impl Atsmf {
             subs.len() as u64,
         ];
         f.extend(subs.iter().map(|&s| s as u64));
+        let memory_id = self.table.as_ref().and_then(|t| t.memory_id);
+        f.extend(crate::binding::to_fields(memory_id));
         f
     }
 
@@ -1475,7 +1504,8 @@ impl Atsmf {
         let mut b = vec![0u8; PAGE];
         stores.read_at(FLASH_DEVICE, offset + copy_offset(0, 0), &mut a)?;
         stores.read_at(FLASH_DEVICE, offset + copy_offset(0, 1), &mut b)?;
-        let n = (PAGE - 32) / 8;
+        let n = TABLE_PAGE_FIELDS;
+        debug_assert_eq!(n, (PAGE - 32) / 8);
         let (da, db) = (
             decode_header(TABLE_MAGIC, &a, n),
             decode_header(TABLE_MAGIC, &b, n),
@@ -1483,7 +1513,11 @@ impl Atsmf {
         let (ra, rb) = (da.as_ref().err().copied(), db.as_ref().err().copied());
         let Some((copy, fields, seq)) = newest(da, db) else {
             if a.iter().chain(&b).all(|&x| x == 0) {
-                return Ok(()); // never written: a cold start
+                // Never written: a cold start; the first table written
+                // records the memory device's id.
+                let id = crate::binding::id_at_format(stores, MEMORY_DEVICE)?;
+                self.table.as_mut().unwrap().memory_id = id;
+                return Ok(());
             }
             return Err(OpenError::mismatch(format!(
                 "atsmf: the tiering table at byte {offset} of the flash device is unreadable \
@@ -1493,6 +1527,16 @@ impl Atsmf {
                 rb.unwrap_or("valid")
             )));
         };
+        // Before anything is written (no warm copy into memory, no table
+        // rewrite): the memory device must be the one recorded, or new.
+        let count = fields[3] as usize;
+        let recorded = if count <= TABLE_MAX_SUBS {
+            let at = TABLE_FIELDS + count;
+            crate::binding::from_fields([fields[at], fields[at + 1]])
+        } else {
+            None // a full table of an older format: no room, none recorded
+        };
+        let bound = crate::binding::check(stores, &MEMORY_BINDING, recorded)?;
         let names = ["sub_lun_size_bytes", "LUN bytes", "memory slots"];
         let here = self.table_fields(&[]);
         let differ: Vec<String> = (0..3)
@@ -1511,8 +1555,8 @@ impl Atsmf {
                 differ.join("; ")
             )));
         }
-        let count = fields[3] as usize;
-        if count > TABLE_MAX_SUBS.min(self.slots_total as usize) {
+        // (An older format listed up to two more: still read.)
+        if count > (TABLE_MAX_SUBS + 2).min(self.slots_total as usize) {
             return Err(OpenError::mismatch(format!(
                 "atsmf: the tiering table lists {count} sub-LUNs, more than its {} memory slots",
                 self.slots_total
@@ -1553,6 +1597,23 @@ impl Atsmf {
         }
         let used = self.memory_bytes();
         self.stats.peak_memory_bytes = self.stats.peak_memory_bytes.max(used);
+        // The table does not record this memory device's id yet (a table
+        // from before ids, or a new memory file adopted): record it now,
+        // into the other copy, synced — a crash before the next table
+        // write must not leave the old id over this device.
+        self.table.as_mut().unwrap().memory_id = bound.id;
+        if bound.record {
+            let mut subs = self.memory_sub_luns();
+            subs.truncate(TABLE_MAX_SUBS);
+            let fields = self.table_fields(&subs);
+            let t = self.table.as_mut().unwrap();
+            t.seq += 1;
+            t.copy = 1 - t.copy;
+            let at = offset + copy_offset(0, t.copy);
+            let page = crate::slot_meta::encode_header(TABLE_MAGIC, &fields, t.seq);
+            stores.write_at(FLASH_DEVICE, at, &page)?;
+            stores.sync(FLASH_DEVICE)?;
+        }
         if cfg!(debug_assertions) {
             self.check_invariants_full();
         }
@@ -2896,6 +2957,106 @@ mod tests {
         let mut cold = vec![vec![0u8; 5 * SUB as usize], flash.clone()];
         cold[1][4 * SUB as usize..].fill(0);
         assert!(open(&mut cold).unwrap().sub_luns_in_memory().is_empty());
+    }
+
+    /// Issue 35: the table records the memory device's volume id. A memory
+    /// device of another volume is refused before the warm copy would
+    /// overwrite it (both stores untouched); a new memory file is adopted
+    /// (memory is scratch: flash holds every flushed byte) and the table
+    /// rewritten at once to record it; a table from before ids opens and
+    /// records the memory device's id. Memory that cannot tell (RAM) is
+    /// not checked.
+    #[test]
+    fn the_tiering_table_is_bound_to_its_memory_device() {
+        use crate::slot_meta::{copy_offset, decode_header, encode_header, newest};
+        use tierlab_core::testkit::LabelledStores;
+        use tierlab_core::volume::VolumeId;
+        let p = AtsmfParams {
+            sub_lun_size_bytes: ByteCount(SUB),
+            move_chunk_bytes: ByteCount(16 * KIB),
+            buffer_bytes: ByteCount(SUB),
+            persistent: true,
+            ..AtsmfParams::default()
+        };
+        let flash_bytes = 4 * SUB + TABLE_BYTES;
+        let (mem_a, mem_b, flash_id) = (0xa1u128, 0xb2u128, 0xf1u128);
+        let flash_with = |fields: &[u64]| {
+            let mut f: Vec<u8> = (0..flash_bytes).map(|i| (i / 512 % 251) as u8).collect();
+            f[4 * SUB as usize..].fill(0);
+            let page = encode_header(TABLE_MAGIC, fields, 1);
+            let at = (4 * SUB + copy_offset(0, 0)) as usize;
+            f[at..at + page.len()].copy_from_slice(&page);
+            f
+        };
+        let bound_to_a = [SUB, 4 * SUB, 4, 1, 2, 0, mem_a as u64];
+        let other_memory: Vec<u8> = (0..5 * SUB).map(|i| (i % 7) as u8 + 1).collect();
+        let stores = |flash: Vec<u8>, memory_id: Option<u128>| {
+            LabelledStores::new(
+                vec![other_memory.clone(), flash],
+                &[memory_id, Some(flash_id)],
+                &["memory (file m.img)", "flash (file f.img)"],
+            )
+        };
+        let open = |s: &mut LabelledStores| {
+            let mut a = Atsmf::new(p.clone(), flash_bytes, 5 * SUB).unwrap();
+            a.open(s).map(|_| a).map_err(|e| e.to_string())
+        };
+        let recorded = |s: &LabelledStores| {
+            let at = 4 * SUB as usize;
+            let page = |c: u8| {
+                let o = at + copy_offset(0, c) as usize;
+                decode_header(TABLE_MAGIC, &s.data[1][o..o + 4096], TABLE_PAGE_FIELDS)
+            };
+            let (_, f, _) = newest(page(0), page(1)).unwrap();
+            let n = f[3] as usize;
+            crate::binding::from_fields([f[4 + n], f[5 + n]])
+        };
+        // Another volume's memory device: refused, nothing written.
+        let mut s = stores(flash_with(&bound_to_a), Some(mem_b));
+        let before = s.data.clone();
+        let e = open(&mut s).err().unwrap();
+        for want in [
+            "ATSMF's tiering table on the flash device flash (file f.img) belongs to another \
+             memory device",
+            "records volume id 000000000000000000000000000000a1",
+            "the memory device memory (file m.img) is volume 000000000000000000000000000000b2",
+            "or set persistent = false to start cold",
+            "the open would overwrite the memory device",
+        ] {
+            assert!(e.contains(want), "{want:?} not in: {e}");
+        }
+        assert!(s.data == before, "neither store changed");
+        // The recorded one: warm, nothing rewritten.
+        let mut s = stores(flash_with(&bound_to_a), Some(mem_a));
+        let a = open(&mut s).unwrap();
+        assert_eq!(a.sub_luns_in_memory(), vec![2]);
+        assert_eq!(recorded(&s), VolumeId::new(mem_a));
+        // A new memory file: adopted, warm, and recorded at once.
+        let mut s = stores(flash_with(&bound_to_a), None);
+        s.replace_with_new(MEMORY_DEVICE, mem_b);
+        let a = open(&mut s).unwrap();
+        assert_eq!(a.sub_luns_in_memory(), vec![2]);
+        assert_eq!(recorded(&s), VolumeId::new(mem_b));
+        let again = open(&mut s).unwrap();
+        assert_eq!(
+            again.sub_luns_in_memory(),
+            vec![2],
+            "the table still lists it"
+        );
+        // A table from before ids: opens over any memory device, records it.
+        let mut s = stores(flash_with(&[SUB, 4 * SUB, 4, 1, 2]), Some(mem_b));
+        assert_eq!(recorded(&s), None);
+        open(&mut s).unwrap();
+        assert_eq!(recorded(&s), VolumeId::new(mem_b));
+        // RAM (cannot tell): not checked, the recorded id kept.
+        let mut s = stores(flash_with(&bound_to_a), None);
+        let a = open(&mut s).unwrap();
+        assert_eq!(a.table.as_ref().unwrap().memory_id, VolumeId::new(mem_a));
+        // A cold start records the memory device's id for the first table.
+        let mut s = stores(flash_with(&[]), Some(mem_a));
+        s.data[1][4 * SUB as usize..].fill(0);
+        let a = open(&mut s).unwrap();
+        assert_eq!(a.table.as_ref().unwrap().memory_id, VolumeId::new(mem_a));
     }
 
     #[test]
