@@ -343,52 +343,56 @@ fn a_raid_bitmap_over_another_arrays_members_is_refused_after_a_stop_and_a_sigki
     }
 }
 
-/// The page cache with `persistent = true` over a new backing file, after
-/// a clean stop and a SIGKILL with dirty pages: refused, the new file left
-/// empty. Ignored until the page cache records its backing device's id
-/// (crates/tierlab-policies/src/binding.rs says how); then drop the
-/// `#[ignore]`.
+/// The page cache and flashcache (persistent, their default on files) over
+/// a new backing file, after a clean stop and a SIGKILL with dirty pages:
+/// refused, the new file left empty and the cache file untouched; over
+/// their own backing file they open with the data.
 #[test]
-#[ignore = "issue 35: the page cache does not record its backing device's id yet"]
 fn a_persistent_cache_over_another_backing_file_is_refused_after_a_stop_and_a_sigkill() {
-    let persistent = ["policy.persistent=true", "policy.capacity_bytes=4MiB"];
-    let mut a = Lab::new(&CACHE);
-    let a_cache = a.path("serve-cache-cache.img");
-    let blocks: Vec<u64> = (0..200).map(|i| i * 3).collect();
-    for how in ["clean stop", "SIGKILL"] {
-        let mut srv = a.start_with(Opts {
-            set: &persistent,
-            ..Opts::default()
-        });
-        write_blocks(&a, &blocks, 1);
-        if how == "SIGKILL" {
-            let mut c = Client::connect(&a.socket());
-            for &b in &blocks[..50] {
-                assert_eq!(c.write(b * BLOCK, &data(b, 1)), 0);
+    for (stack, cache_img) in [
+        (&CACHE, "serve-cache-cache.img"),
+        (&FLASHCACHE, "serve-flashcache-ssd.img"),
+    ] {
+        let persistent = ["policy.persistent=true", "policy.capacity_bytes=4MiB"];
+        let mut a = Lab::new(stack);
+        let a_cache = a.path(cache_img);
+        let blocks: Vec<u64> = (0..200).map(|i| i * 3).collect();
+        for how in ["clean stop", "SIGKILL"] {
+            let mut srv = a.start_with(Opts {
+                set: &persistent,
+                ..Opts::default()
+            });
+            write_blocks(&a, &blocks, 1);
+            if how == "SIGKILL" {
+                let mut c = Client::connect(&a.socket());
+                for &b in &blocks[..50] {
+                    assert_eq!(c.write(b * BLOCK, &data(b, 1)), 0);
+                }
+                srv.kill();
+            } else {
+                srv.stop();
             }
-            srv.kill();
-        } else {
+            let before = digest(&a_cache);
+            let fresh = format!("devices.1.path=fresh-{}.img", how.replace(' ', "-"));
+            let set: Vec<&str> = persistent.iter().copied().chain([fresh.as_str()]).collect();
+            refused(
+                &mut a,
+                &set,
+                &[
+                    "belongs to another backing device",
+                    "use the backing device this cache was made for",
+                ],
+            );
+            assert!(all_zero(&a.path(&fresh["devices.1.path=".len()..])));
+            assert_eq!(digest(&a_cache), before, "{}: the cache file", stack.name);
+            let mut srv = a.start_with(Opts {
+                set: &persistent,
+                ..Opts::default()
+            });
+            read_back(&a, &blocks, 1);
             srv.stop();
+            eprintln!("{} after a {how}: refused over a new backing file; its own opens", stack.name);
         }
-        let before = digest(&a_cache);
-        let fresh = format!("devices.1.path=fresh-{}.img", how.replace(' ', "-"));
-        let set: Vec<&str> = persistent.iter().copied().chain([fresh.as_str()]).collect();
-        refused(
-            &mut a,
-            &set,
-            &[
-                "belongs to another backing device",
-                "use the backing device this cache was made for",
-            ],
-        );
-        assert!(all_zero(&a.path(&fresh["devices.1.path=".len()..])));
-        assert_eq!(digest(&a_cache), before);
-        let mut srv = a.start_with(Opts {
-            set: &persistent,
-            ..Opts::default()
-        });
-        read_back(&a, &blocks, 1);
-        srv.stop();
     }
 }
 

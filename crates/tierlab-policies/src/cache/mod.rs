@@ -233,6 +233,9 @@ struct Persist {
     stop: StopStep,
     /// The backing device's size (known at `open`; 0 in simulation).
     backing_bytes: u64,
+    /// The backing device's volume id, recorded in the header (None: the
+    /// store cannot tell, or a simulation).
+    backing_id: Option<crate::binding::VolumeId>,
     next_id: u64,
     stats: PersistStats,
 }
@@ -649,6 +652,7 @@ impl Cache {
                 commit_batch_slots: (cap / 64).clamp(1, 1024),
                 stop: StopStep::None,
                 backing_bytes: 0,
+                backing_id: None,
                 next_id: 0,
                 stats: PersistStats::default(),
             }),

@@ -2,6 +2,20 @@
 //! stop, and recovery at `open` (docs/crash-consistency.md).
 
 use super::*;
+use crate::binding::{self, Bond, Bound};
+
+/// The page cache's metadata belongs to one backing device (its dirty
+/// pages are that volume's data): docs/crash-consistency.md, "Binding".
+const BACKING_BINDING: Bound = Bound {
+    metadata_device: CACHE_DEVICE,
+    metadata: "the page cache's metadata",
+    owner: "cache",
+    metadata_role: "cache device",
+    device: BACKING_DEVICE,
+    role: "backing device",
+    bond: Bond::Data,
+    advice: None,
+};
 
 impl Cache {
     pub(super) fn meta_io(
@@ -174,6 +188,8 @@ impl Cache {
             assoc,
             sets,
             clean as u64,
+            binding::to_fields(m.backing_id)[0],
+            binding::to_fields(m.backing_id)[1],
         ]
     }
 
@@ -224,7 +240,7 @@ impl Cache {
         let mut b = vec![0u8; slot_meta::PAGE];
         stores.read_at(CACHE_DEVICE, base + slot_meta::copy_offset(0, 0), &mut a)?;
         stores.read_at(CACHE_DEVICE, base + slot_meta::copy_offset(0, 1), &mut b)?;
-        let n = HEADER_FIELDS.len() + 1;
+        let n = HEADER_FIELDS.len() + 1 + binding::ID_FIELDS;
         let (ha, hb) = (
             slot_meta::decode_header(MAGIC_HEADER, &a, n),
             slot_meta::decode_header(MAGIC_HEADER, &b, n),
@@ -272,6 +288,15 @@ impl Cache {
                 differ.join("; ")
             )));
         }
+        // The backing device it was made for, before anything is written
+        // (the loads below clear losers, a crash's recovery copies slots to
+        // the backing device).
+        let at = HEADER_FIELDS.len() + 1;
+        let recorded = binding::from_fields([fields[at], fields[at + 1]]);
+        let bound = binding::check(stores, &BACKING_BINDING, recorded)?;
+        // Recorded from the next header write on (the not-clean rewrite
+        // below, before any IO), also when the header held none yet.
+        self.persist.as_mut().unwrap().backing_id = bound.id;
         let clean = match fields[HEADER_FIELDS.len()] {
             0 => false,
             1 => true,
@@ -368,6 +393,7 @@ impl Cache {
     /// zeroed, synced; then the header, synced — so a crash during the
     /// format leaves no header over stale entries.
     pub(super) fn format(&mut self, stores: &mut dyn Stores) -> Result<(), OpenError> {
+        self.persist.as_mut().unwrap().backing_id = binding::id_at_format(stores, BACKING_DEVICE)?;
         let backing_bytes = self.persist.as_ref().unwrap().backing_bytes;
         let fields = self.header_fields(backing_bytes, false);
         let m = self.persist.as_mut().unwrap();
