@@ -6,6 +6,7 @@ pub mod binding;
 pub mod cache;
 pub mod extent;
 pub mod flashcache;
+pub(crate) mod free_slots;
 pub mod host_sched;
 pub mod hswd;
 pub mod hswd_meta;

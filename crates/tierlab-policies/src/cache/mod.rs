@@ -68,10 +68,9 @@ use tierlab_core::{DeviceIo, Op, ParamError, TimeNs};
 
 use crate::extent::push_extent;
 use crate::streams::SeqStreams;
-use free_slots::FreeSlots;
+use crate::free_slots::FreeSlots;
 
 mod flush;
-mod free_slots;
 mod host_io;
 mod invariants;
 pub(crate) mod params;

@@ -1,5 +1,5 @@
-//! The free slots, handed out so that consecutive pages get consecutive
-//! slots where the layout allows: a page admitted right after its
+//! Free cache slots (the page cache's, HSWD's per set), handed out so
+//! that consecutive pages get consecutive slots where the layout allows: a page admitted right after its
 //! predecessor takes the slot after the predecessor's when it is free (so
 //! a sequential write or fill into a cache with room is one device IO);
 //! otherwise the slot freed most recently (a stack, as before, which keeps
@@ -7,7 +7,7 @@
 
 /// Free slots: a membership bitmap and a stack of candidates (it may hold
 /// slots taken since through `take`, skipped when popped).
-pub(super) struct FreeSlots {
+pub(crate) struct FreeSlots {
     is_free: Vec<bool>,
     count: u64,
     stack: Vec<u64>,
@@ -15,12 +15,12 @@ pub(super) struct FreeSlots {
 
 impl FreeSlots {
     /// Every one of `slots` slots free, slot 0 handed out first.
-    pub(super) fn all(slots: u64) -> FreeSlots {
+    pub(crate) fn all(slots: u64) -> FreeSlots {
         FreeSlots::from_free(slots, |_| true)
     }
 
     /// The slots `free(slot)` says are free, the lowest handed out first.
-    pub(super) fn from_free(slots: u64, free: impl Fn(u64) -> bool) -> FreeSlots {
+    pub(crate) fn from_free(slots: u64, free: impl Fn(u64) -> bool) -> FreeSlots {
         let is_free: Vec<bool> = (0..slots).map(free).collect();
         let stack: Vec<u64> = (0..slots).rev().filter(|&s| is_free[s as usize]).collect();
         FreeSlots {
@@ -30,16 +30,16 @@ impl FreeSlots {
         }
     }
 
-    pub(super) fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.count
     }
 
-    pub(super) fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.count == 0
     }
 
     /// A slot becomes free.
-    pub(super) fn push(&mut self, slot: u64) {
+    pub(crate) fn push(&mut self, slot: u64) {
         let s = slot as usize;
         assert!(!self.is_free[s], "slot {slot} freed twice");
         self.is_free[s] = true;
@@ -57,7 +57,7 @@ impl FreeSlots {
 
     /// A free slot: `after + 1` when that one is free (the slot following
     /// the previous page's), else the most recently freed.
-    pub(super) fn take(&mut self, after: Option<u64>) -> Option<u64> {
+    pub(crate) fn take(&mut self, after: Option<u64>) -> Option<u64> {
         if let Some(s) = after.and_then(|a| a.checked_add(1))
             && (s as usize) < self.is_free.len()
             && self.is_free[s as usize]
@@ -78,7 +78,7 @@ impl FreeSlots {
     }
 
     /// The free slots, ascending.
-    pub(super) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
         (0..self.is_free.len() as u64).filter(|&s| self.is_free[s as usize])
     }
 }
