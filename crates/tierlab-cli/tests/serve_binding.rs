@@ -391,7 +391,10 @@ fn a_persistent_cache_over_another_backing_file_is_refused_after_a_stop_and_a_si
             });
             read_back(&a, &blocks, 1);
             srv.stop();
-            eprintln!("{} after a {how}: refused over a new backing file; its own opens", stack.name);
+            eprintln!(
+                "{} after a {how}: refused over a new backing file; its own opens",
+                stack.name
+            );
         }
     }
 }

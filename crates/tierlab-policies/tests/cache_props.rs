@@ -1083,3 +1083,78 @@ fn persistent_metadata_is_carved_out_of_the_capacity() {
         (8094, 32 << 20)
     );
 }
+
+/// Paced write-back, by hand: 32 dirty pages, none adjacent (one page per
+/// write-back), a 25 % high watermark, a floor of 10 pages/s and a rate
+/// that never exceeds it. While host IO is recent (the writes at t = 0,
+/// active for 1 s) write-back goes at 10 pages per second after the bucket's
+/// first page or two; once the host has been idle for 1 s, every dirty page
+/// is written back at once (down to the low watermark, 0).
+#[test]
+fn watermark_write_back_is_paced_while_the_host_is_busy() {
+    let mut p = CacheParams::with_capacity(64 * PAGE);
+    p.persistent = false;
+    p.idle_flush_ms = 0.0;
+    p.high_watermark = 0.25;
+    p.low_watermark = 0.0;
+    p.max_flush_bytes = ByteCount(PAGE);
+    p.flush_iodepth = 64;
+    p.writeback_rate_p_s = 1e12;
+    p.writeback_rate_min_bytes = ByteCount(10 * PAGE);
+    p.writeback_idle_ms = 1000.0;
+    let mut c = Cache::new(&p).unwrap();
+    let mut out = Outbox::default();
+    let mut timers: Vec<(u64, u64)> = Vec::new();
+    let mut write_backs: Vec<u64> = Vec::new(); // their times
+    // Completes every device IO at `now` (and what they start), keeping
+    // timers and counting backing writes.
+    let mut settle = |c: &mut Cache, out: &mut Outbox, now: u64, timers: &mut Vec<(u64, u64)>| {
+        loop {
+            timers.append(&mut out.timers);
+            out.complete.clear();
+            let ios: Vec<_> = out.device_ios.drain(..).collect();
+            if ios.is_empty() {
+                break;
+            }
+            for (d, io) in ios {
+                if d == BACKING_DEVICE && io.op == Op::Write {
+                    write_backs.push(now);
+                }
+                c.on_device_completion(now, d, io.tag, out);
+            }
+        }
+    };
+    for i in 0..32u64 {
+        let io = HostIo {
+            id: i,
+            op: Op::Write,
+            offset_bytes: 2 * i * PAGE,
+            size_bytes: PAGE as u32,
+            tenant: 0,
+        };
+        c.on_host_io(0, io, &mut out);
+        settle(&mut c, &mut out, 0, &mut timers);
+    }
+    // Time goes on through the pacing timers only.
+    while let Some(k) = (0..timers.len()).min_by_key(|&k| timers[k].0) {
+        let (at, id) = timers.swap_remove(k);
+        c.on_timer(at, id, &mut out);
+        settle(&mut c, &mut out, at, &mut timers);
+    }
+    let busy = write_backs.iter().filter(|&&t| t < 1_000_000_000).count();
+    // The bucket's page, one more on the empty bucket, then one every 0.1 s
+    // until t = 1 s: 2 + 9 or 10.
+    assert!(
+        (11..=12).contains(&busy),
+        "{busy} write-backs while busy: {write_backs:?}"
+    );
+    assert!(write_backs.windows(2).all(|w| w[1] >= w[0]));
+    // The rest once idle, all at one instant; nothing dirty is left.
+    let idle: Vec<u64> = write_backs[busy..].to_vec();
+    assert_eq!(idle.len(), 32 - busy);
+    assert!(
+        idle.iter().all(|&t| t == idle[0] && t >= 1_000_000_000),
+        "{idle:?}"
+    );
+    assert_eq!(c.dirty_pages(), 0);
+}

@@ -67,12 +67,13 @@ use tierlab_core::policy::{BufRef, Extent, HostIo, IoError, OpenError, Outbox, P
 use tierlab_core::{DeviceIo, Op, ParamError, TimeNs};
 
 use crate::extent::push_extent;
-use crate::streams::SeqStreams;
 use crate::free_slots::FreeSlots;
+use crate::streams::SeqStreams;
 
 mod flush;
 mod host_io;
 mod invariants;
+mod pacing;
 pub(crate) mod params;
 mod persist;
 mod policy;
@@ -99,6 +100,8 @@ const TAG_ID_BITS: u32 = 41;
 const TAG_ID_MASK: u64 = (1 << TAG_ID_BITS) - 1;
 const TAG_PAGE_MASK: u64 = (1 << TAG_PAGE_BITS) - 1;
 const IDLE_TIMER: u64 = 1;
+/// Wakes the paced write-back (`pacing`).
+const WRITEBACK_TIMER: u64 = 2;
 /// Staging ids of metadata writes and flushes (flush staging ids stay
 /// below it).
 const META_STAGING: u64 = 1 << (TAG_ID_BITS - 1);
@@ -410,7 +413,10 @@ pub struct Cache {
     watermark_active: bool,
     idle_ns: u64,
     last_host_ns: TimeNs,
+    /// The time of the event being handled.
+    now_ns: TimeNs,
     timer_armed: bool,
+    pacer: pacing::Pacer,
     idle_flushing: bool,
     flush_all: bool,
     admission: Admission,
@@ -586,6 +592,27 @@ impl Cache {
                 format!("one page ({page} bytes) to 2^22 pages"),
             ));
         }
+        if !(p.writeback_rate_p_s.is_finite() && p.writeback_rate_p_s >= 0.0) {
+            return Err(ParamError::new(
+                "writeback_rate_p_s",
+                p.writeback_rate_p_s,
+                "a number >= 0 (0: write-back is never paced)",
+            ));
+        }
+        if p.writeback_rate_min_bytes.0 == 0 {
+            return Err(ParamError::new(
+                "writeback_rate_min_bytes",
+                0,
+                "at least 1 byte per second",
+            ));
+        }
+        if !(p.writeback_idle_ms.is_finite() && p.writeback_idle_ms >= 0.0) {
+            return Err(ParamError::new(
+                "writeback_idle_ms",
+                p.writeback_idle_ms,
+                "a number >= 0",
+            ));
+        }
         if p.flush_iodepth == 0 {
             return Err(ParamError::new("flush_iodepth", 0, "at least 1"));
         }
@@ -616,7 +643,14 @@ impl Cache {
             watermark_active: false,
             idle_ns: (p.idle_flush_ms * 1e6).round() as u64,
             last_host_ns: 0,
+            now_ns: 0,
             timer_armed: false,
+            pacer: pacing::Pacer::new(
+                p.writeback_rate_p_s,
+                p.writeback_rate_min_bytes.0 as f64,
+                (p.writeback_idle_ms * 1e6).round() as u64,
+                (max_flush_pages * page) as f64,
+            ),
             idle_flushing: false,
             flush_all: false,
             admission: p.admission,

@@ -103,6 +103,17 @@ pub struct CacheParams {
     /// Background flush batches in flight at once.
     #[serde(default = "default_flush_depth")]
     pub flush_iodepth: u32,
+    /// Paced write-back (`cache/pacing.rs`): while host IO is active,
+    /// watermark write-back runs at (dirty bytes above the low watermark)
+    /// ÷ this many seconds per second (bcache's p term, 40), at least
+    /// `writeback_rate_min_bytes` per second; 0 = never paced.
+    #[serde(default = "default_rate_p_s")]
+    pub writeback_rate_p_s: f64,
+    #[serde(default = "default_rate_min")]
+    pub writeback_rate_min_bytes: ByteCount,
+    /// Host IO counts as active this long after the last one arrived.
+    #[serde(default = "default_wb_idle_ms")]
+    pub writeback_idle_ms: f64,
 }
 
 fn default_page() -> ByteCount {
@@ -132,6 +143,15 @@ fn default_flush_depth() -> u32 {
 fn default_persistent() -> bool {
     true
 }
+fn default_rate_p_s() -> f64 {
+    40.0
+}
+fn default_rate_min() -> ByteCount {
+    ByteCount(4 << 20)
+}
+fn default_wb_idle_ms() -> f64 {
+    100.0
+}
 pub(crate) fn default_cutoff() -> ByteCount {
     ByteCount(4 << 20)
 }
@@ -157,6 +177,9 @@ impl CacheParams {
             sequential_streams: default_streams(),
             max_flush_bytes: default_flush_max(),
             flush_iodepth: default_flush_depth(),
+            writeback_rate_p_s: default_rate_p_s(),
+            writeback_rate_min_bytes: default_rate_min(),
+            writeback_idle_ms: default_wb_idle_ms(),
             persistent: default_persistent(),
         }
     }

@@ -49,6 +49,7 @@ impl Policy for Cache {
             (counter::DRAIN_EVICTING_PAGES, s.drain_evicting_pages as f64),
             (counter::FLUSH_WAITS, s.flush_waits as f64),
             (counter::FLUSH_COMMIT_WAITS, s.flush_commit_waits as f64),
+            (counter::WRITEBACK_RATE_WAITS, self.pacer.waits as f64),
             (counter::DEVICE_ERRORS, s.device_errors as f64),
             (
                 counter::READS_RETRIED_FROM_BACKING,
@@ -93,6 +94,7 @@ impl Policy for Cache {
     }
 
     fn on_host_io(&mut self, now_ns: TimeNs, io: HostIo, out: &mut Outbox) {
+        self.now_ns = self.now_ns.max(now_ns);
         self.stats.host_ios += 1;
         self.last_host_ns = now_ns;
         self.idle_flushing = false;
@@ -138,7 +140,8 @@ impl Policy for Cache {
         }
     }
 
-    fn on_device_completion(&mut self, _now_ns: TimeNs, device: usize, tag: u64, out: &mut Outbox) {
+    fn on_device_completion(&mut self, now_ns: TimeNs, device: usize, tag: u64, out: &mut Outbox) {
+        self.now_ns = self.now_ns.max(now_ns);
         // A completion of no IO in flight is an executor bug that would
         // corrupt the maps if ignored: stop here.
         let Some(rec) = self.inflight.remove(&(device, tag)) else {
@@ -241,12 +244,13 @@ impl Policy for Cache {
     /// is refused (fail-stop): the executor stops.
     fn on_device_error(
         &mut self,
-        _now_ns: TimeNs,
+        now_ns: TimeNs,
         device: usize,
         tag: u64,
         error: IoError,
         out: &mut Outbox,
     ) -> bool {
+        self.now_ns = self.now_ns.max(now_ns);
         let handled = match self.inflight.get(&(device, tag)) {
             Some(Rec::HostRead { .. }) => true,
             // A host write to the backing device: alone (write-around, a
@@ -419,6 +423,15 @@ impl Policy for Cache {
     }
 
     fn on_timer(&mut self, now_ns: TimeNs, timer_id: u64, out: &mut Outbox) {
+        self.now_ns = self.now_ns.max(now_ns);
+        if timer_id == WRITEBACK_TIMER {
+            self.pacer.timer_at = None;
+            self.try_flush(out);
+            if cfg!(debug_assertions) {
+                self.check_invariants();
+            }
+            return;
+        }
         if timer_id != IDLE_TIMER {
             return;
         }
@@ -437,7 +450,8 @@ impl Policy for Cache {
     }
 
     /// Flushes every dirty page; pages chosen for eviction are among them.
-    fn drain(&mut self, _now_ns: TimeNs, out: &mut Outbox) {
+    fn drain(&mut self, now_ns: TimeNs, out: &mut Outbox) {
+        self.now_ns = self.now_ns.max(now_ns);
         self.draining = true;
         self.retry_failed_write_backs();
         self.stats.drain_dirty_pages = self.dirty_set.len() as u64;

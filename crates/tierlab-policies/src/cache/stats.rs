@@ -94,6 +94,7 @@ pub mod counter {
     pub const DRAIN_EVICTING_PAGES: &str = "drain_evicting_pages";
     pub const FLUSH_WAITS: &str = "flush_waits";
     pub const FLUSH_COMMIT_WAITS: &str = "flush_commit_waits";
+    pub const WRITEBACK_RATE_WAITS: &str = "writeback_rate_waits";
     pub const DEVICE_ERRORS: &str = "device_errors";
     pub const READS_RETRIED_FROM_BACKING: &str = "reads_retried_from_backing";
     pub const WRITE_BACKS_FAILED: &str = "write_backs_failed";
@@ -136,6 +137,7 @@ pub mod counter {
         DRAIN_EVICTING_PAGES,
         FLUSH_WAITS,
         FLUSH_COMMIT_WAITS,
+        WRITEBACK_RATE_WAITS,
         DEVICE_ERRORS,
         READS_RETRIED_FROM_BACKING,
         WRITE_BACKS_FAILED,

@@ -56,10 +56,11 @@ impl Cache {
     }
 
     /// Flushes the run of adjacent flushable dirty pages around `page` as one
-    /// merged backing write. False if `page` cannot be flushed now.
-    pub(super) fn flush_run(&mut self, page: u64, out: &mut Outbox) -> bool {
+    /// merged backing write; returns its pages (0: `page` cannot be flushed
+    /// now).
+    pub(super) fn flush_run(&mut self, page: u64, out: &mut Outbox) -> u64 {
         if !self.flushable(page) {
-            return false;
+            return 0;
         }
         let mut lo = page;
         let mut hi = page + 1;
@@ -70,7 +71,7 @@ impl Cache {
             hi += 1;
         }
         self.flush_range(lo, hi, out);
-        true
+        hi - lo
     }
 
     pub(super) fn flush_range(&mut self, lo: u64, hi: u64, out: &mut Outbox) {
@@ -190,6 +191,10 @@ impl Cache {
         if !(urgent || self.watermark_active) {
             return;
         }
+        // Watermark write-back while the host is busy goes at a rate.
+        let paced = !urgent && self.pacer.active(self.now_ns, self.last_host_ns);
+        let excess_pages = (self.dirty_set.len() as f64 - self.low_pages).max(0.0);
+        let rate = self.pacer.rate(excess_pages * self.page as f64);
         // Idle and explicit flushes are not rate-limited; watermark flushing
         // keeps `flush_iodepth` batches in flight so it does not starve host IO.
         let limit = if urgent {
@@ -209,9 +214,22 @@ impl Cache {
                 .or_else(|| self.dirty_set.iter().next())
                 .copied();
             let Some(p) = next else { break };
+            if paced && !self.pacer.may_go(self.now_ns, rate) {
+                self.pacer.waits += 1;
+                if self.pacer.timer_at.is_none() {
+                    let at = self.pacer.wake_ns(self.now_ns, rate);
+                    self.pacer.timer_at = Some(at);
+                    out.timers.push((at, WRITEBACK_TIMER));
+                }
+                break;
+            }
             scanned += 1;
             self.flush_cursor = p + 1;
-            if self.flush_run(p, out) {
+            let pages = self.flush_run(p, out);
+            if pages > 0 {
+                if paced {
+                    self.pacer.charge(pages * self.page);
+                }
                 // Skip past the pages just queued.
                 while self.map.get(&self.flush_cursor).is_some_and(|e| e.flushing) {
                     self.flush_cursor += 1;
