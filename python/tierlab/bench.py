@@ -1571,13 +1571,6 @@ def _p99(values: list[float]) -> float:
     return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
 
 
-def _flush(uri: str) -> float:
-    """One NBD FLUSH from a connection of its own (qemu-io); its seconds."""
-    t0 = time.perf_counter()
-    _run(["qemu-io", "-f", "raw", "-c", "flush", uri], timeout=600)
-    return time.perf_counter() - t0
-
-
 def _disk_cases(ctx: Context) -> list[Case]:
     b = _DiskBench.make(ctx)
     runtime_s = 2 if ctx.quick else 4
