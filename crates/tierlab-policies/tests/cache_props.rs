@@ -244,6 +244,15 @@ fn random_params(rng: &mut Rng) -> CacheParams {
     }
     p.max_flush_bytes = ByteCount((1 + rng.below(8)) * PAGE);
     p.flush_iodepth = 1 + rng.below(4) as u32;
+    // Paced write-back (its timers interleave with everything): off, or a
+    // floor of 1 to 64 pages per ms of the harness's clock, active for
+    // 10 µs to 1 ms after a host IO.
+    if rng.chance(30) {
+        p.writeback_rate_p_s = 0.0;
+    } else {
+        p.writeback_rate_min_bytes = ByteCount((1 + rng.below(64)) * PAGE * 1000);
+        p.writeback_idle_ms = [0.01, 0.1, 1.0][rng.below(3) as usize];
+    }
     // Persistent slot metadata: commits, deferred slot reuse, FLUSHes
     // waiting for commits (the data rules must hold unchanged).
     p.persistent = rng.chance(30);
