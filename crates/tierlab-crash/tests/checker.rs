@@ -238,7 +238,7 @@ fn the_checker_catches_a_persistent_cache_whose_commit_skips_the_backing_flush()
         c.broken_commit_skips_backing_flush = true
     });
     let opts = Options {
-        states: states(400),
+        states: states(150),
         ..Default::default()
     };
     let r = check(&s, &opts).unwrap();
@@ -647,10 +647,6 @@ fn surprise_shutdown_at_every_write_loses_nothing_flushed() {
                 dev("ssd", "ssd.img", "2MiB"),
                 dev("disk", "disk.img", "8MiB")
             )),
-        ),
-        (
-            "cache write-back, persistent by default",
-            default_cache_stack("cache"),
         ),
         ("atsmf", atsmf_stack(true)),
         ("hswd", hswd_stack("fully")),
