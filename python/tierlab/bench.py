@@ -1389,10 +1389,17 @@ class _DiskBench:
             f"queue {d.get('avg_queue_size') or 0:.0f}"
             for d in summary.get("devices", [])
         )
+        # The policy's own account of the same (what bypassed it, what it
+        # wrote back, how often it committed): the caches' and HSWD's names.
+        pc = summary.get("run", {}).get("policy_counters", {})
+        keys = ("bypassed_ios", "write_hits", "write_misses", "flush_ios", "flush_waits", "flush_commit_waits",
+                "metadata_commits", "writeback_rate_waits", "rmw_count", "misses_uncached_waiting_for_commit")
+        policy = ", ".join(f"{k} {pc[k]:g}" for k in keys if pc.get(k))
         self.ctx.log(
             f"  {tag}: server: {s.get('connections')} connections; requests "
             + ", ".join(f"{k} {v}" for k, v in req.items() if v)
             + f"; device IOs: {devices}; drain {s.get('drain_s') or 0:.2f} s"
+            + (f"; policy: {policy}" if policy else "")
         )
 
 

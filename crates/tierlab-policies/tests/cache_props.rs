@@ -822,6 +822,37 @@ fn flashcache_cleans_a_set_one_write_filled_past_its_threshold() {
     assert!(sim.failures.is_empty(), "{:?}", sim.failures);
 }
 
+/// One 1 MiB write fills a quarter of a 1,024-block set whose threshold is
+/// 20 %: it lands as one cache write, and the cleaning it starts writes the
+/// set's run back in merged writes (one per 1 MiB `max_flush_bytes`), not
+/// a block at a time.
+#[test]
+fn flashcache_cleans_a_written_run_in_merged_writes() {
+    let mut p = FlashcacheParams::with_capacity(1024 * PAGE);
+    p.persistent = false;
+    p.associativity = 1024;
+    p.sequential_bypass_bytes = ByteCount(0);
+    let mut c = flashcache::new(&p).unwrap();
+    let (mut sim, mut out) = direct_sim(4096, &c);
+    sim.issue(&mut c, &mut out, Op::Write, 0, 256);
+    assert_eq!(
+        sim.in_flight_on(CACHE_DEVICE),
+        1,
+        "one cache write of 256 blocks"
+    );
+    while sim.step(&mut c, &mut out) {}
+    let s = c.stats();
+    // Threshold 204 blocks: the whole run goes, merged (flush_run takes its
+    // neighbours up to 256 blocks = 1 MiB).
+    assert!(c.dirty_pages() <= 204, "{} dirty", c.dirty_pages());
+    assert_eq!(
+        (s.flush_ios, s.flush_bytes),
+        (1, 256 * PAGE),
+        "one merged write-back"
+    );
+    assert!(sim.failures.is_empty(), "{:?}", sim.failures);
+}
+
 #[test]
 fn write_modes_route_writes_and_set_tiers() {
     for (mode, cache_ios, backing_ios, tier0) in [

@@ -168,10 +168,10 @@ impl Policy for Cache {
                 slot,
                 incarnations,
             } => {
-                for (k, inc) in incarnations.into_iter().enumerate() {
-                    self.unpin(slot + k as u64);
-                    self.slot_written(first_page + k as u64, inc, out);
+                for s in slot..slot + incarnations.len() as u64 {
+                    self.unpin(s);
                 }
+                self.slots_written(first_page, incarnations, out);
                 self.host_part_done(host, true, out);
             }
             Rec::FillWrite {
@@ -179,10 +179,10 @@ impl Policy for Cache {
                 slot,
                 incarnations,
             } => {
-                for (k, inc) in incarnations.into_iter().enumerate() {
-                    self.unpin(slot + k as u64);
-                    self.slot_written(first_page + k as u64, inc, out);
+                for s in slot..slot + incarnations.len() as u64 {
+                    self.unpin(s);
                 }
+                self.slots_written(first_page, incarnations, out);
             }
             Rec::BackingWrite { host, first, n } => {
                 self.backing_write_done(first, n);

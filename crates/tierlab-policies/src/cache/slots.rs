@@ -100,20 +100,47 @@ impl Cache {
         }
     }
 
-    /// A write into the page's slot completed (host write or fill).
-    pub(super) fn slot_written(&mut self, page: u64, incarnation: u64, out: &mut Outbox) {
+    /// A write into a run of slots completed (host write or fills): pages
+    /// `first_page..`, one incarnation each. Every page's data counts as
+    /// landed before any follow-up runs, so a write-back or set cleaning it
+    /// starts merges the whole run rather than one page whose neighbours
+    /// still look in flight.
+    pub(super) fn slots_written(
+        &mut self,
+        first_page: u64,
+        incarnations: Vec<u64>,
+        out: &mut Outbox,
+    ) {
+        let landed: Vec<u64> = incarnations
+            .into_iter()
+            .enumerate()
+            .filter_map(|(k, inc)| {
+                let page = first_page + k as u64;
+                self.slot_landed(page, inc, out).then_some(page)
+            })
+            .collect();
+        for page in landed {
+            self.after_slot_landed(page, out);
+        }
+    }
+
+    /// A page's data landed in its slot: its state, and the next write
+    /// queued for the slot. True when the follow-ups are still due
+    /// (`after_slot_landed`).
+    fn slot_landed(&mut self, page: u64, incarnation: u64, out: &mut Outbox) -> bool {
         let Some(e) = self.map.get_mut(&page) else {
-            return;
+            return false;
         };
         if e.incarnation != incarnation {
-            return;
+            return false;
         }
         e.valid = true;
         e.slot_write_inflight = false;
         if e.drop_after_write && e.waiting.is_empty() {
-            return self.drop_failed_copy(page, out);
+            self.drop_failed_copy(page, out);
+            return false;
         }
-        let (dirty, slot, evicting) = (e.dirty, e.slot, e.evicting);
+        let (dirty, slot) = (e.dirty, e.slot);
         let next_write = e.waiting.pop_front();
         // Persistent mode: the slot holds the page's data now, dirty or a
         // clean copy; the next commit says so.
@@ -123,14 +150,30 @@ impl Cache {
         {
             m.table.set_flagged(slot, page, flags);
         }
-        if let Some((host, page_in_buf)) = next_write {
-            self.slot_write(host, page, page_in_buf, out);
-        } else if evicting || self.flushing_everything() {
+        match next_write {
+            Some((host, page_in_buf)) => {
+                self.slot_write(host, page, page_in_buf, out);
+                false
+            }
+            None => true,
+        }
+    }
+
+    /// After its run landed: a page chosen for eviction (or everything
+    /// being flushed) is written back; set cleaning (flashcache) runs —
+    /// the write that pushed the set over its threshold could not pick
+    /// pages whose slot writes were still in flight.
+    fn after_slot_landed(&mut self, page: u64, out: &mut Outbox) {
+        let Some(e) = self.map.get(&page) else {
+            return;
+        };
+        if e.slot_write_inflight {
+            return; // a write queued for it went out meanwhile
+        }
+        let (dirty, evicting) = (e.dirty, e.evicting);
+        if evicting || self.flushing_everything() {
             self.flush_run(page, out);
         } else if dirty && self.mode == WriteMode::WriteBack {
-            // Set cleaning (flashcache): the write that pushed the set over
-            // its threshold could not pick pages whose slot writes were
-            // still in flight — this one can be cleaned now.
             self.clean_set_if_needed(page, out);
         }
     }
