@@ -17,7 +17,7 @@
 //! a long sequential scan or copy does not wash the cache out and goes to
 //! the backing device as the large IOs it already is.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// The streams a policy tracks at most unless told otherwise.
 pub const DEFAULT_STREAMS: usize = 128;
@@ -48,8 +48,8 @@ impl SeqStreams {
         SeqStreams {
             capacity,
             streams: Vec::with_capacity(capacity),
-            by_start: HashMap::with_capacity(capacity),
-            by_end: HashMap::with_capacity(capacity),
+            by_start: HashMap::with_capacity_and_hasher(capacity, Default::default()),
+            by_end: HashMap::with_capacity_and_hasher(capacity, Default::default()),
             clock: 0,
         }
     }

@@ -41,7 +41,7 @@ impl Cache {
         self.retry_failed_write_backs();
         let pages: HashMap<u64, (u64, u64)> =
             if self.persist.is_some() || self.broken_flush_skips_write_back {
-                HashMap::new()
+                HashMap::default()
             } else {
                 self.dirty_set
                     .iter()

@@ -103,7 +103,7 @@ impl Cache {
             );
         }
         let mut pins = vec![0u32; cap];
-        let mut backing: HashMap<u64, u32> = HashMap::new();
+        let mut backing: HashMap<u64, u32> = HashMap::default();
         for rec in self.inflight.values() {
             match rec {
                 Rec::HostRead {

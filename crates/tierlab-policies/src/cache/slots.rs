@@ -53,7 +53,7 @@ impl Cache {
                 // then so a set that never passes its threshold stays bounded.
                 if sets.order[s].len() as u64 > 4 * sets.assoc {
                     let map = &self.map;
-                    let mut seen = HashSet::new();
+                    let mut seen = HashSet::default();
                     sets.order[s]
                         .retain(|p| map.get(p).is_some_and(|e| e.dirty) && seen.insert(*p));
                 }

@@ -141,7 +141,7 @@ impl Cache {
             .copied()
             .collect();
         let mut keep = VecDeque::new();
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         for p in order {
             let Some(e) = self.map.get(&p) else { continue };
             if !e.dirty {
