@@ -16,6 +16,14 @@
 //! `sequential_cutoff`, 4 MiB by default, over its 128 most recent IOs), so
 //! a long sequential scan or copy does not wash the cache out and goes to
 //! the backing device as the large IOs it already is.
+//!
+//! A stream also counts how many of its IOs came after a host FLUSH that
+//! arrived since its previous one (the caller numbers its FLUSHes): a log
+//! the host flushes as it goes — a database's write-ahead log, committed
+//! and FLUSHed every few KiB — is sequential, but bypassing it would make
+//! every FLUSH wait for the backing device. bcache keeps such writes
+//! cached for the same reason (its `should_writeback` takes every
+//! `REQ_SYNC` write, sequential or not).
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -28,6 +36,29 @@ struct Stream {
     end: u64,
     run: u64,
     last_use: u64,
+    /// IOs, and of those the ones that came after a FLUSH that arrived
+    /// since the stream's previous IO.
+    ios: u64,
+    flushed_ios: u64,
+    /// The FLUSH count at its latest IO.
+    flush_epoch: u64,
+}
+
+/// What `SeqStreams::observe` says of the IO's stream, this IO included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamView {
+    pub run_bytes: u64,
+    pub ios: u64,
+    /// IOs that followed a FLUSH arriving since the stream's previous IO.
+    pub flushed_ios: u64,
+}
+
+impl StreamView {
+    /// Whether the host flushes this stream as it goes (at least one IO
+    /// in four follows a FLUSH): a log, not a copy.
+    pub fn flushed_as_it_goes(&self) -> bool {
+        self.flushed_ios * 4 >= self.ios
+    }
 }
 
 /// The most recent sequential streams (see the module docs).
@@ -96,6 +127,17 @@ impl SeqStreams {
     /// Counts an IO of `size_bytes` at `offset_bytes`; returns the run of
     /// its stream, this IO included.
     pub fn observe(&mut self, offset_bytes: u64, size_bytes: u64) -> u64 {
+        self.observe_flushed(offset_bytes, size_bytes, 0).run_bytes
+    }
+
+    /// As [`SeqStreams::observe`], with `flush_epoch` the number of host
+    /// FLUSHes so far: also counts whether the stream is flushed as it goes.
+    pub fn observe_flushed(
+        &mut self,
+        offset_bytes: u64,
+        size_bytes: u64,
+        flush_epoch: u64,
+    ) -> StreamView {
         self.clock += 1;
         let end = offset_bytes.saturating_add(size_bytes);
         let before = self.by_end.get(&offset_bytes).copied();
@@ -107,11 +149,15 @@ impl SeqStreams {
         let s = match (before, after) {
             (Some(i), Some(j)) => {
                 let (a, b) = (self.unlink(i), self.unlink(j));
+                let flushed = u64::from(flush_epoch != a.flush_epoch.max(b.flush_epoch));
                 let s = Stream {
                     start: a.start,
                     end: b.end,
                     run: a.run.saturating_add(size_bytes).saturating_add(b.run),
                     last_use: self.clock,
+                    ios: a.ios + b.ios + 1,
+                    flushed_ios: a.flushed_ios + b.flushed_ios + flushed,
+                    flush_epoch,
                 };
                 self.link(i, s);
                 s
@@ -122,6 +168,9 @@ impl SeqStreams {
                 s.end = s.end.max(end);
                 s.run = s.run.saturating_add(size_bytes);
                 s.last_use = self.clock;
+                s.ios += 1;
+                s.flushed_ios += u64::from(flush_epoch != s.flush_epoch);
+                s.flush_epoch = flush_epoch;
                 self.link(i, s);
                 s
             }
@@ -132,6 +181,9 @@ impl SeqStreams {
                     end,
                     run: size_bytes,
                     last_use: self.clock,
+                    ios: 1,
+                    flushed_ios: 0,
+                    flush_epoch,
                 };
                 self.link(i, s);
                 s
@@ -139,7 +191,12 @@ impl SeqStreams {
         };
         debug_assert!(self.len() <= self.capacity);
         debug_assert!(self.by_start.len() <= self.len() && self.by_end.len() <= self.len());
-        s.run
+        debug_assert!(s.flushed_ios < s.ios.max(1));
+        StreamView {
+            run_bytes: s.run,
+            ios: s.ios,
+            flushed_ios: s.flushed_ios,
+        }
     }
 
     /// Streams tracked now.
@@ -226,6 +283,25 @@ mod tests {
         assert_eq!(s.observe(5100, 100), 200, "C kept its run");
         assert_eq!(s.observe(200, 100), 100, "A was forgotten");
         assert_eq!(s.len(), 2);
+    }
+
+    /// A log flushed after every append is flushed as it goes; a copy with
+    /// a FLUSH now and then is not.
+    #[test]
+    fn a_stream_flushed_as_it_goes_is_told_from_a_copy() {
+        let mut s = SeqStreams::new(4);
+        let mut v = s.observe_flushed(0, 8192, 0);
+        for k in 1..100u64 {
+            v = s.observe_flushed(k * 8192, 8192, k);
+        }
+        assert_eq!((v.ios, v.flushed_ios), (100, 99));
+        assert!(v.flushed_as_it_goes());
+        let base = 1 << 30;
+        for k in 0..100u64 {
+            v = s.observe_flushed(base + k * 8192, 8192, 100 + k / 10);
+        }
+        assert_eq!((v.ios, v.flushed_ios, v.run_bytes), (100, 9, 100 * 8192));
+        assert!(!v.flushed_as_it_goes());
     }
 
     #[test]

@@ -679,7 +679,7 @@ fn the_harness_catches_a_cache_that_acknowledges_failed_ios() {
 fn direct_sim(pages: u64, cache: &Cache) -> (Sim, Outbox) {
     let g = Geometry::backed(
         PAGE,
-        vec![cache.capacity_pages() * PAGE, pages * PAGE],
+        vec![cache.cache_device_bytes(), pages * PAGE],
         BACKING_DEVICE,
         pages,
     );
@@ -1197,4 +1197,29 @@ fn watermark_write_back_is_paced_while_the_host_is_busy() {
         "{idle:?}"
     );
     assert_eq!(c.dirty_pages(), 0);
+}
+
+/// The sequential cutoff takes a copy, not a log: 2-page appends each
+/// followed by a FLUSH (a write-ahead log) stay cached past the cutoff,
+/// while the same appends with no FLUSH between them are bypassed from the
+/// IO that reaches it on (persistent: a FLUSH writes nothing back).
+#[test]
+fn a_log_flushed_as_it_goes_is_not_cut_off() {
+    for flushed in [true, false] {
+        let mut p = CacheParams::with_capacity(cache::capacity_bytes_for(256, PAGE, true));
+        p.sequential_bypass_bytes = ByteCount(16 * PAGE);
+        p.idle_flush_ms = 0.0;
+        let mut c = Cache::new(&p).unwrap();
+        let (mut sim, mut out) = direct_sim(1024, &c);
+        for k in 0..32 {
+            io_to_end(&mut c, &mut sim, &mut out, Op::Write, 2 * k, 2);
+            if flushed {
+                io_to_end(&mut c, &mut sim, &mut out, Op::Flush, 0, 0);
+            }
+        }
+        let s = c.stats();
+        let expect = if flushed { 0 } else { 32 - 7 };
+        assert_eq!(s.bypassed_ios, expect, "flushed {flushed}: {s:?}");
+        assert!(sim.failures.is_empty(), "{:?}", sim.failures);
+    }
 }

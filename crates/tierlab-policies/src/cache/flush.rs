@@ -38,6 +38,7 @@ impl Cache {
     /// at this generation or a later one. Write-through and write-around
     /// hold nothing dirty: their FLUSH completes at once.
     pub(super) fn host_flush(&mut self, io: HostIo, out: &mut Outbox) {
+        self.host_flushes += 1;
         self.retry_failed_write_backs();
         let pages: HashMap<u64, (u64, u64)> =
             if self.persist.is_some() || self.broken_flush_skips_write_back {

@@ -277,10 +277,15 @@ impl Cache {
     /// The sequential cutoff (`crate::streams`): an IO whose stream has
     /// covered `sequential_bypass_bytes` or more, this IO included, admits
     /// nothing (pages it finds cached are still used, so the cache stays
-    /// coherent).
+    /// coherent) — unless it is a write of a stream the host flushes as it
+    /// goes (a log), whose FLUSHes would otherwise wait for the backing
+    /// device.
     pub(super) fn bypass(&mut self, io: &HostIo) -> bool {
-        let run = self.streams.observe(io.offset_bytes, io.size_bytes as u64);
-        let bypass = self.bypass_bytes > 0 && run >= self.bypass_bytes;
+        let v =
+            self.streams
+                .observe_flushed(io.offset_bytes, io.size_bytes as u64, self.host_flushes);
+        let log = io.op == Op::Write && v.flushed_as_it_goes();
+        let bypass = self.bypass_bytes > 0 && v.run_bytes >= self.bypass_bytes && !log;
         if bypass {
             self.stats.bypassed_ios += 1;
             self.stats.bypassed_bytes += io.size_bytes as u64;

@@ -431,6 +431,8 @@ pub struct Cache {
     bypass_bytes: u64,
     /// Per tenant: (end of its last IO, length of its sequential run).
     streams: SeqStreams,
+    /// Host FLUSHes so far (streams flushed as they go are not bypassed).
+    host_flushes: u64,
     pub(crate) sets: Option<SetCleaning>,
     /// Host trims in flight (at most one per host IO in flight).
     trims: Vec<TrimInFlight>,
@@ -664,6 +666,7 @@ impl Cache {
             ghost_cap: p.admission_table_pages.unwrap_or(cap).min(1 << 32) as usize,
             bypass_bytes: p.sequential_bypass_bytes.0,
             streams: SeqStreams::new(p.sequential_streams),
+            host_flushes: 0,
             sets: None,
             trims: Vec::new(),
             draining: false,
