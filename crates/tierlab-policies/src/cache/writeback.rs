@@ -215,8 +215,10 @@ impl Cache {
                 .copied();
             let Some(p) = next else { break };
             if paced && !self.pacer.may_go(self.now_ns, rate) {
-                self.pacer.waits += 1;
                 if self.pacer.timer_at.is_none() {
+                    // A pause of the write-back (counted once, however many
+                    // calls find it paused).
+                    self.pacer.waits += 1;
                     let at = self.pacer.wake_ns(self.now_ns, rate);
                     self.pacer.timer_at = Some(at);
                     out.timers.push((at, WRITEBACK_TIMER));
