@@ -45,6 +45,10 @@
 
 use std::collections::VecDeque;
 
+/// Decisions a policy keeps in memory (`BusyRateQos::decisions`): the
+/// counters need only the latest, and a server samples for days.
+pub const DECISIONS_KEPT: usize = 4096;
+
 use serde::Deserialize;
 use tierlab_core::policy::{Action, BufRef, HostIo, Outbox, Policy};
 use tierlab_core::{DeviceIo, NS_PER_S, Op, ParamError, TimeNs};
@@ -686,7 +690,12 @@ pub struct BusyRateQos {
     /// Per in-flight IO (indexed by slot, the device tag): host id and tenant.
     pending: Vec<(u64, u32)>,
     free: Vec<usize>,
-    log: Vec<Decision>,
+    /// The latest `DECISIONS_KEPT` decisions (a ring: a server runs for
+    /// days, one sample a second); `samples` counts them all, and the
+    /// latest lowering's inputs are kept apart for the counters.
+    log: VecDeque<Decision>,
+    samples: u64,
+    last_lowered: Option<(f64, f64, f64)>,
     /// The host scheduler, if any (`with_host_scheduler`); IOs it holds
     /// count as in flight for `%util`, as Linux counts a request from its
     /// insertion into the elevator.
@@ -759,7 +768,9 @@ impl BusyRateQos {
             timer_set: false,
             pending: Vec::new(),
             free: Vec::new(),
-            log: Vec::new(),
+            log: VecDeque::new(),
+            samples: 0,
+            last_lowered: None,
             host: None,
             host_timers: Vec::new(),
             host_out: Vec::new(),
@@ -904,8 +915,9 @@ impl BusyRateQos {
         }
     }
 
-    /// Every sample and decision so far, in order (about 200 bytes each).
-    pub fn decisions(&self) -> &[Decision] {
+    /// The latest samples and decisions, oldest first: all of them up to
+    /// `DECISIONS_KEPT` (about 200 bytes each), then the latest that many.
+    pub fn decisions(&self) -> &VecDeque<Decision> {
         &self.log
     }
 
@@ -1187,7 +1199,20 @@ impl Policy for BusyRateQos {
         // The delay is below the interval: a cap is due before the next
         // sample decides another.
         debug_assert!(self.caps_due.len() <= 1, "{:?}", self.caps_due);
-        self.log.push(decision);
+        if let Event::Lowered {
+            c_busy_pct_per_iops,
+            d_busy_pct_per_iops,
+            c_total_iops,
+        } = decision.event
+        {
+            self.last_lowered = Some((c_busy_pct_per_iops, d_busy_pct_per_iops, c_total_iops));
+        }
+        if self.log.len() == DECISIONS_KEPT {
+            self.log.pop_front();
+        }
+        self.log.push_back(decision);
+        self.samples += 1;
+        debug_assert!(self.log.len() <= DECISIONS_KEPT);
         self.io_ticks_ns = 0;
         self.completed = 0;
         self.completed_a = 0;
@@ -1205,23 +1230,11 @@ impl Policy for BusyRateQos {
     /// The latest decision (sample_index identifies it) and running totals;
     /// docs/qos.md defines each.
     fn counters(&self) -> Vec<(&'static str, f64)> {
-        let last = self.log.last();
+        let last = self.log.back();
         let get = |f: &dyn Fn(&Decision) -> f64| last.map_or(0.0, f);
-        let (c, d, big_c) = self
-            .log
-            .iter()
-            .rev()
-            .find_map(|d| match d.event {
-                Event::Lowered {
-                    c_busy_pct_per_iops,
-                    d_busy_pct_per_iops,
-                    c_total_iops,
-                } => Some((c_busy_pct_per_iops, d_busy_pct_per_iops, c_total_iops)),
-                _ => None,
-            })
-            .unwrap_or((0.0, 0.0, 0.0));
+        let (c, d, big_c) = self.last_lowered.unwrap_or((0.0, 0.0, 0.0));
         let mut counters = vec![
-            (counter::SAMPLES, self.log.len() as f64),
+            (counter::SAMPLES, self.samples as f64),
             (
                 counter::SAMPLE_TIME_S,
                 get(&|d| d.input.time_ns as f64 / NS_PER_S as f64),
@@ -1842,6 +1855,34 @@ mod tests {
             size_bytes: 4096,
             tenant,
         }
+    }
+
+    /// A server samples for days: the decisions kept stay at
+    /// `DECISIONS_KEPT`, the counters still count every sample.
+    #[test]
+    fn the_decision_log_is_a_bounded_ring() {
+        let params = BusyRateParams {
+            sample_interval_s: 0.001,
+            ..Default::default()
+        };
+        let mut p = BusyRateQos::new(params, 0, 1, vec![(0, 20.0)]).unwrap();
+        let mut out = Outbox::default();
+        let samples = DECISIONS_KEPT as u64 + 1000;
+        for k in 0..samples {
+            let t = k * 1_000_000;
+            p.on_host_io(t, host(k, 0), &mut out);
+            let tag = out.device_ios[0].1.tag;
+            p.on_device_completion(t + 10_000, 0, tag, &mut out);
+            out.clear();
+            p.on_timer(t + 1_000_000, SAMPLE_TIMER, &mut out);
+            out.clear();
+        }
+        assert_eq!(p.decisions().len(), DECISIONS_KEPT);
+        let last = p.decisions().back().unwrap().input.time_ns;
+        assert_eq!(last, samples * 1_000_000, "the newest is kept");
+        let counters = p.counters();
+        let get = |k: &str| counters.iter().find(|(n, _)| *n == k).unwrap().1;
+        assert_eq!(get("samples"), samples as f64);
     }
 
     /// `%util` and IOPS as iostat computes them, from the policy's own view.
